@@ -1,0 +1,148 @@
+package protocol_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// TestIsUserInvokable follows the spec's resolution order: audience, then
+// userInvokable, then the per-origin table.
+func TestIsUserInvokable(t *testing.T) {
+	o := func(k protocol.OriginKind, id string) protocol.Origin { return protocol.Origin{Kind: k, ID: id} }
+	tests := []struct {
+		name string
+		cap  protocol.Capability
+		want bool
+	}{
+		{"audience with user", protocol.Capability{Audience: []protocol.Audience{"llm", "user"}, Origin: o("client", "")}, true},
+		{"audience without user", protocol.Capability{Audience: []protocol.Audience{"llm"}, UserInvokable: ptr(true), Origin: o("client", "")}, false},
+		{"audience runtime only", protocol.Capability{Audience: []protocol.Audience{"runtime"}, Origin: o("mcp", "s"), Kind: "effect"}, false},
+		{"empty audience is set", protocol.Capability{Audience: []protocol.Audience{}, UserInvokable: ptr(true), Origin: o("client", "")}, false},
+		{"userInvokable true", protocol.Capability{UserInvokable: ptr(true), Origin: o("agent", "")}, true},
+		{"userInvokable false beats mcp effect", protocol.Capability{UserInvokable: ptr(false), Origin: o("mcp", "s"), Kind: "effect"}, false},
+		{"framework", protocol.Capability{Origin: o("framework", ""), Kind: "effect"}, false},
+		{"client", protocol.Capability{Origin: o("client", ""), Kind: "effect"}, false},
+		{"agent", protocol.Capability{Origin: o("agent", ""), Kind: "effect"}, false},
+		{"flow", protocol.Capability{Origin: o("flow", "f"), Kind: "effect"}, false},
+		{"connector", protocol.Capability{Origin: o("connector", "c"), Kind: "effect"}, false},
+		{"mount", protocol.Capability{Origin: o("mount", "m"), Kind: "effect"}, false},
+		{"app", protocol.Capability{Origin: o("app", "a"), Kind: "effect"}, false},
+		{"mcp effect", protocol.Capability{Origin: o("mcp", "s"), Kind: "effect"}, true},
+		{"mcp query", protocol.Capability{Origin: o("mcp", "s"), Kind: "query"}, false},
+		{"mcp render", protocol.Capability{Origin: o("mcp", "s"), Kind: "render"}, false},
+		{"mcp no kind", protocol.Capability{Origin: o("mcp", "s")}, false},
+		{"skill effect", protocol.Capability{Origin: o("skill", "k"), Kind: "effect"}, true},
+		{"skill render", protocol.Capability{Origin: o("skill", "k"), Kind: "render"}, true},
+		{"skill query", protocol.Capability{Origin: o("skill", "k"), Kind: "query"}, false},
+		{"skill no kind", protocol.Capability{Origin: o("skill", "k")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := protocol.IsUserInvokable(&tt.cap); got != tt.want {
+				t.Errorf("IsUserInvokable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsRenderCapability(t *testing.T) {
+	c := protocol.Capability{}
+	if protocol.IsRenderCapability(&c) {
+		t.Error("a capability without render is a render capability")
+	}
+	c.Render = &protocol.RenderSpec{}
+	if !protocol.IsRenderCapability(&c) {
+		t.Error("a capability with render is not a render capability")
+	}
+}
+
+func TestHasAudienceDefault(t *testing.T) {
+	c := protocol.Capability{}
+	if !c.HasAudience(protocol.AudienceLLM) || !c.HasAudience(protocol.AudienceUser) || c.HasAudience(protocol.AudienceRuntime) {
+		t.Error("an unset audience must mean llm and user, not runtime")
+	}
+	c.Audience = []protocol.Audience{protocol.AudienceRuntime}
+	if c.HasAudience(protocol.AudienceLLM) || !c.HasAudience(protocol.AudienceRuntime) {
+		t.Error("an explicit audience must be used as is")
+	}
+}
+
+func TestCapabilityValidate(t *testing.T) {
+	base := func() protocol.Capability {
+		return protocol.Capability{Name: "a.b", Description: "d", InputSchema: json.RawMessage(`{}`),
+			Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}}
+	}
+	render := func(mut func(*protocol.RenderSpec)) func(*protocol.Capability) {
+		return func(c *protocol.Capability) {
+			r := &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceWebComponent, URL: "https://x.example/c.js", TagName: "x-c"}, Targets: []protocol.RenderTarget{"chat"}}
+			mut(r)
+			c.Render = r
+		}
+	}
+	tests := []struct {
+		name string
+		mut  func(*protocol.Capability)
+		want string // "" means valid
+	}{
+		{"valid", func(*protocol.Capability) {}, ""},
+		{"valid render", render(func(*protocol.RenderSpec) {}), ""},
+		{"empty name", func(c *protocol.Capability) { c.Name = "" }, "name: must not be empty"},
+		{"name with space", func(c *protocol.Capability) { c.Name = "a b" }, "name: must not contain spaces"},
+		{"long name", func(c *protocol.Capability) { c.Name = strings.Repeat("a", 300) }, "more than 256"},
+		{"unknown side", func(c *protocol.Capability) { c.Side = "server" }, `side: unknown side "server"`},
+		{"bad origin", func(c *protocol.Capability) { c.Origin = protocol.Origin{Kind: "app"} }, "origin.appId: required"},
+		{"unknown scope", func(c *protocol.Capability) { c.Scope = "forever" }, `scope: unknown scope "forever"`},
+		{"unknown kind", func(c *protocol.Capability) { c.Kind = "magic" }, `kind: unknown kind "magic"`},
+		{"unknown audience", func(c *protocol.Capability) { c.Audience = []protocol.Audience{"llm", "admin"} }, `audience[1]: unknown audience "admin"`},
+		{"schema not object", func(c *protocol.Capability) { c.InputSchema = json.RawMessage(`true`) }, "inputSchema: must be a JSON object"},
+		{"output schema not object", func(c *protocol.Capability) { c.OutputSchema = json.RawMessage(`[]`) }, "outputSchema: must be a JSON object"},
+		{"zero timeout", func(c *protocol.Capability) { c.CallTimeoutMs = ptr(int64(0)) }, "callTimeoutMs: must be greater than 0"},
+		{"negative timeout", func(c *protocol.Capability) { c.CallTimeoutMs = ptr(int64(-5)) }, "callTimeoutMs: must be greater than 0"},
+		{"render no targets", render(func(r *protocol.RenderSpec) { r.Targets = nil }), "render.targets: at least one"},
+		{"render bad target", render(func(r *protocol.RenderSpec) { r.Targets = []protocol.RenderTarget{"sidebar"} }), `render.targets[0]: unknown target "sidebar"`},
+		{"render bad url", render(func(r *protocol.RenderSpec) { r.Source.URL = "javascript:alert(1)" }), "render.source.url"},
+		{"render bad tag", render(func(r *protocol.RenderSpec) { r.Source.TagName = "chart" }), "render.source.tagName"},
+		{"render bad kind", render(func(r *protocol.RenderSpec) { r.Source.Kind = "svg" }), `render.source.kind: unknown kind "svg"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base()
+			tt.mut(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestOptionalFieldsAbsent: an unset optional field is absent from the JSON,
+// never null.
+func TestOptionalFieldsAbsent(t *testing.T) {
+	c := protocol.Capability{Name: "a", Description: "d", InputSchema: json.RawMessage(`{}`),
+		Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":"a","description":"d","inputSchema":{},"side":"agent","origin":{"kind":"agent"}}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+}
+
+func TestIsIdentifierCode(t *testing.T) {
+	for s, want := range map[string]bool{"rate_limited": true, "a": true, "http.429": true, "": false, "Rate": false, "9x": false, "a b": false, strings.Repeat("a", 65): false} {
+		if got := protocol.IsIdentifierCode(s); got != want {
+			t.Errorf("IsIdentifierCode(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package protocol_test
+
+import (
+	"fmt"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+func ExampleDecodeFrame() {
+	f, err := protocol.DecodeFrame([]byte(`{"v":2,"id":"c1","msg":{"type":"capability_approve","callId":"call-7","decision":"approved","decidedBy":"ada"}}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a := f.Msg.(*protocol.CapabilityApprove)
+	fmt.Println(f.ID, a.CallID, a.Decision, a.DecidedBy)
+
+	_, err = protocol.DecodeFrame([]byte(`{"v":2,"msg":{"type":"capability_register","capabilities":[{"name":"x","description":"d","inputSchema":{},"side":"app","origin":{"kind":"app"}}]}}`))
+	fmt.Println(err)
+	// Output:
+	// c1 call-7 approved ada
+	// decode frame: msg: capability_register: origin.appId: required for kind "app"
+}
+
+func ExampleIsUserInvokable() {
+	c := protocol.Capability{Name: "gh.create_issue", Origin: protocol.Origin{Kind: protocol.OriginMCP, ID: "github"}, Kind: protocol.KindEffect}
+	fmt.Println(protocol.IsUserInvokable(&c))
+	c.Audience = []protocol.Audience{protocol.AudienceLLM}
+	fmt.Println(protocol.IsUserInvokable(&c))
+	// Output:
+	// true
+	// false
+}
+
+func ExampleEncodeFrame() {
+	b, _ := protocol.EncodeFrame(&protocol.Frame{Seq: 4, Msg: &protocol.CapabilityOutcome{
+		CallID: "call-1", Name: "fs.read", Outcome: protocol.Fail(protocol.CodePathEscape, "%q is outside the workspace", "../x"),
+	}})
+	fmt.Println(string(b))
+	// Output:
+	// {"v":2,"seq":4,"msg":{"type":"capability_outcome","callId":"call-1","name":"fs.read","outcome":{"ok":false,"error":{"code":"path_escape","message":"\"../x\" is outside the workspace"}}}}
+}

@@ -1,0 +1,191 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// Version is the protocol version a frame carries in "v".
+const Version = 2
+
+// MaxFrameBytes is the largest frame DecodeFrame accepts.
+const MaxFrameBytes = 1 << 20
+
+// Frame is the envelope around exactly one message. See docs/protocol.md.
+//
+//	{"v":2,"seq":17,"msg":{"type":"capability_invoked",…}}   kernel → peer
+//	{"v":2,"id":"c1","msg":{"type":"capability_result",…}}   peer → kernel
+//	{"v":2,"seq":17,"ref":"c1","msg":{"type":"ack"}}         kernel reply
+type Frame struct {
+	// V is the protocol version; DecodeFrame accepts only Version.
+	V int
+	// Seq is set on everything the kernel sends. On events it is the
+	// event's place in the session's log; on ack and error replies it is the
+	// last seq the session had emitted when it replied.
+	Seq uint64
+	// ID is an optional correlation id a peer puts on a command.
+	ID string
+	// Ref, on an ack or error reply, is the ID of the command answered.
+	Ref string
+	// Msg is the one message.
+	Msg Message
+}
+
+// messageSpec says how to decode one message type strictly.
+type messageSpec struct {
+	new      func() Message
+	allowed  map[string]bool
+	required []string
+}
+
+var messageSpecs = map[Type]messageSpec{}
+
+func init() {
+	for _, m := range []Message{
+		&CapabilityRegister{}, &CapabilityDeregister{}, &CapabilityResult{},
+		&CapabilityApprove{}, &CapabilityInvoked{}, &RenderInvoked{},
+		&CapabilityInvoke{}, &CapabilityCancel{}, &ApprovalRequested{},
+		&CapabilityOutcome{}, &Resume{}, &Snapshot{}, &Ack{}, &ErrorReply{},
+	} {
+		t := reflect.TypeOf(m).Elem()
+		allowed, required := jsonFields(t)
+		allowed["type"] = true
+		messageSpecs[m.MessageType()] = messageSpec{
+			new:      func() Message { return reflect.New(t).Interface().(Message) },
+			allowed:  allowed,
+			required: required,
+		}
+	}
+}
+
+// jsonFields derives the accepted and required JSON names of a struct from
+// its tags: a field without omitempty or omitzero is required.
+func jsonFields(t reflect.Type) (allowed map[string]bool, required []string) {
+	allowed = map[string]bool{}
+	for i := range t.NumField() {
+		tag := t.Field(i).Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		allowed[name] = true
+		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
+			required = append(required, name)
+		}
+	}
+	return allowed, required
+}
+
+type frameJSON struct {
+	V   int             `json:"v"`
+	Seq uint64          `json:"seq,omitempty"`
+	ID  string          `json:"id,omitempty"`
+	Ref string          `json:"ref,omitempty"`
+	Msg json.RawMessage `json:"msg"`
+}
+
+var frameFields, frameRequired = jsonFields(reflect.TypeOf(frameJSON{}))
+
+// EncodeFrame returns the frame's JSON.
+func EncodeFrame(f *Frame) ([]byte, error) {
+	if f.Msg == nil {
+		return nil, fmt.Errorf("encode frame: no message")
+	}
+	msg, err := EncodeMessage(f.Msg)
+	if err != nil {
+		return nil, err
+	}
+	v := f.V
+	if v == 0 {
+		v = Version
+	}
+	return json.Marshal(frameJSON{V: v, Seq: f.Seq, ID: f.ID, Ref: f.Ref, Msg: msg})
+}
+
+// EncodeMessage returns the message's JSON with its "type" first.
+func EncodeMessage(m Message) ([]byte, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", m.MessageType(), err)
+	}
+	b := make([]byte, 0, len(body)+len(m.MessageType())+10)
+	b = append(b, `{"type":"`...)
+	b = append(b, m.MessageType()...)
+	b = append(b, '"')
+	if len(body) > 2 {
+		b = append(b, ',')
+	}
+	return append(b, body[1:]...), nil
+}
+
+// DecodeError is a frame that could not be decoded. ID is the frame's id
+// when it could be read, so that an error reply can refer to it.
+type DecodeError struct {
+	ID  string
+	Err error
+}
+
+func (e *DecodeError) Error() string { return "decode frame: " + e.Err.Error() }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// DecodeFrame decodes one frame strictly: at most MaxFrameBytes, version 2,
+// known fields only, one message of a known type with its required fields.
+// Every failure is a *DecodeError whose message names the field. It never
+// panics, whatever the bytes (a fuzz test holds it to that).
+func DecodeFrame(data []byte) (*Frame, error) {
+	if len(data) > MaxFrameBytes {
+		return nil, &DecodeError{Err: fmt.Errorf("frame is %d bytes, more than the limit of %d", len(data), MaxFrameBytes)}
+	}
+	if !json.Valid(data) {
+		var probe json.RawMessage
+		err := json.Unmarshal(data, &probe) // for the syntax error's message
+		return nil, &DecodeError{Err: fmt.Errorf("invalid JSON: %w", err)}
+	}
+	var fj frameJSON
+	if err := checkFields(data, frameFields, frameRequired...); err != nil {
+		return nil, &DecodeError{Err: err}
+	}
+	if err := json.Unmarshal(data, &fj); err != nil {
+		return nil, &DecodeError{Err: err}
+	}
+	if fj.V != Version {
+		return nil, &DecodeError{ID: fj.ID, Err: fmt.Errorf("v: unsupported protocol version %d (want %d)", fj.V, Version)}
+	}
+	msg, err := DecodeMessage(fj.Msg)
+	if err != nil {
+		return nil, &DecodeError{ID: fj.ID, Err: fmt.Errorf("msg: %w", err)}
+	}
+	return &Frame{V: fj.V, Seq: fj.Seq, ID: fj.ID, Ref: fj.Ref, Msg: msg}, nil
+}
+
+// DecodeMessage decodes one message strictly by its "type".
+func DecodeMessage(data []byte) (Message, error) {
+	var head struct {
+		Type *Type `json:"type"`
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, fmt.Errorf("want a JSON object")
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, err
+	}
+	if head.Type == nil {
+		return nil, fmt.Errorf("type: missing")
+	}
+	spec, ok := messageSpecs[*head.Type]
+	if !ok {
+		return nil, fmt.Errorf("type: unknown message type %q", *head.Type)
+	}
+	if err := checkFields(data, spec.allowed, spec.required...); err != nil {
+		return nil, fmt.Errorf("%s: %w", *head.Type, err)
+	}
+	m := spec.new()
+	if err := json.Unmarshal(data, m); err != nil {
+		return nil, fmt.Errorf("%s: %w", *head.Type, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,103 @@
+package protocol
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// MaxNameBytes bounds a capability name.
+const MaxNameBytes = 256
+
+// Validate checks what the wire types alone decide about a capability: a
+// non-empty name, known side, scope, kind and audience values, a valid
+// origin, an object inputSchema, callTimeoutMs > 0 and a valid render spec.
+// Compiling the schemas is the registry's job (package session). The error
+// names the field.
+func (c *Capability) Validate() error {
+	switch {
+	case c.Name == "":
+		return fmt.Errorf("name: must not be empty")
+	case len(c.Name) > MaxNameBytes:
+		return fmt.Errorf("name: %d bytes, more than %d", len(c.Name), MaxNameBytes)
+	case strings.ContainsFunc(c.Name, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fmt.Errorf("name: must not contain spaces or control characters")
+	}
+	switch c.Side {
+	case SideClient, SideAgent, SideApp:
+	default:
+		return fmt.Errorf("side: unknown side %q (want client, agent or app)", c.Side)
+	}
+	if err := c.Origin.Validate(); err != nil {
+		return err
+	}
+	switch c.Scope {
+	case "", ScopeSession, ScopeTurn:
+	default:
+		return fmt.Errorf("scope: unknown scope %q (want session or turn)", c.Scope)
+	}
+	switch c.Kind {
+	case "", KindEffect, KindRender, KindQuery:
+	default:
+		return fmt.Errorf("kind: unknown kind %q (want effect, render or query)", c.Kind)
+	}
+	for i, a := range c.Audience {
+		switch a {
+		case AudienceLLM, AudienceUser, AudienceRuntime:
+		default:
+			return fmt.Errorf("audience[%d]: unknown audience %q (want llm, user or runtime)", i, a)
+		}
+	}
+	if !isObject(c.InputSchema) {
+		return fmt.Errorf("inputSchema: must be a JSON object")
+	}
+	if c.OutputSchema != nil && !isObject(c.OutputSchema) {
+		return fmt.Errorf("outputSchema: must be a JSON object")
+	}
+	if c.CallTimeoutMs != nil && *c.CallTimeoutMs <= 0 {
+		return fmt.Errorf("callTimeoutMs: must be greater than 0, got %d", *c.CallTimeoutMs)
+	}
+	if c.Render != nil {
+		if err := c.Render.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks a render spec: a known source kind with an absolute http(s)
+// URL, a custom-element tag name for web components, and at least one
+// known target.
+func (r *RenderSpec) Validate() error {
+	switch r.Source.Kind {
+	case SourceWebComponent:
+		if !strings.Contains(r.Source.TagName, "-") || strings.ToLower(r.Source.TagName) != r.Source.TagName ||
+			strings.ContainsAny(r.Source.TagName, " <>\"'/=") {
+			return fmt.Errorf("render.source.tagName: %q is not a custom element name (lower case, with a hyphen)", r.Source.TagName)
+		}
+	case SourceIframe:
+	default:
+		return fmt.Errorf("render.source.kind: unknown kind %q", r.Source.Kind)
+	}
+	u, err := url.Parse(r.Source.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("render.source.url: %q is not an absolute http or https URL", r.Source.URL)
+	}
+	if len(r.Targets) == 0 {
+		return fmt.Errorf("render.targets: at least one target is required")
+	}
+	for i, t := range r.Targets {
+		switch t {
+		case TargetChat, TargetPreview, TargetModal, TargetInputExtension:
+		default:
+			return fmt.Errorf("render.targets[%d]: unknown target %q", i, t)
+		}
+	}
+	return nil
+}
+
+func isObject(raw []byte) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 1 && raw[0] == '{'
+}
