@@ -28,6 +28,9 @@ func (e *CapabilityError) Error() string {
 	return fmt.Sprintf("%s %s: %s: %s", e.Handle, e.Op, e.Code, e.Message)
 }
 
+// ErrorCode returns the code, so that the error keeps it in an Outcome.
+func (e *CapabilityError) ErrorCode() protocol.Code { return e.Code }
+
 // Unwrap returns the cause.
 func (e *CapabilityError) Unwrap() error { return e.Err }
 

@@ -21,6 +21,8 @@ const (
 	// CodeInvalidRequest: a frame or command that is malformed or breaks a
 	// registration rule.
 	CodeInvalidRequest Code = "invalid_request"
+	// CodeInvalidOutput: a handler's result failed the output schema.
+	CodeInvalidOutput Code = "invalid_output"
 	// CodeRejected: a user rejected the call at approval.
 	CodeRejected Code = "rejected"
 	// CodeTimeout: the call's deadline passed.
@@ -49,7 +51,7 @@ const (
 // Codes lists the catalogue in a stable order.
 func Codes() []Code {
 	return []Code{
-		CodeNotFound, CodeForbidden, CodeInvalidInput, CodeInvalidRequest,
+		CodeNotFound, CodeForbidden, CodeInvalidInput, CodeInvalidOutput, CodeInvalidRequest,
 		CodeRejected, CodeTimeout, CodeCancelled, CodeConflict,
 		CodePathEscape, CodeDenied, CodeTooLarge, CodeUnavailable,
 		CodeInvalidArgument, CodeToolError, CodeInternal,

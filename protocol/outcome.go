@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -111,4 +113,35 @@ func ResultError(result json.RawMessage) (message string, code Code, ok bool) {
 		code = Code(env.Code)
 	}
 	return *env.Error, code, true
+}
+
+// ErrorCode returns the error's code, so that an *Error wrapped by a tool
+// keeps its code in [OutcomeOf].
+func (e *Error) ErrorCode() Code { return e.Code }
+
+// Coder is implemented by errors that carry a code from the catalogue or a
+// tool's own identifier-shaped code.
+type Coder interface {
+	ErrorCode() Code
+}
+
+// OutcomeOf maps an error onto an error outcome: a deadline is timeout, a
+// cancellation cancelled, an error carrying an identifier-shaped code (see
+// [Coder]) keeps it, and anything else is tool_error with the error's
+// message, so that the model always reads what went wrong.
+func OutcomeOf(err error) Outcome {
+	var c Coder
+	switch {
+	case errors.As(err, &c) && IsIdentifierCode(string(c.ErrorCode())):
+		if e, ok := c.(*Error); ok && e == err {
+			return Outcome{Err: e}
+		}
+		return Outcome{Err: &Error{Code: c.ErrorCode(), Message: err.Error()}}
+	case errors.Is(err, context.DeadlineExceeded):
+		return Fail(CodeTimeout, "the call did not finish before its deadline")
+	case errors.Is(err, context.Canceled):
+		return Fail(CodeCancelled, "the call was cancelled")
+	default:
+		return Outcome{Err: &Error{Code: CodeToolError, Message: err.Error()}}
+	}
 }

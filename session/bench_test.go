@@ -1,0 +1,121 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// echoSchema and echoInput are the anchors' echo tool (../shared/anchors).
+const echoSchema = `{"type":"object","properties":{"text":{"type":"string","maxLength":1000}},"required":["text"],"additionalProperties":false}`
+
+var echoInput = json.RawMessage(`{"text":"the quick brown fox jumps over the lazy dog"}`)
+
+func echoCapability(name string) protocol.Capability {
+	return protocol.Capability{Name: name, Description: "Echo the text back.", InputSchema: json.RawMessage(echoSchema),
+		Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}}
+}
+
+// rawEcho returns its input: the handler does no work of its own, so the
+// benchmark measures the bridge.
+var rawEcho = session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
+	return c.Input, nil
+})
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+type echoOut struct {
+	Text string
+}
+
+// typedEcho does the anchors' work: decode into a struct, encode the result.
+var typedEcho = session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
+	var in echoIn
+	if err := json.Unmarshal(c.Input, &in); err != nil {
+		return nil, err
+	}
+	return json.Marshal(echoOut{Text: in.Text})
+})
+
+// BenchmarkInvoke: one llm invocation of an agent-side Go handler through
+// the whole path: lookup, audience, input validation, dispatch, outcome
+// (with its event in the log).
+func BenchmarkInvoke(b *testing.B) {
+	s := session.New("bench", nil)
+	if err := s.RegisterAgent(echoCapability("echo"), rawEcho); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		out := s.Invoke(ctx, protocol.AudienceLLM, "echo", echoInput)
+		if !out.IsOK() {
+			b.Fatal(out.Err)
+		}
+	}
+}
+
+// BenchmarkInvokeTypedEcho is BenchmarkInvoke with the anchors' typed echo
+// handler, the same work as the MCP SDK peers' CallTool.
+func BenchmarkInvokeTypedEcho(b *testing.B) {
+	s := session.New("bench", nil)
+	if err := s.RegisterAgent(echoCapability("echo"), typedEcho); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		out := s.Invoke(ctx, protocol.AudienceLLM, "echo", echoInput)
+		if !out.IsOK() {
+			b.Fatal(out.Err)
+		}
+	}
+}
+
+// BenchmarkRegister1000: registering 1000 distinct capabilities, one call
+// each, into a fresh session (schemas compiled every time).
+func BenchmarkRegister1000(b *testing.B) {
+	caps := make([]protocol.Capability, 1000)
+	for i := range caps {
+		caps[i] = echoCapability(fmt.Sprintf("tool.%04d", i))
+		caps[i].Side, caps[i].Origin = protocol.SideClient, protocol.Origin{Kind: protocol.OriginClient}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := session.New("bench", nil)
+		for i := range caps {
+			if err := s.Register(session.Client, caps[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkReplay1000: a subscriber resuming 1000 events behind reads them
+// all (register events and call events, materialised as messages).
+func BenchmarkReplay1000(b *testing.B) {
+	s := session.New("bench", nil)
+	if err := s.RegisterAgent(echoCapability("echo"), rawEcho); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	start := s.LastSeq()
+	for s.LastSeq()-start < 1000 {
+		s.Invoke(ctx, protocol.AudienceLLM, "echo", echoInput)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		sub := s.Subscribe(start)
+		for range 1000 {
+			if _, err := sub.Next(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sub.Close()
+	}
+}

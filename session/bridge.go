@@ -1,0 +1,431 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// Handler runs the calls of an agent-side capability.
+//
+// Handle must honour ctx: it is cancelled when the call is cancelled or its
+// timeout passes. The bridge does not wait for a handler that ignores it —
+// the call ends with its outcome at once — but the goroutine stays until
+// Handle returns. A returned error becomes an error outcome (see
+// protocol.OutcomeOf: an identifier-shaped code is kept); a panic becomes
+// code internal and the session survives.
+type Handler interface {
+	Handle(ctx context.Context, call *Call) (json.RawMessage, error)
+}
+
+// HandlerFunc adapts a function to [Handler].
+type HandlerFunc func(ctx context.Context, call *Call) (json.RawMessage, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, call *Call) (json.RawMessage, error) {
+	return f(ctx, call)
+}
+
+// Call is what a handler is told about its call. Input has been validated
+// against the capability's inputSchema.
+type Call struct {
+	ID      string
+	Name    string
+	Input   json.RawMessage
+	Invoker protocol.Audience
+}
+
+// call is a pending invocation. Its fields are written before the call is
+// published and read-only after, except those marked as guarded by
+// Session.mu.
+type call struct {
+	hc       Call // the handler's copy, so that a handler cannot change what events report
+	id, name string
+	input    json.RawMessage
+	invoker  protocol.Audience
+	reg      *registration
+
+	// Guarded by Session.mu.
+	awaitingApproval bool
+	decided          bool
+	finished         bool
+	outcome          protocol.Outcome // read without the lock only after done is closed
+
+	approval chan protocol.CapabilityApprove // buffered 1; the first decision
+	done     chan struct{}                   // closed by finish
+
+	// Set before dispatch; the call is its handler's context.
+	parent   context.Context
+	deadline time.Time
+}
+
+// Invoke runs one call through the bridge and returns its outcome: look up
+// name (not_found), check that invoker may call it (forbidden), validate
+// input (invalid_input), wait for approval if the capability requires it
+// (rejected, with the user's feedback), emit capability_invoked (and
+// render_invoked for render capabilities), dispatch to the owning peer or
+// the agent-side handler, and wait at most the call timeout (timeout).
+// Fire-and-forget capabilities resolve with {} at once. Cancelling ctx or
+// [Session.Cancel] ends the call with cancelled. Every call that got past
+// validation ends with exactly one capability_outcome event.
+func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name string, input json.RawMessage) protocol.Outcome {
+	c, fail := s.start(invoker, name, input)
+	if c == nil {
+		return fail
+	}
+	return s.run(ctx, c)
+}
+
+// Start begins a call like [Session.Invoke] but does not wait for it: it
+// returns the call id once the call is accepted, or the outcome of a call
+// refused before it began. The call's outcome is delivered as a
+// capability_outcome event. The call is bounded by its own timeouts, not by
+// a caller's context; cancel it with [Session.Cancel].
+func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMessage) (string, *protocol.Error) {
+	c, fail := s.start(invoker, name, input)
+	if c == nil {
+		return "", fail.Err
+	}
+	go s.run(context.Background(), c)
+	return c.id, nil
+}
+
+// start does steps 1 and 2 of the invocation path and publishes the call.
+func (s *Session) start(invoker protocol.Audience, name string, input json.RawMessage) (*call, protocol.Outcome) {
+	switch invoker {
+	case protocol.AudienceLLM, protocol.AudienceUser, protocol.AudienceRuntime:
+	default:
+		return nil, protocol.Fail(protocol.CodeInvalidRequest, "unknown invoker %q (want llm, user or runtime)", invoker)
+	}
+	s.mu.Lock()
+	r := s.caps[name]
+	s.mu.Unlock()
+	if r == nil {
+		return nil, protocol.Fail(protocol.CodeNotFound, "no capability named %q in this session", name)
+	}
+	if !Visible(&r.cap, invoker) {
+		s.logInfo("invocation forbidden", slog.String(keyCapability, r.logKey), slog.String(keyInvoker, string(invoker)))
+		return nil, protocol.Fail(protocol.CodeForbidden, "capability %q is not available to the %s", name, invoker)
+	}
+	if len(input) == 0 {
+		input = emptyObject
+	}
+	if err := r.input.ValidateJSON(input); err != nil {
+		return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
+	}
+	c := &call{id: s.nextCallID(), name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{})}
+	if r.cap.RequiresApproval {
+		c.awaitingApproval = true
+		c.approval = make(chan protocol.CapabilityApprove, 1)
+	}
+	s.mu.Lock()
+	s.calls[c.id] = c
+	s.mu.Unlock()
+	return c, protocol.Outcome{}
+}
+
+var emptyObject = json.RawMessage(`{}`)
+
+// nextCallID returns "<session prefix>-<counter>": unique in the session,
+// and across restarts because the prefix is random per session value.
+func (s *Session) nextCallID() string {
+	n := s.callCounter.Add(1)
+	b := make([]byte, 0, len(s.idPrefix)+12)
+	b = append(b, s.idPrefix...)
+	return string(strconv.AppendUint(b, n, 36))
+}
+
+// run does steps 3 to 7 for a published call and returns its outcome.
+func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
+	r := c.reg
+	if r.cap.RequiresApproval && !s.awaitApproval(ctx, c) {
+		<-c.done
+		return c.outcome
+	}
+	c.parent = ctx
+	c.deadline = time.Now().Add(r.timeout)
+	s.mu.Lock()
+	if c.finished { // cancelled between approval and dispatch
+		s.mu.Unlock()
+		return c.outcome
+	}
+	s.events.appendLocked(entry{typ: protocol.TypeCapabilityInvoked, call: c})
+	if r.cap.Render != nil {
+		s.events.appendLocked(entry{typ: protocol.TypeRenderInvoked, call: c})
+	}
+	s.mu.Unlock()
+
+	if r.cap.FireAndForget {
+		if r.handler != nil {
+			go s.runBackground(ctx, c)
+		}
+		s.finish(c, protocol.OK(emptyObject))
+		return c.outcome
+	}
+	if r.handler != nil {
+		s.dispatch(c)
+	}
+	s.await(ctx, c)
+	return c.outcome
+}
+
+// awaitApproval publishes approval_requested and waits for the decision.
+// It reports whether the call was approved; otherwise the call is finished.
+func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
+	s.mu.Lock()
+	if c.finished {
+		s.mu.Unlock()
+		return false
+	}
+	s.events.appendLocked(entry{typ: protocol.TypeApprovalRequested, call: c})
+	s.mu.Unlock()
+	timer := time.NewTimer(s.opts.ApprovalTimeout)
+	defer timer.Stop()
+	select {
+	case d := <-c.approval:
+		if d.Decision == protocol.DecisionApproved {
+			return true
+		}
+		msg := fmt.Sprintf("the user (%s) rejected the call", d.DecidedBy)
+		if d.Feedback != "" {
+			msg += ": " + d.Feedback
+		}
+		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", msg))
+	case <-c.done:
+	case <-timer.C:
+		s.finish(c, protocol.Fail(protocol.CodeTimeout, "no approval within %s", s.opts.ApprovalTimeout))
+	case <-ctx.Done():
+		s.finish(c, contextOutcome(ctx, 0))
+	}
+	return false
+}
+
+// runBackground runs the handler of a fire-and-forget call, whose outcome
+// ({}) is already out: the caller's cancellation does not reach it, the call
+// timeout does, and a failure is logged.
+func (s *Session) runBackground(parent context.Context, c *call) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.reg.timeout)
+	defer cancel()
+	if out := s.callHandler(ctx, c); !out.IsOK() {
+		s.logInfo("fire-and-forget handler failed", slog.String(keyCapability, c.reg.logKey),
+			slog.String(keyCall, c.id), slog.String(keyCode, string(out.Err.Code)), slog.String("message", out.Err.Message))
+	}
+}
+
+// callHandler runs the agent-side handler. A panic is recovered as code
+// internal.
+func (s *Session) callHandler(ctx context.Context, c *call) (out protocol.Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.logError("handler panicked", slog.String(keyCapability, c.reg.logKey), slog.String(keyCall, c.id),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			out = protocol.Fail(protocol.CodeInternal, "the capability %q crashed; the session is unaffected", c.name)
+		}
+	}()
+	c.hc = Call{ID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker}
+	v, err := c.reg.handler.Handle(ctx, &c.hc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return contextOutcome(ctx, c.reg.timeout)
+		}
+		return protocol.OutcomeOf(err)
+	}
+	return s.checkOutput(c, v)
+}
+
+// checkOutput validates a result against the output schema, if any.
+func (s *Session) checkOutput(c *call, v json.RawMessage) protocol.Outcome {
+	if len(v) == 0 {
+		v = json.RawMessage("null")
+	}
+	if c.reg.output != nil {
+		if err := c.reg.output.ValidateJSON(v); err != nil {
+			return protocol.Fail(protocol.CodeInvalidOutput, "the result of %q does not match its outputSchema: %v", c.name, err)
+		}
+	} else if !json.Valid(v) {
+		return protocol.Fail(protocol.CodeInvalidOutput, "the result of %q is not valid JSON", c.name)
+	}
+	return protocol.OK(v)
+}
+
+// contextOutcome maps a done context onto timeout or cancelled.
+func contextOutcome(ctx context.Context, timeout time.Duration) protocol.Outcome {
+	if ctx.Err() == context.DeadlineExceeded {
+		if timeout > 0 {
+			return protocol.Fail(protocol.CodeTimeout, "no result within %s", timeout)
+		}
+		return protocol.Fail(protocol.CodeTimeout, "the caller's deadline passed")
+	}
+	return protocol.Fail(protocol.CodeCancelled, "the call was cancelled")
+}
+
+// finish ends a call with out unless it has already ended: the first
+// outcome wins. It reports whether out was the one.
+func (s *Session) finish(c *call, out protocol.Outcome) bool {
+	s.mu.Lock()
+	if c.finished {
+		s.mu.Unlock()
+		return false
+	}
+	c.finished = true
+	c.outcome = out
+	delete(s.calls, c.id)
+	s.rememberFinishedLocked(c.id, out)
+	s.events.appendLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
+	s.mu.Unlock()
+	close(c.done)
+	if !out.IsOK() {
+		s.logDebug("call failed", slog.String(keyCapability, c.reg.logKey), slog.String(keyCall, c.id), slog.String(keyCode, string(out.Err.Code)))
+	}
+	return true
+}
+
+// finishedRing remembers how recent calls ended, so that a late result or
+// approval gets an error that says what happened rather than "unknown".
+type finishedRing struct {
+	ids   []string
+	codes map[string]protocol.Code // "" for a value outcome
+	next  int
+}
+
+func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
+	f := &s.finished
+	if len(f.ids) == 0 {
+		return
+	}
+	if old := f.ids[f.next]; old != "" {
+		delete(f.codes, old)
+	}
+	f.ids[f.next] = id
+	f.next = (f.next + 1) % len(f.ids)
+	var code protocol.Code
+	if !out.IsOK() {
+		code = out.Err.Code
+	}
+	f.codes[id] = code
+}
+
+// lookupCallLocked returns the pending call id, or an error saying that it
+// is unknown or how it already finished.
+func (s *Session) lookupCallLocked(id string) (*call, *protocol.Error) {
+	if c, ok := s.calls[id]; ok {
+		return c, nil
+	}
+	if code, ok := s.finished.codes[id]; ok {
+		how := "with a result"
+		if code != "" {
+			how = "with " + string(code)
+		}
+		return nil, protocol.Errorf(protocol.CodeConflict, "call %q already finished %s; nothing changed", id, how)
+	}
+	return nil, protocol.Errorf(protocol.CodeNotFound, "no pending call %q", id)
+}
+
+// Result delivers a capability_result from peer p for a client- or app-side
+// call. It fails, changing nothing, when the call is unknown or finished
+// (a late result after a timeout or cancel is dropped and logged), still
+// awaiting approval, or owned by another peer. The result becomes the call's
+// outcome: an error envelope {"error": …} an error outcome (its "code"
+// extension kept when identifier-shaped), anything else a value checked
+// against the outputSchema.
+func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
+	if m.Result == nil {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "capability_result for %q has no result", m.CallID)
+	}
+	s.mu.Lock()
+	c, err := s.lookupCallLocked(m.CallID)
+	switch {
+	case err != nil:
+		s.mu.Unlock()
+		s.logInfo("result dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()), slog.String("reason", err.Message))
+		return err
+	case !p.owns(&c.reg.cap) || c.reg.handler != nil:
+		s.mu.Unlock()
+		return protocol.Errorf(protocol.CodeForbidden, "call %q to %q is answered by its %s side, not by %s", m.CallID, c.name, c.reg.cap.Side, p)
+	case c.awaitingApproval:
+		s.mu.Unlock()
+		return protocol.Errorf(protocol.CodeConflict, "call %q is awaiting approval and was never dispatched", m.CallID)
+	}
+	s.mu.Unlock()
+	var out protocol.Outcome
+	if msg, code, isErr := protocol.ResultError(m.Result); isErr {
+		if code == "" {
+			code = protocol.CodeToolError
+		}
+		out = protocol.Outcome{Err: &protocol.Error{Code: code, Message: msg}}
+	} else {
+		out = s.checkOutput(c, m.Result)
+	}
+	if !s.finish(c, out) {
+		return protocol.Errorf(protocol.CodeConflict, "call %q finished before its result arrived; the result was dropped", m.CallID)
+	}
+	return nil
+}
+
+// Approve delivers a capability_approve. Only the client (where users
+// decide) and the runtime may approve. It fails, changing nothing, for an
+// unknown or finished call, a call that needs no approval or was already
+// decided (the first decision wins), or an unknown decision.
+func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
+	if p.Side != SideClient && p.Side != SideRuntime {
+		return protocol.Errorf(protocol.CodeForbidden, "%s may not approve calls; approvals come from the client", p)
+	}
+	if m.Decision != protocol.DecisionApproved && m.Decision != protocol.DecisionRejected {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "decision %q is neither approved nor rejected", m.Decision)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.lookupCallLocked(m.CallID)
+	switch {
+	case err != nil:
+		return err
+	case c.approval == nil:
+		return protocol.Errorf(protocol.CodeConflict, "call %q does not require approval", m.CallID)
+	case c.decided:
+		return protocol.Errorf(protocol.CodeConflict, "call %q was already decided; the first decision stands", m.CallID)
+	}
+	c.decided = true
+	c.awaitingApproval = false
+	c.approval <- *m
+	s.logInfo("call decided", slog.String(keyCapability, c.reg.logKey), slog.String(keyCall, c.id),
+		slog.String("decision", string(m.Decision)), slog.String("decidedBy", m.DecidedBy))
+	return nil
+}
+
+// Cancel ends a pending call with cancelled; its handler's context is
+// cancelled. Cancelling an unknown or finished call is an error and changes
+// nothing.
+func (s *Session) Cancel(callID, reason string) error {
+	s.mu.Lock()
+	c, err := s.lookupCallLocked(callID)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	msg := "the call was cancelled"
+	if reason != "" {
+		msg += ": " + reason
+	}
+	if !s.finish(c, protocol.Fail(protocol.CodeCancelled, "%s", msg)) {
+		return protocol.Errorf(protocol.CodeConflict, "call %q finished before it could be cancelled", callID)
+	}
+	return nil
+}
+
+// sortedCallsLocked returns the pending calls ordered by id.
+func (s *Session) sortedCallsLocked() []*call {
+	out := make([]*call, 0, len(s.calls))
+	for _, c := range s.calls {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *call) int { return strings.Compare(a.id, b.id) })
+	return out
+}

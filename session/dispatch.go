@@ -1,0 +1,97 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// A call is its own handler's context: Done is the call's done channel,
+// closed when the call finishes for any reason (result, timeout, cancel,
+// the caller giving up). Why: a context.WithTimeout per call costs four
+// allocations and a timer on the hottest path; the call already has a done
+// channel, and the bridge's waiter already enforces the timeout.
+
+// Deadline returns the earlier of the caller's deadline and the call's
+// timeout.
+func (c *call) Deadline() (time.Time, bool) {
+	if d, ok := c.parent.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+// Done is closed when the call has finished.
+func (c *call) Done() <-chan struct{} { return c.done }
+
+// Err is nil while the call runs, then context.DeadlineExceeded when it
+// ended with timeout and context.Canceled otherwise.
+func (c *call) Err() error {
+	select {
+	case <-c.done:
+		if !c.outcome.IsOK() && c.outcome.Err.Code == protocol.CodeTimeout {
+			return context.DeadlineExceeded
+		}
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+
+// Value returns the caller's context values.
+func (c *call) Value(key any) any { return c.parent.Value(key) }
+
+// workerIdle is how long an idle handler goroutine waits for the next call
+// before it exits.
+const workerIdle = 10 * time.Second
+
+// dispatch runs c's handler on an idle worker goroutine, or a new one.
+// Handlers run off the caller's goroutine so that a handler ignoring its
+// context cannot hold the caller past the call's end; reusing goroutines
+// keeps that free of allocations.
+func (s *Session) dispatch(c *call) {
+	select {
+	case s.work <- c:
+	default:
+		go s.worker(c)
+	}
+}
+
+func (s *Session) worker(c *call) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		s.finish(c, s.callHandler(c, c))
+		idle.Reset(workerIdle)
+		select {
+		case c = <-s.work:
+		case <-idle.C:
+			return
+		}
+	}
+}
+
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// await waits until c finishes, its timeout passes or ctx is done, and
+// finishes it accordingly.
+func (s *Session) await(ctx context.Context, c *call) {
+	t := timerPool.Get().(*time.Timer)
+	t.Reset(c.reg.timeout)
+	select {
+	case <-c.done:
+	case <-t.C:
+		s.finish(c, protocol.Fail(protocol.CodeTimeout, "no result within %s", c.reg.timeout))
+	case <-ctx.Done():
+		s.finish(c, contextOutcome(ctx, 0))
+	}
+	t.Stop()
+	timerPool.Put(t)
+	<-c.done
+}

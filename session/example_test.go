@@ -1,0 +1,87 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// A client registers a capability, the LLM invokes it, the client answers.
+func Example() {
+	s := session.New("demo", nil)
+	ctx := context.Background()
+
+	err := s.Register(session.Client, protocol.Capability{
+		Name:        "platform.react",
+		Description: "Acknowledge a user message with an emoji.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"emoji":{"type":"string"}},"required":["emoji"]}`),
+		Side:        protocol.SideClient,
+		Origin:      protocol.Origin{Kind: protocol.OriginClient},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// The client: read events, answer capability_invoked.
+	sub := s.Subscribe(s.LastSeq())
+	go func() {
+		for {
+			ev, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			if inv, ok := ev.Msg.(*protocol.CapabilityInvoked); ok {
+				_ = s.Result(session.Client, &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"shown":true}`)})
+			}
+		}
+	}()
+	defer sub.Close()
+
+	out := s.Invoke(ctx, protocol.AudienceLLM, "platform.react", json.RawMessage(`{"emoji":"👍"}`))
+	fmt.Println(string(out.Value))
+
+	out = s.Invoke(ctx, protocol.AudienceLLM, "platform.react", json.RawMessage(`{"emoji":1}`))
+	fmt.Println(out.Err.Code)
+	// Output:
+	// {"shown":true}
+	// invalid_input
+}
+
+// An agent-side capability runs a Go handler in the kernel's process.
+func ExampleSession_RegisterAgent() {
+	s := session.New("demo", nil)
+	_ = s.RegisterAgent(protocol.Capability{
+		Name:        "math.add",
+		Description: "Add two numbers.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`),
+		Side:        protocol.SideAgent,
+		Origin:      protocol.Origin{Kind: protocol.OriginAgent},
+		Audience:    []protocol.Audience{protocol.AudienceLLM},
+	}, session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
+		var in struct{ A, B float64 }
+		if err := json.Unmarshal(c.Input, &in); err != nil {
+			return nil, err
+		}
+		return json.Marshal(in.A + in.B)
+	}))
+	out := s.Invoke(context.Background(), protocol.AudienceLLM, "math.add", json.RawMessage(`{"a":2,"b":3}`))
+	fmt.Println(string(out.Value))
+	out = s.Invoke(context.Background(), protocol.AudienceUser, "math.add", json.RawMessage(`{"a":2,"b":3}`))
+	fmt.Println(out.Err.Code)
+	fmt.Print(s.PromptSection())
+	// Output:
+	// 5
+	// forbidden
+	// <CAPABILITIES>
+	// ## __capabilities.list
+	// List the capabilities you can call in this session, with their descriptions and input schemas.
+	//
+	// ## math.add
+	// Add two numbers.
+	//
+	// </CAPABILITIES>
+}

@@ -1,0 +1,176 @@
+package session
+
+import (
+	"context"
+	"errors"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// Event is one message a session emitted, with its place in the session's
+// log. Seq starts at 1 and grows by one per event.
+type Event struct {
+	Seq uint64
+	Msg protocol.Message
+}
+
+// entry is an event as the log keeps it. Call events point at their call and
+// are turned into messages only when a subscriber reads them, so that an
+// invocation nobody watches costs no message allocations.
+type entry struct {
+	seq  uint64
+	typ  protocol.Type
+	call *call            // approval_requested, capability_invoked, render_invoked, capability_outcome
+	msg  protocol.Message // every other type
+}
+
+// eventLog is a ring of the latest events. Guarded by Session.mu.
+type eventLog struct {
+	ring []entry
+	last uint64        // seq of the newest event; 0 before the first
+	wake chan struct{} // closed on the next append; nil when nobody waits
+}
+
+func newEventLog(size int) eventLog { return eventLog{ring: make([]entry, size)} }
+
+// appendLocked adds an event and wakes waiting subscribers.
+func (l *eventLog) appendLocked(e entry) uint64 {
+	l.last++
+	e.seq = l.last
+	l.ring[l.last%uint64(len(l.ring))] = e
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+	return l.last
+}
+
+// oldest returns the seq of the oldest event still in the ring.
+func (l *eventLog) oldest() uint64 {
+	if l.last < uint64(len(l.ring)) {
+		return 1
+	}
+	return l.last - uint64(len(l.ring)) + 1
+}
+
+func (l *eventLog) at(seq uint64) entry { return l.ring[seq%uint64(len(l.ring))] }
+
+// message materialises an entry.
+func (e entry) message() protocol.Message {
+	if e.call == nil {
+		return e.msg
+	}
+	c := e.call
+	switch e.typ {
+	case protocol.TypeApprovalRequested:
+		return &protocol.ApprovalRequested{CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker}
+	case protocol.TypeCapabilityInvoked:
+		return &protocol.CapabilityInvoked{CallID: c.id, Name: c.name, Input: c.input, InvokedBy: protocol.InvokedByAgent}
+	case protocol.TypeRenderInvoked:
+		return &protocol.RenderInvoked{CapabilityName: c.name, Props: c.input, CallID: c.id}
+	default:
+		return &protocol.CapabilityOutcome{CallID: c.id, Name: c.name, Outcome: c.outcome}
+	}
+}
+
+// ErrSubscriptionClosed is returned by Next after Close.
+var ErrSubscriptionClosed = errors.New("session: subscription closed")
+
+// Subscription reads a session's events in order. It holds no buffer of its
+// own: it reads the session's log, so a subscriber that does not read costs
+// nothing, and one that falls further behind than the log keeps receives a
+// snapshot instead of the events it missed. Not safe for concurrent use.
+type Subscription struct {
+	s      *Session
+	next   uint64 // seq of the next event to deliver
+	closed chan struct{}
+}
+
+// Subscribe returns a subscription that delivers every event after
+// afterSeq, then the live stream. afterSeq is the last seq the subscriber
+// saw (0 for none). When those events are no longer in the log — or
+// afterSeq is ahead of the session — the first event delivered is a
+// snapshot of the session's current state.
+func (s *Session) Subscribe(afterSeq uint64) *Subscription {
+	return &Subscription{s: s, next: afterSeq + 1, closed: make(chan struct{})}
+}
+
+// Close ends the subscription; a blocked Next returns ErrSubscriptionClosed.
+func (sub *Subscription) Close() {
+	select {
+	case <-sub.closed:
+	default:
+		close(sub.closed)
+	}
+}
+
+// Next returns the next event, waiting for one until ctx is done.
+func (sub *Subscription) Next(ctx context.Context) (Event, error) {
+	s := sub.s
+	for {
+		select {
+		case <-sub.closed:
+			return Event{}, ErrSubscriptionClosed
+		default:
+		}
+		s.mu.Lock()
+		l := &s.events
+		switch {
+		case sub.next > l.last+1 || (sub.next < l.oldest() && l.last > 0):
+			snap := s.snapshotLocked()
+			sub.next = l.last + 1
+			s.mu.Unlock()
+			return Event{Seq: snap.Seq, Msg: snap}, nil
+		case sub.next <= l.last:
+			e := l.at(sub.next)
+			sub.next++
+			s.mu.Unlock()
+			return Event{Seq: e.seq, Msg: e.message()}, nil
+		}
+		if l.wake == nil {
+			l.wake = make(chan struct{})
+		}
+		wake := l.wake
+		s.mu.Unlock()
+		select {
+		case <-wake:
+		case <-sub.closed:
+			return Event{}, ErrSubscriptionClosed
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// LastSeq returns the seq of the newest event.
+func (s *Session) LastSeq() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.events.last
+}
+
+// Snapshot returns the session's current state: every registration, sorted
+// by name, and every pending call, sorted by call id, as of the newest seq.
+func (s *Session) Snapshot() *protocol.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshotLocked()
+}
+
+func (s *Session) snapshotLocked() *protocol.Snapshot {
+	snap := &protocol.Snapshot{
+		Seq:          s.events.last,
+		Capabilities: s.listLocked(nil),
+		PendingCalls: make([]protocol.PendingCall, 0, len(s.calls)),
+	}
+	for _, c := range s.sortedCallsLocked() {
+		state := protocol.CallRunning
+		if c.awaitingApproval {
+			state = protocol.CallAwaitingApproval
+		}
+		snap.PendingCalls = append(snap.PendingCalls, protocol.PendingCall{
+			CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, State: state,
+		})
+	}
+	return snap
+}

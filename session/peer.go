@@ -1,0 +1,96 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// PeerSide is which side of a session a party speaks for.
+type PeerSide string
+
+// The sides that register and answer capabilities.
+const (
+	// SideClient is the host platform (web app, IDE).
+	SideClient PeerSide = "client"
+	// SideApp is an embedded app; a Peer of this side carries its app id.
+	SideApp PeerSide = "app"
+	// SideRuntime is the agent runtime and trusted platform code running in
+	// the kernel's process: it registers agent-side capabilities with Go
+	// handlers.
+	SideRuntime PeerSide = "runtime"
+)
+
+// Peer identifies who is talking to a session. The transport decides it from
+// the connection's credentials, never from what a frame claims.
+type Peer struct {
+	Side  PeerSide
+	AppID string
+}
+
+// Predefined peers.
+var (
+	Client  = Peer{Side: SideClient}
+	Runtime = Peer{Side: SideRuntime}
+)
+
+// App returns the peer of the embedded app id.
+func App(id string) Peer { return Peer{Side: SideApp, AppID: id} }
+
+func (p Peer) String() string {
+	if p.Side == SideApp {
+		return "app " + p.AppID
+	}
+	return string(p.Side)
+}
+
+// checkTrust applies the trust rules of DESIGN.md: the registering side must
+// match the origin kind, and the capability's side must be the registering
+// peer's own, since that peer is the one that will answer its calls.
+//
+//	client  → origin client, side client
+//	app X   → origin app X, side app
+//	runtime → origin agent, flow, skill, mcp, connector or mount; side agent
+//	framework is built in: nobody registers it
+func checkTrust(p Peer, c *protocol.Capability) error {
+	switch p.Side {
+	case SideClient:
+		if c.Origin.Kind != protocol.OriginClient {
+			return fmt.Errorf("a client may only register origin kind %q, not %q", protocol.OriginClient, c.Origin.Kind)
+		}
+		if c.Side != protocol.SideClient {
+			return fmt.Errorf("a client may only register side %q, not %q", protocol.SideClient, c.Side)
+		}
+	case SideApp:
+		if c.Origin.Kind != protocol.OriginApp || c.Origin.ID != p.AppID {
+			return fmt.Errorf("app %q may only register origin {kind: app, appId: %q}, not %s", p.AppID, p.AppID, c.Origin)
+		}
+		if c.Side != protocol.SideApp {
+			return fmt.Errorf("an app may only register side %q, not %q", protocol.SideApp, c.Side)
+		}
+	case SideRuntime:
+		switch c.Origin.Kind {
+		case protocol.OriginAgent, protocol.OriginFlow, protocol.OriginSkill, protocol.OriginMCP, protocol.OriginConnector, protocol.OriginMount:
+		default:
+			return fmt.Errorf("the runtime may not register origin kind %q", c.Origin.Kind)
+		}
+		if c.Side != protocol.SideAgent {
+			return fmt.Errorf("the runtime may only register side %q, not %q", protocol.SideAgent, c.Side)
+		}
+	default:
+		return fmt.Errorf("unknown peer side %q", p.Side)
+	}
+	return nil
+}
+
+// owns reports whether p is the peer that answers calls to c.
+func (p Peer) owns(c *protocol.Capability) bool {
+	switch c.Side {
+	case protocol.SideClient:
+		return p.Side == SideClient
+	case protocol.SideApp:
+		return p.Side == SideApp && p.AppID == c.Origin.ID
+	default:
+		return p.Side == SideRuntime
+	}
+}

@@ -1,0 +1,347 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// registration is one registered capability with what the bridge needs to
+// route it. It is immutable once registered: a replacement is a new value,
+// and calls in flight keep the one they started with.
+type registration struct {
+	cap     protocol.Capability
+	owner   Peer
+	input   *Schema
+	output  *Schema // nil when the capability has no outputSchema
+	handler Handler // agent side only
+	timeout time.Duration
+	logKey  string // capability:<origin>:<name>
+}
+
+// RegisterError is a rejected registration: which capability, and the rule
+// it broke. Nothing in the session changed.
+type RegisterError struct {
+	Name string
+	Code protocol.Code
+	Err  error
+}
+
+func (e *RegisterError) Error() string {
+	return fmt.Sprintf("register %q: %v", e.Name, e.Err)
+}
+
+// Unwrap returns the broken rule.
+func (e *RegisterError) Unwrap() error { return e.Err }
+
+// ErrorCode returns invalid_request, forbidden or conflict.
+func (e *RegisterError) ErrorCode() protocol.Code { return e.Code }
+
+// Register registers capabilities on behalf of a client or app peer. The
+// batch is all or nothing: each capability is validated (a non-empty name
+// unique in the batch, known field values, input and output schemas that
+// compile as JSON Schema 2020-12, a valid render spec, callTimeoutMs > 0)
+// and checked against the trust rules (see [Peer]); the first failure is
+// returned as a *RegisterError and nothing changes. Re-registering a name
+// from the same origin replaces it; a name held by another origin is a
+// conflict. One capability_register event carries the batch.
+//
+// Agent-side capabilities need a Go handler: register them with
+// [Session.RegisterAgent].
+func (s *Session) Register(p Peer, caps ...protocol.Capability) error {
+	if p.Side == SideRuntime {
+		return &RegisterError{Name: firstName(caps), Code: protocol.CodeInvalidRequest,
+			Err: fmt.Errorf("the runtime registers agent-side capabilities with RegisterAgent, which takes their handler")}
+	}
+	regs := make([]*registration, 0, len(caps))
+	for i := range caps {
+		r, err := s.prepare(p, caps[i], nil)
+		if err != nil {
+			return err
+		}
+		regs = append(regs, r)
+	}
+	return s.commit(regs)
+}
+
+// RegisterAgent registers an agent-side capability whose calls run h, on
+// behalf of the runtime. The capability must have side "agent" and an origin
+// the runtime may claim (agent, flow, skill, mcp, connector, mount); it is
+// validated like [Session.Register].
+func (s *Session) RegisterAgent(c protocol.Capability, h Handler) error {
+	if h == nil {
+		return &RegisterError{Name: c.Name, Code: protocol.CodeInvalidRequest, Err: fmt.Errorf("handler is nil")}
+	}
+	r, err := s.prepare(Runtime, c, h)
+	if err != nil {
+		return err
+	}
+	return s.commit([]*registration{r})
+}
+
+func firstName(caps []protocol.Capability) string {
+	if len(caps) == 0 {
+		return ""
+	}
+	return caps[0].Name
+}
+
+// prepare validates one capability and compiles what invoking it needs,
+// without touching the session.
+func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registration, error) {
+	fail := func(code protocol.Code, err error) error {
+		return &RegisterError{Name: c.Name, Code: code, Err: err}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fail(protocol.CodeInvalidRequest, err)
+	}
+	if c.Origin.Kind == protocol.OriginFramework {
+		return nil, fail(protocol.CodeForbidden, fmt.Errorf("origin kind %q is built in: nobody may register it", protocol.OriginFramework))
+	}
+	if err := checkTrust(p, &c); err != nil {
+		return nil, fail(protocol.CodeForbidden, err)
+	}
+	r := &registration{cap: cloneCapability(c), owner: p, handler: h, timeout: s.opts.DefaultCallTimeout,
+		logKey: "capability:" + string(c.Origin.Kind) + ":" + c.Name}
+	var err error
+	if r.input, err = CompileSchema(c.InputSchema); err != nil {
+		return nil, fail(protocol.CodeInvalidRequest, fmt.Errorf("inputSchema: %w", err))
+	}
+	if c.OutputSchema != nil {
+		if r.output, err = CompileSchema(c.OutputSchema); err != nil {
+			return nil, fail(protocol.CodeInvalidRequest, fmt.Errorf("outputSchema: %w", err))
+		}
+	}
+	if c.CallTimeoutMs != nil {
+		r.timeout = time.Duration(*c.CallTimeoutMs) * time.Millisecond
+	}
+	return r, nil
+}
+
+// commit installs prepared registrations after checking names against the
+// batch and the session, and emits one capability_register event.
+func (s *Session) commit(regs []*registration) error {
+	if len(regs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[string]bool, len(regs))
+	for _, r := range regs {
+		name := r.cap.Name
+		if seen[name] {
+			return &RegisterError{Name: name, Code: protocol.CodeInvalidRequest, Err: fmt.Errorf("the name appears twice in one registration")}
+		}
+		seen[name] = true
+		if old, ok := s.caps[name]; ok && old.cap.Origin != r.cap.Origin {
+			return &RegisterError{Name: name, Code: protocol.CodeConflict,
+				Err: fmt.Errorf("the name is registered by origin %s; only that origin may replace it", old.cap.Origin)}
+		}
+	}
+	msg := &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, len(regs))}
+	for i, r := range regs {
+		s.caps[r.cap.Name] = r
+		msg.Capabilities[i] = r.cap
+		s.logDebug("capability registered", slog.String(keyCapability, r.logKey), slog.String(keyOrigin, r.cap.Origin.String()))
+	}
+	s.events.appendLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
+	return nil
+}
+
+// Deregister removes capabilities by name on behalf of p. Names that are
+// not registered are ignored silently (the spec's rule); a name registered
+// by another peer, or a built-in, is forbidden and nothing is removed. One
+// capability_deregister event names what was removed.
+func (s *Session) Deregister(p Peer, names ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range names {
+		if r, ok := s.caps[n]; ok && r.owner != p {
+			return &RegisterError{Name: n, Code: protocol.CodeForbidden,
+				Err: fmt.Errorf("registered by %s (origin %s); %s may not deregister it", r.owner, r.cap.Origin, p)}
+		}
+	}
+	s.removeLocked(names)
+	return nil
+}
+
+// removeLocked deletes the registered names among names and emits the
+// deregister event.
+func (s *Session) removeLocked(names []string) {
+	removed := make([]string, 0, len(names))
+	for _, n := range names {
+		if r, ok := s.caps[n]; ok {
+			delete(s.caps, n)
+			removed = append(removed, n)
+			s.logDebug("capability deregistered", slog.String(keyCapability, r.logKey))
+		}
+	}
+	if len(removed) > 0 {
+		s.events.appendLocked(entry{typ: protocol.TypeCapabilityDeregister, msg: &protocol.CapabilityDeregister{Names: removed}})
+	}
+}
+
+// EndTurn ends the current turn: every capability with scope "turn" is
+// dropped, with one deregister event naming them. It returns the new turn
+// number.
+func (s *Session) EndTurn() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for n, r := range s.caps {
+		if r.cap.Scope == protocol.ScopeTurn {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	s.removeLocked(names)
+	s.turn++
+	return s.turn
+}
+
+// Lookup returns the capability registered under name.
+func (s *Session) Lookup(name string) (protocol.Capability, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.caps[name]
+	if !ok {
+		return protocol.Capability{}, false
+	}
+	return cloneCapability(r.cap), true
+}
+
+// List returns the capabilities visible to audience a, sorted by name (see
+// [Visible] for what visible means).
+func (s *Session) List(a protocol.Audience) []protocol.Capability {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listLocked(&a)
+}
+
+// listLocked lists every capability (a == nil) or those visible to *a.
+func (s *Session) listLocked(a *protocol.Audience) []protocol.Capability {
+	out := make([]protocol.Capability, 0, len(s.caps))
+	for _, r := range s.caps {
+		if a == nil || Visible(&r.cap, *a) {
+			out = append(out, cloneCapability(r.cap))
+		}
+	}
+	slices.SortFunc(out, func(x, y protocol.Capability) int { return strings.Compare(x.Name, y.Name) })
+	return out
+}
+
+// Visible reports whether audience a may see and invoke c. The llm and
+// runtime audiences follow c's audience (["llm","user"] when unset); the user
+// audience follows the spec's IsUserInvokable, so the per-origin defaults
+// decide what reaches a command palette when audience is unset.
+func Visible(c *protocol.Capability, a protocol.Audience) bool {
+	if a == protocol.AudienceUser {
+		return protocol.IsUserInvokable(c)
+	}
+	return c.HasAudience(a)
+}
+
+// PromptSection renders the <CAPABILITIES> system-prompt section: every
+// llm-visible capability in name order, its description, and its
+// promptFragment appended.
+func (s *Session) PromptSection() string {
+	caps := s.List(protocol.AudienceLLM)
+	var b strings.Builder
+	b.WriteString("<CAPABILITIES>\n")
+	for _, c := range caps {
+		fmt.Fprintf(&b, "## %s\n%s\n", c.Name, strings.TrimSpace(c.Description))
+		if f := strings.TrimSpace(c.PromptFragment); f != "" {
+			b.WriteString(f)
+			b.WriteByte('\n')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("</CAPABILITIES>\n")
+	return b.String()
+}
+
+// CapabilitiesListName is the built-in capability that lists what the
+// invoker may call.
+const CapabilitiesListName = "__capabilities.list"
+
+var capabilitiesListSchema = json.RawMessage(`{"type":"object","properties":{"prefix":{"type":"string","description":"Only capabilities whose name starts with this."}},"additionalProperties":false}`)
+
+// registerBuiltins installs __capabilities.list (origin framework), which
+// no peer can register, replace or deregister.
+func (s *Session) registerBuiltins() {
+	c := protocol.Capability{
+		Name:        CapabilitiesListName,
+		Description: "List the capabilities you can call in this session, with their descriptions and input schemas.",
+		InputSchema: capabilitiesListSchema,
+		Side:        protocol.SideAgent,
+		Origin:      protocol.Origin{Kind: protocol.OriginFramework},
+		Kind:        protocol.KindQuery,
+		Audience:    []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser, protocol.AudienceRuntime},
+	}
+	in, err := CompileSchema(c.InputSchema)
+	if err != nil {
+		panic(err) // a bug in the constant above
+	}
+	s.caps[c.Name] = &registration{cap: c, owner: Peer{Side: "framework"}, input: in,
+		handler: HandlerFunc(s.listCapabilities), timeout: s.opts.DefaultCallTimeout,
+		logKey: "capability:framework:" + c.Name}
+}
+
+type listedCapability struct {
+	Name        string          `json:"name"`
+	DisplayName string          `json:"displayName,omitempty"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+	Kind        protocol.Kind   `json:"kind,omitempty"`
+}
+
+func (s *Session) listCapabilities(_ context.Context, c *Call) (json.RawMessage, error) {
+	var in struct {
+		Prefix string `json:"prefix"`
+	}
+	if err := json.Unmarshal(c.Input, &in); err != nil {
+		return nil, err
+	}
+	out := struct {
+		Capabilities []listedCapability `json:"capabilities"`
+	}{Capabilities: []listedCapability{}}
+	for _, x := range s.List(c.Invoker) {
+		if strings.HasPrefix(x.Name, in.Prefix) {
+			out.Capabilities = append(out.Capabilities, listedCapability{x.Name, x.DisplayName, x.Description, x.InputSchema, x.Kind})
+		}
+	}
+	return json.Marshal(out)
+}
+
+// cloneCapability copies the slices and pointers of c, so that callers can
+// neither change a registration nor see it change.
+func cloneCapability(c protocol.Capability) protocol.Capability {
+	c.InputSchema = slices.Clone(c.InputSchema)
+	c.OutputSchema = slices.Clone(c.OutputSchema)
+	if c.Audience != nil {
+		c.Audience = slices.Clone(c.Audience)
+	}
+	if c.UserInvokable != nil {
+		v := *c.UserInvokable
+		c.UserInvokable = &v
+	}
+	if c.CallTimeoutMs != nil {
+		v := *c.CallTimeoutMs
+		c.CallTimeoutMs = &v
+	}
+	if c.Render != nil {
+		r := *c.Render
+		r.Targets = slices.Clone(r.Targets)
+		if r.Interactions != nil {
+			r.Interactions = slices.Clone(r.Interactions)
+		}
+		c.Render = &r
+	}
+	return c
+}

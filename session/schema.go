@@ -1,0 +1,151 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// MaxSchemaBytes bounds an inputSchema or outputSchema.
+const MaxSchemaBytes = 256 << 10
+
+// Schema is a compiled JSON Schema (draft 2020-12 unless the schema names
+// another draft with $schema).
+type Schema struct {
+	s *jsonschema.Schema
+}
+
+// refuseLoader refuses every external reference: a schema from the wire
+// must not make the kernel read files ("$ref": "file:///etc/passwd", the
+// library's default loader) or fetch URLs.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external $ref %q is not allowed: schemas must be self-contained", url)
+}
+
+// CompileSchema compiles raw as a JSON Schema. External references are
+// refused; only the draft meta-schemas are known.
+func CompileSchema(raw json.RawMessage) (*Schema, error) {
+	if len(raw) > MaxSchemaBytes {
+		return nil, fmt.Errorf("schema is %d bytes, more than %d", len(raw), MaxSchemaBytes)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("schema is not JSON: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refuseLoader{})
+	const loc = "brain:schema.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, err
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{s: s}, nil
+}
+
+// ValidateJSON decodes raw and validates it. The error lists each failing
+// location as a JSON pointer with what was wrong there, sorted, so a model
+// can act on it.
+func (s *Schema) ValidateJSON(raw json.RawMessage) error {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return fmt.Errorf("input is not valid JSON: %w", err)
+	}
+	return s.Validate(v)
+}
+
+// Validate validates a value decoded from JSON (as by encoding/json into an
+// any, or with json.Number).
+func (s *Schema) Validate(v any) error {
+	err := s.s.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	return &ValidationError{Problems: problems(ve)}
+}
+
+// printer renders validation messages in English.
+var printer = message.NewPrinter(language.English)
+
+// ValidationError lists what failed, one problem per instance location.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Problem is one failing location: a JSON pointer ("" is the whole value,
+// "/items/0/name" a nested field) and what was wrong.
+type Problem struct {
+	Pointer string `json:"pointer"`
+	Message string `json:"message"`
+}
+
+// Error joins the problems: `at "/text": got number, want string; …`.
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		ptr := p.Pointer
+		if ptr == "" {
+			ptr = "/"
+		}
+		fmt.Fprintf(&b, "at %q: %s", ptr, p.Message)
+	}
+	return b.String()
+}
+
+// problems flattens a validation error into its leaves, deduplicated and
+// sorted by pointer.
+func problems(ve *jsonschema.ValidationError) []Problem {
+	var out []Problem
+	seen := map[Problem]bool{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			p := Problem{Pointer: pointer(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer)}
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pointer != out[j].Pointer {
+			return out[i].Pointer < out[j].Pointer
+		}
+		return out[i].Message < out[j].Message
+	})
+	return out
+}
+
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		t = strings.ReplaceAll(t, "~", "~0")
+		b.WriteString(strings.ReplaceAll(t, "/", "~1"))
+	}
+	return b.String()
+}

@@ -1,0 +1,109 @@
+package session
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// Options configure a [Session]. The zero value, and a nil *Options, mean
+// the defaults.
+type Options struct {
+	// Logger receives the session's logs; nil discards them.
+	Logger *slog.Logger
+	// LogSize is how many events the session keeps for replay; a subscriber
+	// further behind gets a snapshot. Default 4096.
+	LogSize int
+	// DefaultCallTimeout bounds a dispatched call whose capability sets no
+	// callTimeoutMs. Default 60 s (the spec's
+	// DEFAULT_CAPABILITY_CALL_TIMEOUT_MS).
+	DefaultCallTimeout time.Duration
+	// ApprovalTimeout bounds the wait for a capability_approve. Default 10
+	// minutes.
+	ApprovalTimeout time.Duration
+	// FinishedMemory is how many finished call ids the session remembers,
+	// so that a late result or approval is told how its call ended. Default
+	// 1024.
+	FinishedMemory int
+}
+
+func (o *Options) withDefaults() Options {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.LogSize <= 0 {
+		out.LogSize = 4096
+	}
+	if out.DefaultCallTimeout <= 0 {
+		out.DefaultCallTimeout = 60 * time.Second
+	}
+	if out.ApprovalTimeout <= 0 {
+		out.ApprovalTimeout = 10 * time.Minute
+	}
+	if out.FinishedMemory <= 0 {
+		out.FinishedMemory = 1024
+	}
+	return out
+}
+
+// Session is one agent session: its capability registry, the bridge that
+// routes invocations, its turn counter and its sequenced event log. A
+// Session is safe for concurrent use.
+type Session struct {
+	id       string
+	opts     Options
+	log      *slog.Logger
+	idPrefix string
+
+	callCounter atomic.Uint64
+
+	mu       sync.Mutex
+	caps     map[string]*registration
+	calls    map[string]*call
+	finished finishedRing
+	events   eventLog
+	turn     int
+
+	work chan *call // idle handler workers receive here
+}
+
+// New returns an empty session with id, holding only the built-in
+// __capabilities.list.
+func New(id string, opts *Options) *Session {
+	o := opts.withDefaults()
+	var rnd [5]byte
+	_, _ = rand.Read(rnd[:])
+	s := &Session{
+		id:       id,
+		opts:     o,
+		log:      o.Logger.With(slog.String(keySession, id)),
+		idPrefix: "c" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])) + "-",
+		caps:     map[string]*registration{},
+		calls:    map[string]*call{},
+		finished: finishedRing{ids: make([]string, o.FinishedMemory), codes: make(map[string]protocol.Code, o.FinishedMemory)},
+		events:   newEventLog(o.LogSize),
+		work:     make(chan *call),
+	}
+	s.registerBuiltins()
+	return s
+}
+
+// ID returns the session's id.
+func (s *Session) ID() string { return s.id }
+
+// Turn returns the current turn number, starting at 0.
+func (s *Session) Turn() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turn
+}
