@@ -74,7 +74,7 @@ type iframeJSON struct {
 func (s RenderSource) MarshalJSON() ([]byte, error) {
 	switch s.Kind {
 	case SourceWebComponent:
-		return json.Marshal(webComponentJSON{s.Kind, s.URL, s.TagName})
+		return json.Marshal(webComponentJSON(s))
 	case SourceIframe:
 		if s.TagName != "" {
 			return nil, fmt.Errorf("render.source.tagName: not a field of kind %q", s.Kind)
@@ -118,6 +118,6 @@ func (s *RenderSource) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("render.source.%s: required for kind %q", k, w.Kind)
 		}
 	}
-	*s = RenderSource{Kind: w.Kind, URL: w.URL, TagName: w.TagName}
+	*s = RenderSource(w)
 	return nil
 }

@@ -39,7 +39,7 @@ var typedEcho = session.HandlerFunc(func(_ context.Context, c *session.Call) (js
 	if err := json.Unmarshal(c.Input, &in); err != nil {
 		return nil, err
 	}
-	return json.Marshal(echoOut{Text: in.Text})
+	return json.Marshal(echoOut(in))
 })
 
 // BenchmarkInvoke: one llm invocation of an agent-side Go handler through

@@ -3,6 +3,7 @@ package session
 import (
 	"encoding/json"
 	"errors"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -131,12 +132,13 @@ func (d *decoder) value(depth int) (any, error) {
 	}
 }
 
-// string parses the string at pos. Strings with escapes go through
-// encoding/json, which knows every escape and surrogate rule.
+// string parses the string at pos. Strings with escapes or invalid UTF-8
+// go through encoding/json, which knows every escape and surrogate rule and
+// replaces invalid bytes with U+FFFD.
 func (d *decoder) string() (string, error) {
 	start := d.pos
 	d.pos++
-	escaped := false
+	escaped, nonASCII := false, false
 	for {
 		c := d.data[d.pos]
 		if c == '\\' {
@@ -144,13 +146,15 @@ func (d *decoder) string() (string, error) {
 			d.pos += 2
 			continue
 		}
+		nonASCII = nonASCII || c >= utf8.RuneSelf
 		d.pos++
 		if c == '"' {
 			break
 		}
 	}
-	if !escaped {
-		return alias(d.data[start+1 : d.pos-1]), nil
+	body := d.data[start+1 : d.pos-1]
+	if !escaped && (!nonASCII || utf8.Valid(body)) {
+		return alias(body), nil
 	}
 	var s string
 	err := json.Unmarshal(d.data[start:d.pos], &s)

@@ -289,10 +289,6 @@ func TestWalk(t *testing.T) {
 	mustSymlink(t, "c", e.in("toc"))
 	mustMkdir(t, e.in("e"))
 
-	type visit struct {
-		path string
-		typ  string
-	}
 	walk := func(t *testing.T, start string, fn func(rel string, info handle.FileInfo) error) ([]string, error) {
 		t.Helper()
 		var got []string

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// runDemo runs one session in-process and narrates it: a client registers
+// capabilities, the runtime registers a Go one, the LLM invokes them, a user
+// approves one and rejects another, and a late subscriber replays the log.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	frames := fs.Bool("frames", false, "print every event as the JSON frame a client would receive")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+
+	s := session.New("demo", nil)
+	var mu sync.Mutex // the client goroutine and this one both narrate
+	say := func(format string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(stdout, format+"\n", a...)
+	}
+
+	// The client side: a goroutine that plays the host platform. It answers
+	// calls to its capabilities and approves or rejects what needs approval.
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	clientDone := make(chan struct{})
+	go func() {
+		defer close(clientDone)
+		for {
+			ev, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			if *frames {
+				b, _ := protocol.EncodeFrame(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
+				say("    event %s", b)
+			}
+			switch m := ev.Msg.(type) {
+			case *protocol.CapabilityInvoked:
+				if c, ok := s.Lookup(m.Name); ok && c.Side == protocol.SideClient {
+					_ = s.Result(session.Client, &protocol.CapabilityResult{CallID: m.CallID, Result: json.RawMessage(`{"shown":true}`)})
+				}
+			case *protocol.ApprovalRequested:
+				d := protocol.CapabilityApprove{CallID: m.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}
+				if strings.Contains(string(m.Input), "secrets") {
+					d.Decision, d.Feedback = protocol.DecisionRejected, "not the secrets folder"
+				}
+				say("  [client] user ada decides %s for %s %s", d.Decision, m.Name, m.Input)
+				_ = s.Approve(session.Client, &d)
+			}
+		}
+	}()
+
+	say("1. The client registers platform.react (client side).")
+	must(stderr, s.Register(session.Client, protocol.Capability{
+		Name: "platform.react", Description: "Acknowledge a user message with an emoji.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"emoji":{"type":"string"}},"required":["emoji"],"additionalProperties":false}`),
+		Side:        protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient},
+		PromptFragment: "React to thank the user, at most once per message.",
+	}))
+
+	say("2. The runtime registers files.delete (agent side, a Go handler, requires approval).")
+	must(stderr, s.RegisterAgent(protocol.Capability{
+		Name: "files.delete", Description: "Delete a folder of the workspace.",
+		InputSchema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+		Side:             protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
+		RequiresApproval: true, Kind: protocol.KindEffect,
+	}, session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
+		return json.RawMessage(`{"deleted":true}`), nil
+	})))
+
+	say("3. A client trying to register an agent capability is refused:")
+	err := s.Register(session.Client, protocol.Capability{Name: "evil", Description: "x", InputSchema: json.RawMessage(`{}`),
+		Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}})
+	say("   %v", err)
+
+	say("4. The system prompt section the LLM sees:")
+	for _, line := range strings.Split(strings.TrimSpace(s.PromptSection()), "\n") {
+		say("   | %s", line)
+	}
+
+	invoke := func(name, input string) {
+		out := s.Invoke(ctx, protocol.AudienceLLM, name, json.RawMessage(input))
+		b, _ := json.Marshal(out)
+		say("   llm → %s %s ⇒ %s", name, input, b)
+	}
+	say("5. The LLM invokes capabilities:")
+	invoke("platform.react", `{"emoji":"👍"}`)
+	invoke("platform.react", `{"emoji":42}`)
+	invoke("files.delete", `{"path":"build/"}`)
+	invoke("files.delete", `{"path":"secrets/"}`)
+	invoke("nope", `{}`)
+	invoke(session.CapabilitiesListName, `{"prefix":"platform."}`)
+
+	say("6. A subscriber reconnecting after seq 3 replays what it missed:")
+	late := s.Subscribe(3)
+	defer late.Close()
+	for seq := uint64(3); seq < s.LastSeq(); {
+		ev, err := late.Next(ctx)
+		if err != nil {
+			fmt.Fprintln(stderr, "demo:", err)
+			return 1
+		}
+		seq = ev.Seq
+		say("   seq %2d  %s", ev.Seq, ev.Msg.MessageType())
+	}
+	cancel()
+	<-clientDone
+	return 0
+}
+
+func must(stderr io.Writer, err error) {
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+	}
+}
