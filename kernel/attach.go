@@ -1,0 +1,257 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+	"github.com/brainrt/brain/tool"
+)
+
+// Attachment is one tool to attach with its binding values. Binding values
+// live only in the environment; they never appear in a manifest, a receipt
+// or a log.
+type Attachment struct {
+	Tool     tool.Attachable
+	Bindings map[string]json.RawMessage
+}
+
+// AttachReceipt says which tools were attached and, for each that was not,
+// why.
+type AttachReceipt struct {
+	Environment string    `json:"environment"`
+	Provides    []string  `json:"provides"`
+	Attached    []string  `json:"attached"`
+	Failures    []Failure `json:"failures,omitempty"`
+}
+
+// OK reports whether every tool was attached.
+func (r *AttachReceipt) OK() bool { return len(r.Failures) == 0 }
+
+// Attach provisions each tool. A tool fails — and is named on the receipt
+// with the reason — when its manifest is invalid, its name is already
+// attached, it requires a handle the environment does not provide, a
+// binding value is missing, unknown or fails its schema, its input schema
+// does not compile, or its provisioning (init) fails or panics. Tools that
+// pass are attached (and registered in the environment's session, if any).
+// Nothing fails later at the first call for any of these reasons.
+func (e *Environment) Attach(ctx context.Context, atts ...Attachment) AttachReceipt {
+	e.mu.RLock()
+	rec := AttachReceipt{Environment: e.opts.ID, Attached: []string{}}
+	for _, k := range e.providesLocked() {
+		rec.Provides = append(rec.Provides, string(k))
+	}
+	setUp := e.setUp
+	e.mu.RUnlock()
+	for _, a := range atts {
+		name := "(unnamed)"
+		if a.Tool != nil {
+			name = a.Tool.Manifest().Name
+		}
+		fail := func(code protocol.Code, format string, args ...any) {
+			reason := fmt.Sprintf(format, args...)
+			rec.Failures = append(rec.Failures, Failure{Name: name, Code: code, Reason: reason})
+			e.log.Warn("attach failed", slog.String("tool", name), slog.String("code", string(code)), slog.String("reason", reason))
+		}
+		if !setUp {
+			fail(protocol.CodeUnavailable, "the environment is not set up")
+			continue
+		}
+		if a.Tool == nil {
+			fail(protocol.CodeInvalidRequest, "no tool given")
+			continue
+		}
+		at, code, err := e.provision(ctx, a)
+		if err != nil {
+			fail(code, "%v", err)
+			continue
+		}
+		if code, err := e.install(name, at); err != nil {
+			_ = at.inst.Close()
+			fail(code, "%v", err)
+			continue
+		}
+		rec.Attached = append(rec.Attached, name)
+	}
+	return rec
+}
+
+// provision checks one attachment and provisions its tool.
+func (e *Environment) provision(ctx context.Context, a Attachment) (*attached, protocol.Code, error) {
+	m := a.Tool.Manifest()
+	if err := m.Validate(); err != nil {
+		return nil, protocol.CodeInvalidRequest, err
+	}
+	e.mu.RLock()
+	_, dup := e.tools[m.Name]
+	var missing []string
+	for _, k := range m.Requires {
+		if _, ok := e.provided[k]; !ok {
+			missing = append(missing, string(k))
+		}
+	}
+	e.mu.RUnlock()
+	if dup {
+		return nil, protocol.CodeConflict, fmt.Errorf("a tool named %q is already attached; detach it first", m.Name)
+	}
+	if len(missing) > 0 {
+		return nil, protocol.CodeUnavailable, fmt.Errorf("requires %v, which this environment does not provide (provides %v)", missing, e.providesSorted())
+	}
+	if err := checkBindings(&m, a.Bindings); err != nil {
+		return nil, protocol.CodeInvalidInput, err
+	}
+	at := &attached{manifest: m}
+	var err error
+	if at.input, err = session.CompileSchema(m.InputSchema); err != nil {
+		return nil, protocol.CodeInvalidRequest, fmt.Errorf("input_schema: %w", err)
+	}
+	if m.Payload != "" && m.OutputSchema != nil {
+		if at.output, err = session.CompileSchema(m.OutputSchema); err != nil {
+			return nil, protocol.CodeInvalidRequest, fmt.Errorf("output_schema: %w", err)
+		}
+	}
+	hs, release, err := e.acquire(ctx, m.Requires)
+	if err != nil {
+		return nil, protocol.CodeUnavailable, err
+	}
+	defer release()
+	at.inst, err = provisionSafely(ctx, a, hs)
+	if err != nil {
+		code := protocol.OutcomeOf(err).Err.Code
+		if code == protocol.CodeToolError {
+			code = protocol.CodeInternal
+		}
+		return nil, code, fmt.Errorf("provision: %w", err)
+	}
+	return at, "", nil
+}
+
+// provisionSafely turns a panic in a tool's provisioning into an error.
+func provisionSafely(ctx context.Context, a Attachment, hs tool.Handles) (inst tool.Instance, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			inst, err = nil, fmt.Errorf("panicked: %v", p)
+		}
+	}()
+	return a.Tool.Provision(newToolContext(ctx), hs, a.Bindings)
+}
+
+// checkBindings requires a value for every declared binding, refuses values
+// for undeclared ones, and validates each against its schema.
+func checkBindings(m *tool.Manifest, values map[string]json.RawMessage) error {
+	for name := range values {
+		if !slices.Contains(m.BindingNames, name) {
+			return fmt.Errorf("binding %q is not declared by the tool (it declares %v)", name, m.BindingNames)
+		}
+	}
+	for _, name := range m.BindingNames {
+		v, ok := values[name]
+		if !ok {
+			return fmt.Errorf("binding %q has no value", name)
+		}
+		s, err := session.CompileSchema(m.BindingSchemas[name])
+		if err != nil {
+			return fmt.Errorf("binding %q: schema: %w", name, err)
+		}
+		if err := s.ValidateJSON(v); err != nil {
+			// The value itself is never echoed: it may be a secret.
+			return fmt.Errorf("binding %q: the value does not match its schema: %v", name, err)
+		}
+	}
+	return nil
+}
+
+func (e *Environment) providesSorted() []string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var out []string
+	for _, k := range e.providesLocked() {
+		out = append(out, string(k))
+	}
+	return out
+}
+
+// install adds a provisioned tool and registers it in the session.
+func (e *Environment) install(name string, at *attached) (protocol.Code, error) {
+	e.mu.Lock()
+	if _, dup := e.tools[name]; dup {
+		e.mu.Unlock()
+		return protocol.CodeConflict, fmt.Errorf("a tool named %q is already attached; detach it first", name)
+	}
+	e.tools[name] = at
+	e.mu.Unlock()
+	if s := e.opts.Session; s != nil {
+		c := protocol.Capability{
+			Name: name, Description: at.manifest.Description,
+			InputSchema: at.manifest.InputSchema, OutputSchema: at.manifest.OutputSchema,
+			Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
+		}
+		if err := s.RegisterAgent(c, sessionHandler{e: e, name: name}); err != nil {
+			e.mu.Lock()
+			delete(e.tools, name)
+			e.mu.Unlock()
+			return protocol.OutcomeOf(err).Err.Code, fmt.Errorf("register in session: %w", err)
+		}
+	}
+	return "", nil
+}
+
+// Detach removes tools by name, closing their instances and deregistering
+// them from the session. Unknown names are ignored.
+func (e *Environment) Detach(names ...string) {
+	e.mu.Lock()
+	var gone []*attached
+	var goneNames []string
+	for _, n := range names {
+		if at, ok := e.tools[n]; ok {
+			delete(e.tools, n)
+			gone = append(gone, at)
+			goneNames = append(goneNames, n)
+		}
+	}
+	e.mu.Unlock()
+	if s := e.opts.Session; s != nil && len(goneNames) > 0 {
+		_ = s.Deregister(session.Runtime, goneNames...)
+	}
+	for _, at := range gone {
+		_ = at.inst.Close()
+	}
+}
+
+// Tools returns the manifests of the attached tools, sorted by name.
+func (e *Environment) Tools() []tool.Manifest {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]tool.Manifest, 0, len(e.tools))
+	for _, at := range e.tools {
+		out = append(out, at.manifest)
+	}
+	slices.SortFunc(out, func(a, b tool.Manifest) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// sessionHandler runs a session's call to an attached tool.
+type sessionHandler struct {
+	e    *Environment
+	name string
+}
+
+func (h sessionHandler) Handle(ctx context.Context, c *session.Call) (json.RawMessage, error) {
+	out := h.e.invoke(ctx, h.name, c.ID, c.Input, nil, false)
+	if out.Err != nil {
+		return nil, out.Err
+	}
+	return out.Value, nil
+}

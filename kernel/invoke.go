@@ -1,0 +1,108 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/tool"
+)
+
+var callCounter atomic.Uint64
+
+// Call is one invocation of an attached tool.
+type Call struct {
+	// ID identifies the call; empty means one is generated.
+	ID string
+	// Input is the tool's input as JSON.
+	Input json.RawMessage
+	// Progress, if set, receives the tool's progress reports.
+	Progress func(tool.Progress)
+}
+
+// Invoke runs one call of the tool name and returns its Outcome: not_found
+// for an unknown tool; invalid_input when the input fails the tool's schema
+// (the tool does not run); otherwise the tool's value, or its error mapped
+// by protocol.OutcomeOf (an identifier-shaped code is kept, anything else is
+// tool_error), internal for a panic (the environment survives), timeout at
+// the deadline and cancelled on cancellation. The call is bounded by ctx and
+// the environment's CallTimeout, and returns at the deadline even if the
+// tool ignores its context.
+func (e *Environment) Invoke(ctx context.Context, name string, call Call) protocol.Outcome {
+	id := call.ID
+	if id == "" {
+		id = "k" + strconv.FormatUint(callCounter.Add(1), 36)
+	}
+	return e.invoke(ctx, name, id, call.Input, call.Progress, true)
+}
+
+// invoke validates and runs a call. bounded says whether this function must
+// enforce the deadline itself: the session's bridge already does, for calls
+// that come through it.
+func (e *Environment) invoke(ctx context.Context, name, id string, input json.RawMessage, progress func(tool.Progress), bounded bool) protocol.Outcome {
+	e.mu.RLock()
+	at := e.tools[name]
+	e.mu.RUnlock()
+	if at == nil {
+		return protocol.Fail(protocol.CodeNotFound, "no tool named %q is attached", name)
+	}
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	if err := at.input.ValidateJSON(input); err != nil {
+		return protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
+	}
+	if !bounded {
+		return e.run(ctx, at, id, input, progress)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opts.CallTimeout)
+	defer cancel()
+	done := make(chan protocol.Outcome, 1)
+	go func() { done <- e.run(ctx, at, id, input, progress) }()
+	select {
+	case out := <-done:
+		return out
+	case <-ctx.Done():
+		return ctxOutcome(ctx)
+	}
+}
+
+// run acquires the tool's handles, runs it, and maps what happened.
+func (e *Environment) run(ctx context.Context, at *attached, id string, input json.RawMessage, progress func(tool.Progress)) (out protocol.Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("tool panicked", slog.String("tool", at.manifest.Name), slog.String("call", id),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			out = protocol.Fail(protocol.CodeInternal, "the tool %q crashed; the environment is unaffected", at.manifest.Name)
+		}
+	}()
+	hs, release, err := e.acquire(ctx, at.manifest.Requires)
+	if err != nil {
+		return protocol.OutcomeOf(err)
+	}
+	defer release()
+	v, err := at.inst.Invoke(newToolContext(ctx), &tool.Call{ID: id, Input: input, Handles: hs, Workspace: e.opts.Workspace, Progress: progress})
+	if ctx.Err() != nil {
+		return ctxOutcome(ctx)
+	}
+	if err != nil {
+		return protocol.OutcomeOf(err)
+	}
+	if at.output != nil {
+		if err := at.output.ValidateJSON(v); err != nil {
+			return protocol.Fail(protocol.CodeInvalidOutput, "the result of %q does not match its output_schema: %v", at.manifest.Name, err)
+		}
+	}
+	return protocol.OK(v)
+}
+
+func ctxOutcome(ctx context.Context) protocol.Outcome {
+	if ctx.Err() == context.DeadlineExceeded {
+		return protocol.Fail(protocol.CodeTimeout, "the call did not finish before its deadline")
+	}
+	return protocol.Fail(protocol.CodeCancelled, "the call was cancelled")
+}

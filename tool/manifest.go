@@ -1,0 +1,64 @@
+package tool
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/brainrt/brain/handle"
+)
+
+// Format is the manifest format this package reads and writes.
+const Format = "tool/v1"
+
+// HostingProvisioned is the only hosting mode: the environment provisions
+// the tool once at attach.
+const HostingProvisioned = "provisioned"
+
+// Manifest is the tool/v1 manifest: everything an environment needs to know
+// about a tool before attaching it. Binding values never appear in it; only
+// the names and schemas of the bindings. See docs/manifest.md.
+type Manifest struct {
+	Format         string                     `json:"format"`
+	Name           string                     `json:"name"`
+	Description    string                     `json:"description"`
+	InputSchema    json.RawMessage            `json:"input_schema"`
+	OutputSchema   json.RawMessage            `json:"output_schema,omitempty"`
+	Requires       []handle.Kind              `json:"requires"`
+	BindingNames   []string                   `json:"binding_names"`
+	BindingSchemas map[string]json.RawMessage `json:"binding_schemas,omitempty"`
+	Hosting        string                     `json:"hosting"`
+	// Payload is the identity of the payload, "sha256:<hex>", for tools
+	// built into an artifact; empty for native tools.
+	Payload string `json:"payload,omitempty"`
+}
+
+// Validate checks a manifest read from outside: the format, a name, an
+// object input schema, known handles without duplicates, bindings with
+// schemas, and the hosting mode.
+func (m *Manifest) Validate() error {
+	switch {
+	case m.Format != Format:
+		return fmt.Errorf("manifest format %q, want %q", m.Format, Format)
+	case m.Name == "":
+		return fmt.Errorf("manifest name is empty")
+	case len(m.InputSchema) == 0 || m.InputSchema[0] != '{':
+		return fmt.Errorf("manifest %q: input_schema must be a JSON object", m.Name)
+	case m.Hosting != HostingProvisioned:
+		return fmt.Errorf("manifest %q: hosting %q, want %q", m.Name, m.Hosting, HostingProvisioned)
+	}
+	for i, k := range m.Requires {
+		if _, err := handle.ParseKind(string(k)); err != nil {
+			return fmt.Errorf("manifest %q: requires[%d]: %w", m.Name, i, err)
+		}
+		if slices.Index(m.Requires, k) != i {
+			return fmt.Errorf("manifest %q: requires lists %q twice", m.Name, k)
+		}
+	}
+	for _, b := range m.BindingNames {
+		if _, ok := m.BindingSchemas[b]; !ok {
+			return fmt.Errorf("manifest %q: binding %q has no schema", m.Name, b)
+		}
+	}
+	return nil
+}
