@@ -56,6 +56,7 @@ type call struct {
 	// Guarded by Session.mu.
 	awaitingApproval bool
 	decided          bool
+	dispatched       bool // capability_invoked is out
 	finished         bool
 	outcome          protocol.Outcome // read without the lock only after done is closed
 
@@ -116,7 +117,12 @@ func (s *Session) start(invoker protocol.Audience, name string, input json.RawMe
 		return nil, protocol.Fail(protocol.CodeForbidden, "capability %q is not available to the %s", name, invoker)
 	}
 	if len(input) == 0 {
-		input = emptyObject
+		input = json.RawMessage(`{}`)
+	} else {
+		// The call keeps its own copy, taken before validation: the caller
+		// may reuse its buffer once Start returns, and the handler must run
+		// on exactly the input that was validated (and events report it).
+		input = slices.Clone(input)
 	}
 	if err := r.input.ValidateJSON(input); err != nil {
 		return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
@@ -132,7 +138,6 @@ func (s *Session) start(invoker protocol.Audience, name string, input json.RawMe
 	return c, protocol.Outcome{}
 }
 
-var emptyObject = json.RawMessage(`{}`)
 
 // nextCallID returns "<session prefix>-<counter>": unique in the session,
 // and across restarts because the prefix is random per session value.
@@ -157,6 +162,7 @@ func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
 		s.mu.Unlock()
 		return c.outcome
 	}
+	c.dispatched = true
 	s.events.appendLocked(entry{typ: protocol.TypeCapabilityInvoked, call: c})
 	if r.cap.Render != nil {
 		s.events.appendLocked(entry{typ: protocol.TypeRenderInvoked, call: c})
@@ -167,7 +173,7 @@ func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
 		if r.handler != nil {
 			go s.runBackground(ctx, c)
 		}
-		s.finish(c, protocol.OK(emptyObject))
+		s.finish(c, protocol.OK(json.RawMessage(`{}`)))
 		return c.outcome
 	}
 	if r.handler != nil {
@@ -350,9 +356,9 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 	case !p.owns(&c.reg.cap) || c.reg.handler != nil:
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeForbidden, "call %q to %q is answered by its %s side, not by %s", m.CallID, c.name, c.reg.cap.Side, p)
-	case c.awaitingApproval:
+	case !c.dispatched:
 		s.mu.Unlock()
-		return protocol.Errorf(protocol.CodeConflict, "call %q is awaiting approval and was never dispatched", m.CallID)
+		return protocol.Errorf(protocol.CodeConflict, "call %q has not been dispatched yet (it is awaiting approval)", m.CallID)
 	}
 	s.mu.Unlock()
 	var out protocol.Outcome
@@ -386,6 +392,7 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	c, err := s.lookupCallLocked(m.CallID)
 	switch {
 	case err != nil:
+		s.logInfo("approval dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()), slog.String("reason", err.Message))
 		return err
 	case c.approval == nil:
 		return protocol.Errorf(protocol.CodeConflict, "call %q does not require approval", m.CallID)

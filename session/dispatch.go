@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/brainrt/brain/protocol"
@@ -73,16 +72,20 @@ func (s *Session) worker(c *call) {
 	}
 }
 
-var timerPool = sync.Pool{New: func() any {
+// newStoppedTimer makes the timers of Session.timers. The pool is per
+// session, not global: a timer made inside a testing/synctest bubble must
+// never be used outside it (the runtime aborts the process), and a session,
+// whose channels belong to the bubble that created it, stays in that bubble.
+func newStoppedTimer() any {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return t
-}}
+}
 
 // await waits until c finishes, its timeout passes or ctx is done, and
 // finishes it accordingly.
 func (s *Session) await(ctx context.Context, c *call) {
-	t := timerPool.Get().(*time.Timer)
+	t := s.timers.Get().(*time.Timer)
 	t.Reset(c.reg.timeout)
 	select {
 	case <-c.done:
@@ -92,6 +95,6 @@ func (s *Session) await(ctx context.Context, c *call) {
 		s.finish(c, contextOutcome(ctx, 0))
 	}
 	t.Stop()
-	timerPool.Put(t)
+	s.timers.Put(t)
 	<-c.done
 }

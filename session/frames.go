@@ -20,7 +20,13 @@ import (
 // sends are refused.
 func (s *Session) HandleFrame(p Peer, f *protocol.Frame) *protocol.Frame {
 	reply := &protocol.Frame{V: protocol.Version, Ref: f.ID}
-	ack, err := s.apply(p, f.Msg)
+	var ack *protocol.Ack
+	var err error
+	if f.Msg == nil {
+		err = protocol.Errorf(protocol.CodeInvalidRequest, "the frame carries no message")
+	} else {
+		ack, err = s.apply(p, f.Msg)
+	}
 	if err != nil {
 		reply.Msg = ErrorReply(err)
 	} else {

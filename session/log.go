@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/brainrt/brain/protocol"
 )
@@ -81,9 +82,10 @@ var ErrSubscriptionClosed = errors.New("session: subscription closed")
 // nothing, and one that falls further behind than the log keeps receives a
 // snapshot instead of the events it missed. Not safe for concurrent use.
 type Subscription struct {
-	s      *Session
-	next   uint64 // seq of the next event to deliver
-	closed chan struct{}
+	s         *Session
+	next      uint64 // seq of the next event to deliver
+	closed    chan struct{}
+	closeOnce sync.Once // Close may be called concurrently, and more than once
 }
 
 // Subscribe returns a subscription that delivers every event after
@@ -96,12 +98,9 @@ func (s *Session) Subscribe(afterSeq uint64) *Subscription {
 }
 
 // Close ends the subscription; a blocked Next returns ErrSubscriptionClosed.
+// It is safe to call from any goroutine, more than once.
 func (sub *Subscription) Close() {
-	select {
-	case <-sub.closed:
-	default:
-		close(sub.closed)
-	}
+	sub.closeOnce.Do(func() { close(sub.closed) })
 }
 
 // Next returns the next event, waiting for one until ctx is done.

@@ -162,7 +162,12 @@ func (s *Session) Deregister(p Peer, names ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range names {
-		if r, ok := s.caps[n]; ok && r.owner != p {
+		r, ok := s.caps[n]
+		switch {
+		case !ok:
+		case r.cap.Origin.Kind == protocol.OriginFramework: // whatever the peer claims to be
+			return &RegisterError{Name: n, Code: protocol.CodeForbidden, Err: fmt.Errorf("built in: nobody may deregister it")}
+		case r.owner != p:
 			return &RegisterError{Name: n, Code: protocol.CodeForbidden,
 				Err: fmt.Errorf("registered by %s (origin %s); %s may not deregister it", r.owner, r.cap.Origin, p)}
 		}

@@ -44,7 +44,11 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refuseLoader{})
-	const loc = "brain:schema.json"
+	// A hierarchical base, not an opaque one ("brain:schema.json"): relative
+	// references resolve against an opaque base to the base itself, so
+	// {"$ref": "other.json"} compiled into a silent self-reference instead
+	// of being refused as external.
+	const loc = "brain:///schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, err
 	}

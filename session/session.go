@@ -74,7 +74,8 @@ type Session struct {
 	events   eventLog
 	turn     int
 
-	work chan *call // idle handler workers receive here
+	work   chan *call // idle handler workers receive here
+	timers sync.Pool  // stopped *time.Timer for await
 }
 
 // New returns an empty session with id, holding only the built-in
@@ -94,6 +95,7 @@ func New(id string, opts *Options) *Session {
 		events:   newEventLog(o.LogSize),
 		work:     make(chan *call),
 	}
+	s.timers.New = newStoppedTimer
 	s.registerBuiltins()
 	return s
 }
