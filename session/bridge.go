@@ -138,7 +138,6 @@ func (s *Session) start(invoker protocol.Audience, name string, input json.RawMe
 	return c, protocol.Outcome{}
 }
 
-
 // nextCallID returns "<session prefix>-<counter>": unique in the session,
 // and across restarts because the prefix is random per session value.
 func (s *Session) nextCallID() string {

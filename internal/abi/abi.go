@@ -1,0 +1,91 @@
+// Package abi holds what the WebAssembly host (package host) and guest
+// (package guest) agree on: export and import names, and the JSON shapes
+// that cross the boundary. docs/abi.md describes the same contract for
+// authors of guests in other languages.
+package abi
+
+import (
+	"encoding/json"
+
+	"github.com/brainrt/brain/handle"
+)
+
+// Guest exports.
+const (
+	ExportAlloc  = "brain_alloc"  // (size u32) -> ptr u32
+	ExportInit   = "brain_init"   // (ptr u32, len u32) -> packed u64
+	ExportInvoke = "brain_invoke" // (ptr u32, len u32) -> packed u64
+)
+
+// Host imports. Module "brain" serves every guest; each handle has its own
+// module, "brain_<handle>", so that a payload's import section names the
+// handles it uses.
+const (
+	ModuleBrain    = "brain"
+	ImportResponse = "response" // (ptr u32) copies the pending response
+	ImportProgress = "progress" // (ptr u32, len u32)
+)
+
+// HandleModule returns the import module of handle k: "brain_fs", …
+func HandleModule(k handle.Kind) string { return "brain_" + string(k) }
+
+// The operations of each handle module. Every one has the signature
+// (req_ptr u32, req_len u32) -> resp_len u32.
+var Ops = map[handle.Kind][]string{
+	handle.KindFS:   {"read_file", "write_file", "read_dir", "stat", "mkdir_all", "remove", "rename", "symlink", "link", "walk", "glob"},
+	handle.KindExec: {"run"},
+	handle.KindNet:  {"fetch"},
+	handle.KindJS:   {"call"},
+	handle.KindPage: {"navigate", "text", "evaluate", "screenshot"},
+}
+
+// Pack joins a pointer and a length into the u64 a guest export returns.
+func Pack(ptr, n uint32) uint64 { return uint64(ptr)<<32 | uint64(n) }
+
+// Unpack splits what Pack joined.
+func Unpack(v uint64) (ptr, n uint32) { return uint32(v >> 32), uint32(v) }
+
+// InvokeRequest is what brain_invoke receives.
+type InvokeRequest struct {
+	ID        string          `json:"id"`
+	Input     json.RawMessage `json:"input"`
+	Workspace string          `json:"workspace,omitempty"`
+}
+
+// PathRequest names one path (read_file, read_dir, stat, mkdir_all,
+// remove, walk) or a pattern (glob).
+type PathRequest struct {
+	Path string `json:"path"`
+}
+
+// WriteRequest is write_file's request.
+type WriteRequest struct {
+	Path string `json:"path"`
+	Data []byte `json:"data"`
+}
+
+// TwoPathRequest is rename's, symlink's and link's request.
+type TwoPathRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// WalkEntry is one entry of walk's response, in order.
+type WalkEntry struct {
+	Path string          `json:"path"`
+	Info handle.FileInfo `json:"info"`
+}
+
+// JSRequest is js call's request.
+type JSRequest struct {
+	Source string          `json:"source"`
+	Args   json.RawMessage `json:"args"`
+}
+
+// PageRequest is the request of page navigate (URL), text (Selector) and
+// evaluate (Expression); screenshot takes {}.
+type PageRequest struct {
+	URL        string `json:"url,omitempty"`
+	Selector   string `json:"selector,omitempty"`
+	Expression string `json:"expression,omitempty"`
+}
