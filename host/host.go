@@ -62,6 +62,10 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	// WithCloseOnContextDone is what stops a guest spinning past its
+	// deadline. It is not free: wazero then calls into Go at every loop
+	// back-edge, which makes a Go guest's JSON echo about ten times slower
+	// (docs/RATIONALE.md, "Why do artifacts pay for termination checks?").
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(uint32(o.MemoryLimitMiB) * 16). // 64 KiB pages
 		WithCloseOnContextDone(true)

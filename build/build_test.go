@@ -1,0 +1,158 @@
+package build_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/brainrt/brain/build"
+	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/kernel"
+	"github.com/brainrt/brain/provide/fsroot"
+	"github.com/brainrt/brain/tool"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden manifest")
+
+func buildTools(t *testing.T, logger *slog.Logger, patterns ...string) (string, []build.Artifact) {
+	t.Helper()
+	out := t.TempDir()
+	arts, err := build.Build(context.Background(), patterns, build.Options{Out: out, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, arts
+}
+
+// TestManifestGolden builds the fs.read example, compares its manifest with
+// the golden file (the payload identity aside, which depends on the Go
+// toolchain), checks the identity is the payload's sha-256, and runs the
+// artifact end to end in a hosting environment.
+func TestManifestGolden(t *testing.T) {
+	out, arts := buildTools(t, nil, "../examples/tools/fsread")
+	if len(arts) != 1 {
+		t.Fatalf("built %d artifacts", len(arts))
+	}
+	a := arts[0]
+	if a.ManifestPath != filepath.Join(out, "fs.read.tool.json") || a.PayloadPath != filepath.Join(out, "fs.read.wasm") {
+		t.Errorf("paths = %s, %s", a.ManifestPath, a.PayloadPath)
+	}
+	raw, err := os.ReadFile(a.ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := os.ReadFile(a.PayloadPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m tool.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Payload != host.Identity(payload) {
+		t.Fatalf("manifest payload %s is not the payload's identity %s", m.Payload, host.Identity(payload))
+	}
+	normalized := bytes.Replace(raw, []byte(m.Payload), []byte("sha256:<payload>"), 1)
+	golden := filepath.Join("testdata", "fs.read.tool.json")
+	if *update {
+		if err := os.WriteFile(golden, normalized, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(normalized, want) {
+		t.Errorf("manifest differs from %s:\n got: %s\nwant: %s", golden, normalized, want)
+	}
+	if !reflect.DeepEqual(a.Imports[:3], []string{"brain.progress", "brain.response", "brain_fs.read_file"}) || len(a.Unused) != 0 {
+		t.Errorf("imports = %v, unused = %v", a.Imports, a.Unused)
+	}
+
+	// End to end: host the artifact and read a file through it.
+	h, err := host.New(context.Background(), &host.Options{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	art, err := h.LoadManifest(a.ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("artifact says hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := kernel.New(nil)
+	_ = e.Provide(kernel.Provider{Kind: handle.KindFS, Open: func(context.Context, kernel.Instance) (kernel.Provided, error) {
+		fs, err := fsroot.New(fsroot.Grants{Root: root})
+		if err != nil {
+			return nil, err
+		}
+		return kernel.Static(fs, fs.Close), nil
+	}})
+	e.Setup(context.Background())
+	defer e.Close()
+	if rec := e.Attach(context.Background(), kernel.Attachment{Tool: art}); !rec.OK() {
+		t.Fatal(rec.Failures)
+	}
+	o := e.Invoke(context.Background(), "fs.read", kernel.Call{Input: json.RawMessage(`{"path":"a.txt"}`)})
+	if !o.IsOK() || string(o.Value) != `{"text":"artifact says hi","bytes":16}` {
+		t.Fatalf("outcome = %+v %s", o.Err, o.Value)
+	}
+}
+
+// TestReproducible: building the same source twice gives the same bytes.
+func TestReproducible(t *testing.T) {
+	_, a1 := buildTools(t, nil, "../host/testdata/tools/echo")
+	_, a2 := buildTools(t, nil, "../host/testdata/tools/echo")
+	for _, pair := range [][2]string{{a1[0].PayloadPath, a2[0].PayloadPath}, {a1[0].ManifestPath, a2[0].ManifestPath}} {
+		b1, _ := os.ReadFile(pair[0])
+		b2, _ := os.ReadFile(pair[1])
+		if len(b1) == 0 || !bytes.Equal(b1, b2) {
+			t.Errorf("%s and %s differ", pair[0], pair[1])
+		}
+	}
+}
+
+// TestUnusedHandleWarns: a declared handle the tool's code never uses is a
+// warning, not a failure; the payload's imports decide.
+func TestUnusedHandleWarns(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	_, arts := buildTools(t, logger, "../host/testdata/tools/runner")
+	a := arts[0]
+	if !reflect.DeepEqual(a.Unused, []handle.Kind{handle.KindNet}) {
+		t.Errorf("unused = %v, want [net]", a.Unused)
+	}
+	if !strings.Contains(logs.String(), "declared handle is never used") || !strings.Contains(logs.String(), "handle=net") {
+		t.Errorf("no warning logged: %s", logs.String())
+	}
+	if !reflect.DeepEqual(a.Manifest.Requires, []handle.Kind{handle.KindExec, handle.KindNet}) {
+		t.Errorf("requires = %v: the warning must not change the manifest", a.Manifest.Requires)
+	}
+	// Bindings appear by name and schema only: a build has no values.
+	if got := string(a.Manifest.BindingSchemas["program"]); got != `{"type":"string"}` {
+		t.Errorf("binding schema = %s", got)
+	}
+}
+
+func TestNoToolPackage(t *testing.T) {
+	_, err := build.Build(context.Background(), []string{"../protocol"}, build.Options{Out: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "no tool package matches") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = build.Build(context.Background(), []string{"../nope"}, build.Options{Out: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "go list") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,103 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/host/testdata/tools/echo"
+	"github.com/brainrt/brain/kernel"
+	"github.com/brainrt/brain/tool"
+)
+
+var benchInput = json.RawMessage(`{"text":"the quick brown fox jumps over the lazy dog"}`)
+
+func benchInvoke(b *testing.B, t tool.Attachable) {
+	e := newEnv(b, nil)
+	attach(b, e, kernel.Attachment{Tool: t})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if out := e.Invoke(ctx, "echo", kernel.Call{ID: "c", Input: benchInput}); !out.IsOK() {
+			b.Fatal(out.Err)
+		}
+	}
+}
+
+// BenchmarkEchoNative: the echo tool as a native Go tool, through kernel
+// invoke.
+func BenchmarkEchoNative(b *testing.B) { benchInvoke(b, echo.Tool) }
+
+// BenchmarkEchoArtifact: the same tool built as an artifact, warm (the
+// instance is provisioned), through kernel invoke.
+func BenchmarkEchoArtifact(b *testing.B) {
+	h := newHost(b, nil)
+	benchInvoke(b, load(b, h, "echo"))
+}
+
+// BenchmarkProvisionWarmCache: attach of the echo artifact with its
+// compiled code in the cache: compile (cache hit), instantiate,
+// _initialize and brain_init.
+func BenchmarkProvisionWarmCache(b *testing.B) {
+	dir := b.TempDir()
+	h := newHost(b, &host.Options{CacheDir: dir})
+	a := load(b, h, "echo")
+	e := newEnv(b, nil)
+	attach(b, e, kernel.Attachment{Tool: a}) // fills the cache
+	e.Detach("echo")
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		h2, err := host.New(ctx, &host.Options{CacheDir: dir}) // a fresh runtime: only the disk cache helps
+		if err != nil {
+			b.Fatal(err)
+		}
+		a2, err := h2.LoadManifest(filepath.Join(artifacts, "echo.tool.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rec := e.Attach(ctx, kernel.Attachment{Tool: a2}); !rec.OK() {
+			b.Fatal(rec.Failures)
+		}
+		b.StopTimer()
+		e.Detach("echo")
+		_ = h2.Close(ctx)
+		b.StartTimer()
+	}
+}
+
+// BenchmarkCompileCold: attach of the echo artifact with an empty cache.
+func BenchmarkCompileCold(b *testing.B) {
+	payload, err := os.ReadFile(filepath.Join(artifacts, "echo.wasm"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	e := newEnv(b, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		b.StartTimer()
+		h, err := host.New(ctx, &host.Options{CacheDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := load(b, h, "echo").Manifest()
+		if err := h.AddPayload(m.Payload, payload); err != nil {
+			b.Fatal(err)
+		}
+		if rec := e.Attach(ctx, kernel.Attachment{Tool: h.Artifact(m)}); !rec.OK() {
+			b.Fatal(rec.Failures)
+		}
+		b.StopTimer()
+		e.Detach("echo")
+		_ = h.Close(ctx)
+		b.StartTimer()
+	}
+}
