@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -113,33 +114,49 @@ func (h *Host) AddPayload(identity string, payload []byte) error {
 	return nil
 }
 
-// LoadManifest reads a <name>.tool.json, validates it, and registers the
-// payload beside it (<name>.wasm) after verifying its identity. The
-// returned artifact is ready to attach.
-func (h *Host) LoadManifest(path string) (*Artifact, error) {
+// ReadArtifact reads an artifact — <name>.tool.json with its payload
+// <name>.wasm beside it — strictly: unknown manifest fields, an invalid
+// manifest and a payload that does not match its identity are errors.
+func ReadArtifact(path string) (tool.Manifest, []byte, error) {
+	var m tool.Manifest
+	if !strings.HasSuffix(path, ".tool.json") {
+		return m, nil, fmt.Errorf("%s: an artifact is named <name>.tool.json", path)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return m, nil, err
 	}
-	var m tool.Manifest
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return m, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return m, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if m.Payload == "" {
-		return nil, fmt.Errorf("%s: manifest has no payload identity", path)
+		return m, nil, fmt.Errorf("%s: manifest has no payload identity", path)
 	}
 	payloadPath := strings.TrimSuffix(path, ".tool.json") + ".wasm"
 	payload, err := os.ReadFile(payloadPath)
 	if err != nil {
-		return nil, fmt.Errorf("%s: payload: %w", path, err)
+		return m, nil, fmt.Errorf("%s: payload: %w", path, err)
+	}
+	if got := Identity(payload); got != m.Payload {
+		return m, nil, fmt.Errorf("%s does not match its identity: the manifest names %s, the bytes are %s", payloadPath, m.Payload, got)
+	}
+	return m, payload, nil
+}
+
+// LoadManifest reads an artifact (see [ReadArtifact]) and registers its
+// payload. The returned artifact is ready to attach.
+func (h *Host) LoadManifest(path string) (*Artifact, error) {
+	m, payload, err := ReadArtifact(path)
+	if err != nil {
+		return nil, err
 	}
 	if err := h.AddPayload(m.Payload, payload); err != nil {
-		return nil, fmt.Errorf("%s: %w", payloadPath, err)
+		return nil, err
 	}
 	return h.Artifact(m), nil
 }

@@ -72,12 +72,20 @@ var ops = map[handle.Kind]map[string]op{
 		"fetch": typed(func(ctx context.Context, n handle.Net, r handle.Request) (any, error) { return n.Fetch(ctx, r) }),
 	},
 	handle.KindJS: {
-		"call": typed(func(ctx context.Context, j handle.JS, r abi.JSRequest) (any, error) { return j.Call(ctx, r.Source, r.Args) }),
+		"call": typed(func(ctx context.Context, j handle.JS, r abi.JSRequest) (any, error) {
+			return j.Call(ctx, r.Source, r.Args)
+		}),
 	},
 	handle.KindPage: {
-		"navigate": typed(func(ctx context.Context, p handle.Page, r abi.PageRequest) (any, error) { return nil, p.Navigate(ctx, r.URL) }),
-		"text":     typed(func(ctx context.Context, p handle.Page, r abi.PageRequest) (any, error) { return p.Text(ctx, r.Selector) }),
-		"evaluate": typed(func(ctx context.Context, p handle.Page, r abi.PageRequest) (any, error) { return p.Evaluate(ctx, r.Expression) }),
+		"navigate": typed(func(ctx context.Context, p handle.Page, r abi.PageRequest) (any, error) {
+			return nil, p.Navigate(ctx, r.URL)
+		}),
+		"text": typed(func(ctx context.Context, p handle.Page, r abi.PageRequest) (any, error) {
+			return p.Text(ctx, r.Selector)
+		}),
+		"evaluate": typed(func(ctx context.Context, p handle.Page, r abi.PageRequest) (any, error) {
+			return p.Evaluate(ctx, r.Expression)
+		}),
 		"screenshot": typed(func(ctx context.Context, p handle.Page, _ struct{}) (any, error) {
 			return p.Screenshot(ctx)
 		}),

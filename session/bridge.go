@@ -57,6 +57,7 @@ type call struct {
 	awaitingApproval bool
 	decided          bool
 	dispatched       bool // capability_invoked is out
+	resumed          bool // restored from a journal: its request events are out already
 	finished         bool
 	outcome          protocol.Outcome // read without the lock only after done is closed
 
@@ -150,7 +151,7 @@ func (s *Session) nextCallID() string {
 // run does steps 3 to 7 for a published call and returns its outcome.
 func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
 	r := c.reg
-	if r.cap.RequiresApproval && !s.awaitApproval(ctx, c) {
+	if c.approval != nil && !s.awaitApproval(ctx, c) { // approval is set once, before the call is published
 		<-c.done
 		return c.outcome
 	}
@@ -161,10 +162,15 @@ func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
 		s.mu.Unlock()
 		return c.outcome
 	}
+	if c.dispatched { // resumed after a restart: the peer has the call already
+		s.mu.Unlock()
+		s.await(ctx, c)
+		return c.outcome
+	}
 	c.dispatched = true
-	s.events.appendLocked(entry{typ: protocol.TypeCapabilityInvoked, call: c})
+	s.emitLocked(entry{typ: protocol.TypeCapabilityInvoked, call: c})
 	if r.cap.Render != nil {
-		s.events.appendLocked(entry{typ: protocol.TypeRenderInvoked, call: c})
+		s.emitLocked(entry{typ: protocol.TypeRenderInvoked, call: c})
 	}
 	s.mu.Unlock()
 
@@ -190,7 +196,9 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.events.appendLocked(entry{typ: protocol.TypeApprovalRequested, call: c})
+	if !c.resumed {
+		s.emitLocked(entry{typ: protocol.TypeApprovalRequested, call: c})
+	}
 	s.mu.Unlock()
 	timer := time.NewTimer(s.opts.ApprovalTimeout)
 	defer timer.Stop()
@@ -284,7 +292,7 @@ func (s *Session) finish(c *call, out protocol.Outcome) bool {
 	c.outcome = out
 	delete(s.calls, c.id)
 	s.rememberFinishedLocked(c.id, out)
-	s.events.appendLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
+	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
 	s.mu.Unlock()
 	close(c.done)
 	if !out.IsOK() {

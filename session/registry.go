@@ -150,7 +150,7 @@ func (s *Session) commit(regs []*registration) error {
 		msg.Capabilities[i] = r.cap
 		s.logDebug("capability registered", slog.String(keyCapability, r.logKey), slog.String(keyOrigin, r.cap.Origin.String()))
 	}
-	s.events.appendLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
+	s.emitLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
 	return nil
 }
 
@@ -188,7 +188,7 @@ func (s *Session) removeLocked(names []string) {
 		}
 	}
 	if len(removed) > 0 {
-		s.events.appendLocked(entry{typ: protocol.TypeCapabilityDeregister, msg: &protocol.CapabilityDeregister{Names: removed}})
+		s.emitLocked(entry{typ: protocol.TypeCapabilityDeregister, msg: &protocol.CapabilityDeregister{Names: removed}})
 	}
 }
 

@@ -27,6 +27,9 @@ type Options struct {
 	// ApprovalTimeout bounds the wait for a capability_approve. Default 10
 	// minutes.
 	ApprovalTimeout time.Duration
+	// Journal, if set, persists every event before it is visible (see
+	// [Journal] and [Restore]).
+	Journal Journal
 	// FinishedMemory is how many finished call ids the session remembers,
 	// so that a late result or approval is told how its call ended. Default
 	// 1024.

@@ -78,8 +78,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	say("2. The runtime registers files.delete (agent side, a Go handler, requires approval).")
 	must(stderr, s.RegisterAgent(protocol.Capability{
 		Name: "files.delete", Description: "Delete a folder of the workspace.",
-		InputSchema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
-		Side:             protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+		Side:        protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
 		RequiresApproval: true, Kind: protocol.KindEffect,
 	}, session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
 		return json.RawMessage(`{"deleted":true}`), nil

@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/brainrt/brain/provide/proc"
 )
 
 func main() {
+	proc.RunHelperIfRequested() // the exec handle's fallback helper; returns at once otherwise
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -27,6 +30,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"demo", "run a narrated session: register, invoke, approve, replay", runDemo},
+		{"build", "build tool packages into artifacts: brain build [packages] -o DIR", runBuild},
+		{"inspect", "verify an artifact and show its manifest and imports: brain inspect ARTIFACT", runInspect},
+		{"run", "run one call of an artifact: brain run ARTIFACT --input JSON [--grants FILE]", runRun},
 	}
 }
 

@@ -1,0 +1,171 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// memJournal keeps events in memory, encoded as frames and decoded again on
+// load, as a durable journal would.
+type memJournal struct {
+	mu     sync.Mutex
+	frames [][]byte
+}
+
+func (j *memJournal) Append(e session.Event) error {
+	b, err := protocol.EncodeFrame(&protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.frames = append(j.frames, b)
+	return nil
+}
+
+func (j *memJournal) events(t *testing.T) []session.Event {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []session.Event
+	for _, b := range j.frames {
+		f, err := protocol.DecodeFrame(b)
+		if err != nil {
+			t.Fatalf("journal holds an undecodable frame: %v", err)
+		}
+		out = append(out, session.Event{Seq: f.Seq, Msg: f.Msg})
+	}
+	return out
+}
+
+func jClientCap(name string, approval bool) protocol.Capability {
+	return protocol.Capability{Name: name, Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}, RequiresApproval: approval}
+}
+
+func jAgentCap(name string, approval bool) protocol.Capability {
+	return protocol.Capability{Name: name, Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}, RequiresApproval: approval}
+}
+
+// waitFor reads sub until it sees a message of type typ, failing after a
+// few seconds.
+func waitForType(t *testing.T, sub *session.Subscription, typ protocol.Type) session.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", typ, err)
+		}
+		if ev.Msg.MessageType() == typ {
+			return ev
+		}
+	}
+}
+
+// TestRestore kills a session mid-flight (drops it) and restores it from its
+// journal: registrations, a pending approval, a dispatched client call and
+// the event log come back; a running agent call ends with internal.
+func TestRestore(t *testing.T) {
+	j := &memJournal{}
+	s := session.New("s1", &session.Options{Journal: j})
+	block := make(chan struct{})
+	defer close(block)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Register(session.Client, jClientCap("ui.confirm", true), jClientCap("ui.show", false)))
+	must(s.RegisterAgent(jAgentCap("agent.slow", false), session.HandlerFunc(func(ctx context.Context, c *session.Call) (json.RawMessage, error) {
+		<-block
+		return nil, nil
+	})))
+	must(s.RegisterAgent(jAgentCap("agent.delete", true), session.HandlerFunc(func(ctx context.Context, c *session.Call) (json.RawMessage, error) {
+		return json.RawMessage(`"deleted by the old process"`), nil
+	})))
+	sub := s.Subscribe(0)
+	approvalID, _ := s.Start(protocol.AudienceLLM, "ui.confirm", json.RawMessage(`{"n":1}`))
+	waitForType(t, sub, protocol.TypeApprovalRequested)
+	showID, _ := s.Start(protocol.AudienceLLM, "ui.show", json.RawMessage(`{"n":2}`))
+	waitForType(t, sub, protocol.TypeCapabilityInvoked)
+	slowID, _ := s.Start(protocol.AudienceLLM, "agent.slow", json.RawMessage(`{}`))
+	waitForType(t, sub, protocol.TypeCapabilityInvoked)
+	deleteID, _ := s.Start(protocol.AudienceLLM, "agent.delete", json.RawMessage(`{}`))
+	waitForType(t, sub, protocol.TypeApprovalRequested)
+	lastSeen := s.LastSeq()
+	sub.Close()
+
+	// The process dies here: only the journal survives.
+	events := j.events(t)
+	if uint64(len(events)) != lastSeen {
+		t.Fatalf("journal has %d events, the session emitted %d", len(events), lastSeen)
+	}
+	j2 := &memJournal{}
+	r, err := session.Restore("s1", events, &session.Options{Journal: j2}, func(r *session.Session) error {
+		return r.RegisterAgent(jAgentCap("agent.delete", true), session.HandlerFunc(func(ctx context.Context, c *session.Call) (json.RawMessage, error) {
+			return json.RawMessage(`"deleted after the restart"`), nil
+		}))
+	})
+	must(err)
+	for _, n := range []string{"ui.confirm", "ui.show", "agent.delete"} {
+		if _, ok := r.Lookup(n); !ok {
+			t.Errorf("%s was not restored", n)
+		}
+	}
+	if _, ok := r.Lookup("agent.slow"); ok {
+		t.Error("a runtime registration without its handler was restored")
+	}
+	// A subscriber resuming from its last seq misses nothing.
+	sub2 := r.Subscribe(lastSeen)
+	defer sub2.Close()
+	out := waitForType(t, sub2, protocol.TypeCapabilityOutcome).Msg.(*protocol.CapabilityOutcome)
+	if out.CallID != slowID || out.Outcome.IsOK() || out.Outcome.Err.Code != protocol.CodeInternal {
+		t.Fatalf("first outcome after restore = %+v, want internal for the running agent call", out)
+	}
+	// The pending approval can still be answered, and the call then runs.
+	must(r.Approve(session.Client, &protocol.CapabilityApprove{CallID: approvalID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}))
+	inv := waitForType(t, sub2, protocol.TypeCapabilityInvoked).Msg.(*protocol.CapabilityInvoked)
+	if inv.CallID != approvalID {
+		t.Fatalf("invoked %s, want %s", inv.CallID, approvalID)
+	}
+	must(r.Result(session.Client, &protocol.CapabilityResult{CallID: approvalID, Result: json.RawMessage(`"confirmed"`)}))
+	if o := waitForType(t, sub2, protocol.TypeCapabilityOutcome).Msg.(*protocol.CapabilityOutcome); o.CallID != approvalID || string(o.Outcome.Value) != `"confirmed"` {
+		t.Fatalf("outcome = %+v", o)
+	}
+	// The dispatched client call can still be answered.
+	must(r.Result(session.Client, &protocol.CapabilityResult{CallID: showID, Result: json.RawMessage(`"shown"`)}))
+	if o := waitForType(t, sub2, protocol.TypeCapabilityOutcome).Msg.(*protocol.CapabilityOutcome); o.CallID != showID {
+		t.Fatalf("outcome = %+v", o)
+	}
+	// The agent call awaiting approval runs its re-attached handler.
+	must(r.Approve(session.Client, &protocol.CapabilityApprove{CallID: deleteID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}))
+	if o := waitForType(t, sub2, protocol.TypeCapabilityOutcome).Msg.(*protocol.CapabilityOutcome); o.CallID != deleteID || string(o.Outcome.Value) != `"deleted after the restart"` {
+		t.Fatalf("outcome = %+v", o)
+	}
+	// New events continue the seq and reach the new journal.
+	if got := j2.events(t); len(got) == 0 || got[0].Seq <= lastSeen {
+		t.Fatalf("new journal starts at %v", got)
+	}
+	if err := r.Result(session.Client, &protocol.CapabilityResult{CallID: slowID, Result: json.RawMessage(`1`)}); err == nil {
+		t.Error("a result for a call finished by the restart was accepted")
+	}
+}
+
+func TestRestoreRejectsGaps(t *testing.T) {
+	ev := []session.Event{
+		{Seq: 1, Msg: &protocol.CapabilityDeregister{Names: []string{"x"}}},
+		{Seq: 3, Msg: &protocol.CapabilityDeregister{Names: []string{"y"}}},
+	}
+	if _, err := session.Restore("s", ev, nil, nil); err == nil {
+		t.Fatal("Restore accepted a gap in the seqs")
+	}
+}
