@@ -77,7 +77,7 @@ func containsEq(s string) bool {
 // separate value.
 func isBoolFlag(a string) bool {
 	switch a {
-	case "-frames", "--frames", "-h", "-help", "--help", "-json", "--json":
+	case "-frames", "--frames", "-h", "-help", "--help":
 		return true
 	}
 	return false

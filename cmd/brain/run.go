@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/kernel"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/provide"
+	"github.com/brainrt/brain/provide/fsroot"
+)
+
+// bindingFlags collects repeated --binding name=JSON flags.
+type bindingFlags map[string]json.RawMessage
+
+func (b bindingFlags) String() string { return fmt.Sprint(len(b), " bindings") }
+
+func (b bindingFlags) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want name=JSON, got %q", v)
+	}
+	if !json.Valid([]byte(value)) {
+		// A bare word is taken as a string, so --binding token=abc works.
+		quoted, _ := json.Marshal(value)
+		value = string(quoted)
+	}
+	b[name] = json.RawMessage(value)
+	return nil
+}
+
+// runRun is `brain run ARTIFACT --input JSON`: one call in a local
+// environment; prints the Outcome. Exit 0 on a value, 1 on an error
+// outcome, 2 on bad usage.
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	input := fs.String("input", "{}", "the call's input, as JSON")
+	grantsFile := fs.String("grants", "", "grants file (YAML, docs/grants.md); default: only fs, over --workspace")
+	workspace := fs.String("workspace", ".", "the fs root when no --grants file is given")
+	timeout := fs.Duration("timeout", 60*time.Second, "the call's deadline")
+	cacheDir := fs.String("cache", defaultCacheDir(), "compilation cache directory")
+	bindings := bindingFlags{}
+	fs.Var(bindings, "binding", "a binding value, name=JSON (repeatable; a bare word is a string)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: brain run ARTIFACT --input JSON [--grants FILE | --workspace DIR] [--binding name=JSON]\n\nRuns one call of ARTIFACT (<name>.tool.json) and prints its Outcome as JSON.\nExit status: 0 for a value, 1 for an error outcome, 2 for bad usage.")
+		fs.PrintDefaults()
+	}
+	flags, rest := splitFlags(args)
+	if err := fs.Parse(flags); err != nil {
+		return 2
+	}
+	rest = append(rest, fs.Args()...)
+	if len(rest) != 1 {
+		fs.Usage()
+		return 2
+	}
+	if !json.Valid([]byte(*input)) {
+		fmt.Fprintf(stderr, "brain run: --input is not JSON: %s\n", *input)
+		return 2
+	}
+	var g provide.Grants
+	var err error
+	if *grantsFile != "" {
+		if g, err = provide.Load(*grantsFile); err != nil {
+			fmt.Fprintln(stderr, "brain run:", err)
+			return 2
+		}
+	} else {
+		ws, _ := filepath.Abs(*workspace)
+		g = provide.Grants{Workspace: ws, FS: &fsroot.Grants{}}
+	}
+
+	h, err := host.New(ctx, &host.Options{CacheDir: *cacheDir})
+	if err != nil {
+		fmt.Fprintln(stderr, "brain run:", err)
+		return 1
+	}
+	defer h.Close(context.WithoutCancel(ctx))
+	art, err := h.LoadManifest(rest[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "brain run:", err)
+		return 2
+	}
+	env, setup, err := provide.Environment(ctx, g, &kernel.Options{CallTimeout: *timeout})
+	if err != nil {
+		fmt.Fprintln(stderr, "brain run:", err)
+		return 2
+	}
+	defer env.Close()
+	for _, f := range setup.Failures {
+		fmt.Fprintf(stderr, "brain run: %s handle unavailable: %s\n", f.Name, f.Reason)
+	}
+	out := protocol.Outcome{}
+	if rec := env.Attach(ctx, kernel.Attachment{Tool: art, Bindings: bindings}); !rec.OK() {
+		f := rec.Failures[0]
+		out = protocol.Fail(f.Code, "attach %s: %s", f.Name, f.Reason)
+	} else {
+		out = env.Invoke(ctx, art.Manifest().Name, kernel.Call{Input: json.RawMessage(*input)})
+	}
+	b, _ := json.Marshal(out)
+	fmt.Fprintln(stdout, string(b))
+	if !out.IsOK() {
+		return 1
+	}
+	return 0
+}
+
+// defaultCacheDir is the host's compilation cache: private to the user.
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "brain", "wazero")
+	}
+	return filepath.Join(os.TempDir(), "brain-wazero-cache")
+}
