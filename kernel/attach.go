@@ -175,7 +175,8 @@ func (e *Environment) providesSorted() []string {
 	return out
 }
 
-// install adds a provisioned tool and registers it in the session.
+// install adds a provisioned tool and registers it in every exposed
+// session; if a session refuses it, it is not attached.
 func (e *Environment) install(name string, at *attached) (protocol.Code, error) {
 	e.mu.Lock()
 	if _, dup := e.tools[name]; dup {
@@ -183,21 +184,62 @@ func (e *Environment) install(name string, at *attached) (protocol.Code, error) 
 		return protocol.CodeConflict, fmt.Errorf("a tool named %q is already attached; detach it first", name)
 	}
 	e.tools[name] = at
+	sessions := slices.Clone(e.sessions)
 	e.mu.Unlock()
-	if s := e.opts.Session; s != nil {
-		c := protocol.Capability{
-			Name: name, Description: at.manifest.Description,
-			InputSchema: at.manifest.InputSchema, OutputSchema: at.manifest.OutputSchema,
-			Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
-		}
-		if err := s.RegisterAgent(c, sessionHandler{e: e, name: name}); err != nil {
+	for i, s := range sessions {
+		if err := e.register(s, name, at); err != nil {
+			for _, done := range sessions[:i] {
+				_ = done.Deregister(session.Runtime, name)
+			}
 			e.mu.Lock()
 			delete(e.tools, name)
 			e.mu.Unlock()
-			return protocol.OutcomeOf(err).Err.Code, fmt.Errorf("register in session: %w", err)
+			return protocol.OutcomeOf(err).Err.Code, fmt.Errorf("register in session %s: %w", s.ID(), err)
 		}
 	}
 	return "", nil
+}
+
+// register makes one attached tool a capability of s.
+func (e *Environment) register(s *session.Session, name string, at *attached) error {
+	c := protocol.Capability{
+		Name: name, Description: at.manifest.Description,
+		InputSchema: at.manifest.InputSchema, OutputSchema: at.manifest.OutputSchema,
+		Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
+	}
+	return s.RegisterAgent(c, sessionHandler{e: e, name: name})
+}
+
+// Expose registers every attached tool in s as an agent-side capability
+// (origin agent), and keeps s in step: tools attached later are registered
+// there too, and Detach deregisters them. One environment can serve many
+// sessions. Options.Session is exposed by New.
+func (e *Environment) Expose(s *session.Session) error {
+	e.mu.Lock()
+	e.sessions = append(e.sessions, s)
+	tools := make(map[string]*attached, len(e.tools))
+	for n, at := range e.tools {
+		tools[n] = at
+	}
+	e.mu.Unlock()
+	for n, at := range tools {
+		if err := e.register(s, n, at); err != nil {
+			return fmt.Errorf("expose %q to session %s: %w", n, s.ID(), err)
+		}
+	}
+	return nil
+}
+
+// Unexpose stops keeping s in step and deregisters the tools from it.
+func (e *Environment) Unexpose(s *session.Session) {
+	e.mu.Lock()
+	e.sessions = slices.DeleteFunc(e.sessions, func(x *session.Session) bool { return x == s })
+	names := make([]string, 0, len(e.tools))
+	for n := range e.tools {
+		names = append(names, n)
+	}
+	e.mu.Unlock()
+	_ = s.Deregister(session.Runtime, names...)
 }
 
 // Detach removes tools by name, closing their instances and deregistering
@@ -213,9 +255,12 @@ func (e *Environment) Detach(names ...string) {
 			goneNames = append(goneNames, n)
 		}
 	}
+	sessions := slices.Clone(e.sessions)
 	e.mu.Unlock()
-	if s := e.opts.Session; s != nil && len(goneNames) > 0 {
-		_ = s.Deregister(session.Runtime, goneNames...)
+	if len(goneNames) > 0 {
+		for _, s := range sessions {
+			_ = s.Deregister(session.Runtime, goneNames...)
+		}
 	}
 	for _, at := range gone {
 		_ = at.inst.Close()

@@ -42,6 +42,7 @@ type Environment struct {
 	provided  map[handle.Kind]Provided // set by Setup
 	setUp     bool
 	tools     map[string]*attached
+	sessions  []*session.Session // exposed: they get every attached tool
 }
 
 // attached is a provisioned tool.
@@ -67,7 +68,11 @@ func New(opts *Options) *Environment {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 60 * time.Second
 	}
-	return &Environment{opts: o, log: o.Logger.With(slog.String("environment", o.ID)), tools: map[string]*attached{}}
+	e := &Environment{opts: o, log: o.Logger.With(slog.String("environment", o.ID)), tools: map[string]*attached{}}
+	if o.Session != nil {
+		e.sessions = []*session.Session{o.Session}
+	}
+	return e
 }
 
 // Provide registers a provider. It must be called before Setup; providing a

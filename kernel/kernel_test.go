@@ -334,3 +334,40 @@ func TestAttachedToolIsACapability(t *testing.T) {
 		t.Error("detach did not deregister the capability")
 	}
 }
+
+// TestExposeToManySessions: one environment serves several sessions; tools
+// attached later reach them, and Detach and Unexpose remove them.
+func TestExposeToManySessions(t *testing.T) {
+	e := newEnv(t, nil)
+	s1, s2 := session.New("a", nil), session.New("b", nil)
+	if rec := e.Attach(context.Background(), kernel.Attachment{Tool: readTool}); !rec.OK() {
+		t.Fatal(rec.Failures)
+	}
+	must(t, e.Expose(s1))
+	must(t, e.Expose(s2))
+	if rec := e.Attach(context.Background(), kernel.Attachment{Tool: behaveTool}); !rec.OK() {
+		t.Fatal(rec.Failures)
+	}
+	for _, s := range []*session.Session{s1, s2} {
+		for _, n := range []string{"fs.read", "behave"} {
+			if _, ok := s.Lookup(n); !ok {
+				t.Errorf("session %s lacks %s", s.ID(), n)
+			}
+		}
+	}
+	out := s2.Invoke(context.Background(), protocol.AudienceLLM, "fs.read", json.RawMessage(`{"path":"hello.txt"}`))
+	if !out.IsOK() {
+		t.Fatal(out.Err)
+	}
+	e.Detach("behave")
+	e.Unexpose(s1)
+	if _, ok := s2.Lookup("behave"); ok {
+		t.Error("detach left behave in session b")
+	}
+	if _, ok := s1.Lookup("fs.read"); ok {
+		t.Error("unexpose left fs.read in session a")
+	}
+	if _, ok := s2.Lookup("fs.read"); !ok {
+		t.Error("unexposing a removed fs.read from session b")
+	}
+}
