@@ -300,3 +300,11 @@ func (h sessionHandler) Handle(ctx context.Context, c *session.Call) (json.RawMe
 	}
 	return out.Value, nil
 }
+
+// Forget stops keeping s in step without deregistering anything: for a
+// session that is leaving memory (hibernating) with its registry intact.
+func (e *Environment) Forget(s *session.Session) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sessions = slices.DeleteFunc(e.sessions, func(x *session.Session) bool { return x == s })
+}

@@ -1,0 +1,89 @@
+package script_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"runtime/metrics"
+	"strings"
+	"testing"
+
+	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/provide/script"
+)
+
+// newRuntime returns a Runtime under g, failing the test on error.
+func newRuntime(t testing.TB, g script.Grants, opts *script.Options) *script.Runtime {
+	t.Helper()
+	r, err := script.New(g, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return r
+}
+
+// jsCase is one call and what it must give: a JSON result, or an error
+// with a code and a message that contains msg.
+type jsCase struct {
+	name string
+	src  string
+	args string
+	want string        // the result's JSON when code is ""
+	code protocol.Code // the error's code
+	msg  string        // a substring of the error's message
+	// or is another code accepted in place of code, message unchecked:
+	// timeout for work that may not reach its limit in time under the
+	// race detector.
+	or protocol.Code
+}
+
+// run calls c.src on r and checks the outcome.
+func (c jsCase) run(t *testing.T, r *script.Runtime) {
+	t.Helper()
+	var args json.RawMessage
+	if c.args != "" {
+		args = json.RawMessage(c.args)
+	}
+	out, err := r.Call(context.Background(), c.src, args)
+	if c.or != "" && handle.CodeOf(err) == c.or {
+		return
+	}
+	check(t, out, err, c.want, c.code, c.msg)
+}
+
+// check compares a Call's outcome with a wanted result or error.
+func check(t *testing.T, out json.RawMessage, err error, want string, code protocol.Code, msg string) {
+	t.Helper()
+	if code == "" {
+		if err != nil {
+			t.Fatalf("error %v, want %s", err, want)
+		}
+		if string(out) != want {
+			t.Fatalf("result %s, want %s", out, want)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("result %s, want error %s", out, code)
+	}
+	var ce *handle.CapabilityError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %T %v is not a *handle.CapabilityError", err, err)
+	}
+	if ce.Code != code || ce.Handle != handle.KindJS || ce.Op != "call" {
+		t.Fatalf("error %v: want handle js, op call, code %s", err, code)
+	}
+	if !strings.Contains(ce.Message, msg) {
+		t.Fatalf("error message %q does not contain %q", ce.Message, msg)
+	}
+}
+
+// processMemory is the memory the Go runtime holds from the system: the
+// heap, stacks and runtime structures. It shrinks only slowly after a
+// peak, so read after a call it shows about how high the call went.
+func processMemory() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}

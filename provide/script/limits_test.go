@@ -1,0 +1,251 @@
+package script_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/provide/script"
+)
+
+// backtrack is a built-in that runs for 2**n steps in Go (a backtracking
+// regular expression), where goja's interrupt cannot reach it until it
+// returns. n shrinks under the race detector, which slows regexp2 about
+// tenfold.
+func backtrack(n int) string {
+	if raceEnabled {
+		n -= 3
+	}
+	return `/^(a+)+(?=b)/.test("a".repeat(` + strconv.Itoa(n) + `))`
+}
+
+// slowBuiltin loops over a built-in of a fraction of a second.
+var slowBuiltin = `() => { for (;;) ` + backtrack(22) + ` }`
+
+// stuckBuiltin is one call of a built-in of about a second.
+var stuckBuiltin = `() => ` + backtrack(23)
+
+func TestTimeout(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	// One slot, so that waitIdle can tell when the script that outlived
+	// its call has ended.
+	r := newRuntime(t, script.Grants{Timeout: limit}, &script.Options{MaxConcurrent: 1})
+	tests := []struct {
+		name  string
+		src   string
+		slack time.Duration // beyond the limit
+	}{
+		{name: "infinite loop", src: `() => { while (true) {} }`, slack: 300 * time.Millisecond},
+		{name: "infinite recursion through callbacks", src: `() => { for (;;) [1, 2, 3].map(x => x).sort((a, b) => a - b) }`, slack: 300 * time.Millisecond},
+		{name: "loop in a getter of the result", src: `() => ({get x() { for (;;) {} }})`, slack: 300 * time.Millisecond},
+		{name: "loop in a thrown value's toString", src: `() => { throw {toString() { for (;;) {} }} }`, slack: 300 * time.Millisecond},
+		{name: "async loop", src: `async () => { for (;;) await null }`, slack: 300 * time.Millisecond},
+		// Call returns about 100ms after the deadline; the built-in
+		// finishes in the background.
+		{name: "inside a long built-in", src: slowBuiltin, slack: 600 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			out, err := r.Call(context.Background(), tc.src, nil)
+			elapsed := time.Since(start)
+			check(t, out, err, "", protocol.CodeTimeout, "")
+			if elapsed > limit+tc.slack {
+				t.Errorf("Call took %v, want at most %v", elapsed, limit+tc.slack)
+			}
+		})
+	}
+	waitIdle(t, r)
+}
+
+// waitIdle waits until the script that outlived its call on r, a Runtime
+// with one slot, has ended, so that it does not slow the tests that
+// follow: a trivial call succeeds once it gets the slot.
+func waitIdle(t *testing.T, r *script.Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for ctx.Err() == nil {
+		if _, err := r.Call(ctx, `() => 1`, nil); err == nil {
+			return
+		}
+	}
+	t.Fatalf("a script still runs a minute after its call ended")
+}
+
+func TestContext(t *testing.T) {
+	r := newRuntime(t, script.Grants{}, nil)
+	t.Run("cancelled while running", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// Whether the cancel lands before or during the call, the call
+		// must end with cancelled, and promptly.
+		stop := time.AfterFunc(50*time.Millisecond, cancel)
+		defer stop.Stop()
+		start := time.Now()
+		out, err := r.Call(ctx, `() => { while (true) {} }`, nil)
+		check(t, out, err, "", protocol.CodeCancelled, "cancelled")
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Call took %v after a cancel at 50ms", d)
+		}
+	})
+	t.Run("already cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		out, err := r.Call(ctx, `() => 1`, nil)
+		check(t, out, err, "", protocol.CodeCancelled, "")
+	})
+	t.Run("caller's deadline first", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		out, err := r.Call(ctx, `() => { while (true) {} }`, nil)
+		check(t, out, err, "", protocol.CodeTimeout, "")
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Call took %v under a 100ms deadline (the grant is 5s)", d)
+		}
+	})
+}
+
+func TestSlotsBusy(t *testing.T) {
+	r := newRuntime(t, script.Grants{Timeout: 100 * time.Millisecond}, &script.Options{MaxConcurrent: 1})
+	// The first script outlives its call inside a long built-in and keeps
+	// the only slot.
+	out, err := r.Call(context.Background(), stuckBuiltin, nil)
+	check(t, out, err, "", protocol.CodeTimeout, "")
+	out, err = r.Call(context.Background(), `() => 1`, nil)
+	check(t, out, err, "", protocol.CodeTimeout, "no script slot came free before the deadline: all 1 are busy")
+	waitIdle(t, r)
+}
+
+// TestHugeAllocations runs scripts that would take gigabytes, each of
+// which must end with too_large (or timeout) while the process stays
+// within a small multiple of the budget.
+func TestHugeAllocations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates up to a few hundred MiB")
+	}
+	// Under the race detector the gradual cases may reach the deadline
+	// before the budget; they accept timeout.
+	timeout := 10 * time.Second
+	if raceEnabled {
+		timeout = 4 * time.Second
+	}
+	r := newRuntime(t, script.Grants{MaxMemoryBytes: 16 << 20, Timeout: timeout}, nil)
+	const tooLarge = protocol.CodeTooLarge
+	tests := []jsCase{
+		// One-step allocations, refused before they happen.
+		{name: "repeat", src: `() => "x".repeat(1e9).length`, code: tooLarge, msg: "String.prototype.repeat would build a string of 1000000000 characters"},
+		{name: "padStart", src: `() => "".padStart(2 ** 31, "ab")`, code: tooLarge, msg: "padding"},
+		{name: "concat", src: `() => "".concat(...Array(1000).fill("x".repeat(1e6)))`, code: tooLarge, msg: "String.prototype.concat"},
+		{name: "Array fill", src: `() => new Array(1e9).fill(0).length`, code: tooLarge, msg: "Array.prototype.fill on a length of 1000000000"},
+		{name: "array-like fill", src: `() => Array.prototype.fill.call({length: 2 ** 53 - 1}, 0)`, code: tooLarge, msg: "Array.prototype.fill"},
+		{name: "length set by hand", src: `() => { const a = []; a.length = 2 ** 32 - 1; return a.toReversed() }`, code: tooLarge, msg: "Array.prototype.toReversed"},
+		{name: "CPU-only loop over a huge length", src: `() => Array(2 ** 32 - 1).indexOf(1)`, code: tooLarge, msg: "Array.prototype.indexOf"},
+		{name: "Array.from length", src: `() => Array.from({length: 1e9})`, code: tooLarge, msg: "Array.from"},
+		{name: "apply", src: `() => Math.max.apply(null, {length: 1e9})`, code: tooLarge, msg: "Function.prototype.apply"},
+		{name: "Reflect.apply", src: `() => Reflect.apply(Math.max, null, Array(1e9))`, code: tooLarge, msg: "Reflect.apply"},
+		{name: "concat of sparse arrays", src: `() => [].concat(Array(1e9))`, code: tooLarge, msg: "Array.prototype.concat"},
+		{name: "typed array", src: `() => new Float64Array(1e9)`, code: tooLarge, msg: "a Float64Array of 1000000000 elements"},
+		{name: "typed array from array-like", src: `() => new Uint8Array({length: 1e9})`, code: tooLarge, msg: "Uint8Array"},
+		{name: "typed array through its prototype's constructor", src: `() => new Uint8Array.prototype.constructor(1e9)`, code: tooLarge, msg: "Uint8Array"},
+		{name: "ArrayBuffer", src: `() => new ArrayBuffer(1e9)`, code: tooLarge, msg: "an ArrayBuffer of 1000000000 bytes"},
+		{name: "TypedArray.from", src: `() => Int32Array.from({length: 1e9})`, code: tooLarge, msg: "TypedArray.from"},
+		{name: "join of a long separator", src: `() => Array(1e6).join("x".repeat(1000))`, code: tooLarge, msg: "Array.prototype.join"},
+		{name: "typed array join", src: `() => new Uint8Array(1e5).join("x".repeat(1e4))`, code: tooLarge, msg: "Array.prototype.join"},
+		{name: "join of one long string many times", src: `() => Array(1000).fill("x".repeat(1e6)).join("")`, code: tooLarge, msg: "Array.prototype.join"},
+		{name: "String.raw", src: `() => String.raw({raw: Array(1000).fill("x".repeat(1e6))})`, code: tooLarge, msg: "String.raw"},
+		{name: "replace with a long replacement", src: `() => "x".repeat(1e5).replaceAll("x", "y".repeat(1000))`, code: tooLarge, msg: "replacing would build"},
+		{name: "replace with quadratic $'", src: `() => "x".repeat(1e5).replace(/x/g, "$'")`, code: tooLarge, msg: "replacing would build"},
+		{name: "replace with a function", src: `() => "x".repeat(1e5).replace(/x/g, () => "y".repeat(1000))`, code: tooLarge, or: protocol.CodeTimeout},
+		{name: "long pattern", src: `() => new RegExp("(".repeat(1e6) + ")".repeat(1e6))`, code: tooLarge, msg: "RegExp: a regular expression of 2000000 characters; the limit is 65536"},
+		{name: "long pattern through the prototype's constructor", src: `() => new (/x/.constructor)("a".repeat(1e6))`, code: tooLarge, msg: "RegExp: a regular expression"},
+		{name: "long pattern through match", src: `() => "x".match("a".repeat(1e6))`, code: tooLarge, msg: "String.prototype.match: a regular expression"},
+		{name: "long pattern through compile", src: `() => /x/.compile("a".repeat(1e6))`, code: tooLarge, msg: "RegExp.prototype.compile"},
+		{name: "regular expression over a long subject", src: `() => "x".repeat(1e6).split(/x/)`, code: tooLarge, msg: "the limit for regular expressions that collect every match"},
+		{name: "split into characters", src: `() => "x".repeat(1e6).split("")`, code: tooLarge, msg: "String.prototype.split would make 1000000 strings"},
+		{name: "JSON.parse of a long text", src: `() => JSON.parse("[" + "[],".repeat(1e6) + "[]]")`, code: tooLarge, msg: "JSON.parse of 3000004 characters"},
+		{name: "Object.keys of a string", src: `() => Object.keys("x".repeat(1e6))`, code: tooLarge, msg: "Object.keys over 1000000 keys"},
+		{name: "JSON.stringify of a shared tree", src: `() => { let a = [1]; for (let i = 0; i < 40; i++) a = [a, a]; return JSON.stringify(a) }`, code: tooLarge, msg: "JSON.stringify", or: protocol.CodeTimeout},
+		// Gradual growth, stopped by the heap watchdog.
+		{name: "push forever", src: `() => { const a = []; for (;;) a.push(1) }`, code: tooLarge, msg: "memory budget of 16 MiB", or: protocol.CodeTimeout},
+		{name: "string doubling", src: `() => { let s = "x"; for (;;) s = s + s + "y" }`, code: tooLarge, msg: "memory budget", or: protocol.CodeTimeout},
+		{name: "objects forever", src: `() => { const m = new Map(); for (let i = 0; ; i++) m.set(i, {i}) }`, code: tooLarge, msg: "memory budget", or: protocol.CodeTimeout},
+		{name: "spread of a huge sparse array", src: `() => [...Array(1e9)].length`, code: tooLarge, msg: "memory budget", or: protocol.CodeTimeout},
+		{name: "spread of an iterator whose array grew", src: `() => { const a = []; const it = a.values(); a.length = 1e9; return [...it].length }`, code: tooLarge, msg: "memory budget", or: protocol.CodeTimeout},
+		{name: "prototype chain", src: `() => { let p = {}; for (;;) p = Object.create(p) }`, code: tooLarge, msg: "memory budget", or: protocol.CodeTimeout},
+		{name: "flat of a shared tree", src: `() => { let a = [1]; for (let i = 0; i < 40; i++) a = [a, a]; return a.flat(Infinity).length }`, code: tooLarge, or: protocol.CodeTimeout},
+		{name: "caught and retried", src: `() => { for (;;) { try { const a = []; for (;;) a.push([1]) } catch (e) {} } }`, code: tooLarge, msg: "memory budget", or: protocol.CodeTimeout},
+	}
+	var peak uint64
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t, r)
+			m := processMemory()
+			peak = max(peak, m)
+			if m > 1<<30 {
+				t.Errorf("the process holds %d MiB after the call", m>>20)
+			}
+		})
+	}
+	t.Logf("the process held at most %d MiB", peak>>20)
+}
+
+// TestDeepStructures checks that structures built within the budget and
+// walked by Go code end with an error rather than a fatal stack overflow.
+func TestDeepStructures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds structures of up to 100 MiB")
+	}
+	r := newRuntime(t, script.Grants{Timeout: 20 * time.Second}, nil)
+	bad := protocol.CodeInvalidArgument
+	tests := []jsCase{
+		{name: "flat of a cycle", src: `() => { const a = []; a[0] = a; return a.flat(Infinity) }`, code: bad, msg: "RangeError: Array.prototype.flat: nesting deeper than 5000 levels"},
+		{name: "join of a deep array", src: `() => { let a = []; for (let i = 0; i < 1e5; i++) a = [a]; return String(a).length }`, code: bad, msg: "nesting deeper than 5000"},
+		{name: "stringify of a deep object", src: `() => { let o = {}; for (let i = 0; i < 1e5; i++) o = {o}; return JSON.stringify(o).length }`, code: bad, msg: "RangeError: nesting deeper than 5000"},
+		{name: "reviver grafting depth", src: `() => JSON.parse('{"a":1,"b":{}}', function (k, v) { let o = {}; for (let i = 0; i < 6000; i++) o = {o}; if (k === "a") this.b = o; return 0 })`, code: bad, msg: "RangeError: JSON.parse: nesting deeper than 5000"},
+		{name: "JSON.parse of deep text", src: `() => JSON.parse("[".repeat(4e5) + "]".repeat(4e5))`, code: bad, msg: "RangeError: JSON.parse: nesting deeper than 5000"},
+		{name: "JSON.parse of brackets in strings", src: `() => JSON.parse(JSON.stringify("[".repeat(1e4))).length`, want: `10000`},
+		{name: "assignment through a long prototype chain", src: `() => { let p = {}; for (let i = 0; i < 3e5; i++) p = Object.create(p); p.x = 1; return p.x }`, want: `1`},
+		{name: "assignment through a long proxy chain", src: `() => { let p = {}; for (let i = 0; i < 1e5; i++) p = new Proxy(p, {}); p.x = 1; return p.x }`, want: `1`},
+		{name: "deep JSON arguments", args: strings.Repeat("[", 20000) + strings.Repeat("]", 20000), src: `(a) => a`, code: bad, msg: "the arguments nest deeper than 5000 levels"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, r) })
+	}
+}
+
+// TestConcurrentCalls runs calls from many goroutines at once, some of
+// which time out, under a small concurrency bound.
+func TestConcurrentCalls(t *testing.T) {
+	r := newRuntime(t, script.Grants{Timeout: 2 * time.Second}, &script.Options{MaxConcurrent: 3})
+	const workers, calls = 8, 10
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				if w == 0 && i%5 == 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					out, err := r.Call(ctx, `() => { for (;;) {} }`, nil)
+					cancel()
+					if err == nil {
+						t.Errorf("infinite loop returned %s", out)
+					}
+					continue
+				}
+				args := []byte(`{"w": ` + strconv.Itoa(w) + `, "i": ` + strconv.Itoa(i) + `}`)
+				out, err := r.Call(context.Background(), `(a) => { globalThis.seen = (globalThis.seen || 0) + 1; return [a.w, a.i, seen, [3, 1, 2].sort().join("")] }`, args)
+				if want := `[` + strconv.Itoa(w) + `,` + strconv.Itoa(i) + `,1,"123"]`; err != nil || string(out) != want {
+					t.Errorf("worker %d call %d: %s, %v; want %s", w, i, out, err, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,160 @@
+package script
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/protocol"
+)
+
+// opCall is the operation name in every error of [Runtime.Call].
+const opCall = "call"
+
+// abandonAfter is how long Call waits, once the deadline has passed or the
+// context is cancelled, for the interrupted script to unwind before it
+// returns without it. JavaScript code stops at its next instruction; a
+// built-in written in Go stops only when it returns.
+const abandonAfter = 100 * time.Millisecond
+
+// Options tunes a [Runtime]. The zero value and nil mean the defaults.
+type Options struct {
+	// MaxConcurrent bounds how many scripts run at once. A call waits for a
+	// free slot within its own deadline. A script that outlives its call
+	// (see [Runtime.Call]) keeps its slot until it ends, so the bound also
+	// caps how many such scripts can pile up. Default: runtime.GOMAXPROCS(0).
+	MaxConcurrent int
+	// Logger receives a warning when a script outlives its call and an
+	// error when the engine panics. Nil discards.
+	Logger *slog.Logger
+}
+
+// Runtime is the js handle ([handle.JS]). It is safe for concurrent use;
+// every call runs in a goja runtime of its own.
+type Runtime struct {
+	grants Grants
+	lim    limits
+	slots  chan struct{}
+	log    *slog.Logger
+}
+
+var _ handle.JS = (*Runtime)(nil)
+
+// New returns a Runtime under grants g. It fails with a *grant.FieldError
+// (wrapped) when g is invalid. opts may be nil.
+func New(g Grants, opts *Options) (*Runtime, error) {
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("js grants: %w", err)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxConcurrent < 0 {
+		return nil, fmt.Errorf("js options: MaxConcurrent %d must not be negative", o.MaxConcurrent)
+	}
+	if o.MaxConcurrent == 0 {
+		o.MaxConcurrent = runtime.GOMAXPROCS(0)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	g = g.withDefaults()
+	return &Runtime{
+		grants: g,
+		lim:    newLimits(g),
+		slots:  make(chan struct{}, o.MaxConcurrent),
+		log:    o.Logger,
+	}, nil
+}
+
+// Call evaluates source, a JavaScript expression whose value is a function
+// ("(args) => args.a + args.b", "function (args) { … }", "async (args) =>
+// …"), calls it with args parsed by JSON.parse inside the script's own
+// runtime (empty args mean undefined), and returns its result encoded as
+// JSON.stringify would. A returned promise is settled first.
+//
+// Errors are *handle.CapabilityError:
+//   - too_large: the source, args or result is beyond its grant, or the
+//     script went over its memory budget;
+//   - invalid_argument: a syntax error, a source that is not a function,
+//     args that are not JSON, an uncaught exception (its message and
+//     position), a rejected or never-settled promise, a result JSON cannot
+//     hold (cyclic, a BigInt, nested deeper than 5000), or a call stack
+//     deeper than 10000 frames;
+//   - timeout or cancelled: the context ended, or Grants.Timeout passed;
+//   - internal: the engine panicked (the process survives).
+//
+// When the call is stopped (timeout, cancellation, memory) the script is
+// interrupted, and Call returns within about 100ms even when the script is
+// inside a long built-in, which goja cannot interrupt; such a script
+// finishes in the background, holding its slot (see
+// Options.MaxConcurrent).
+func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage) (json.RawMessage, error) {
+	if len(source) > r.grants.MaxScriptBytes {
+		return nil, handle.Errorf(handle.KindJS, opCall, protocol.CodeTooLarge,
+			"the script is %d bytes; the limit is %d", len(source), r.grants.MaxScriptBytes)
+	}
+	if len(args) > r.grants.MaxArgsBytes {
+		return nil, handle.Errorf(handle.KindJS, opCall, protocol.CodeTooLarge,
+			"the arguments are %d bytes of JSON; the limit is %d", len(args), r.grants.MaxArgsBytes)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.grants.Timeout)
+	defer cancel()
+	if err := handle.FromContext(ctx, handle.KindJS, opCall); err != nil {
+		return nil, err
+	}
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		err := handle.FromContext(ctx, handle.KindJS, opCall)
+		if err.Code == protocol.CodeTimeout {
+			err.Message = fmt.Sprintf("no script slot came free before the deadline: all %d are busy (some perhaps with scripts still finishing after their calls ended)", cap(r.slots))
+		}
+		return nil, err
+	}
+
+	c := newCall(r.grants, r.lim, r.log)
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() { <-r.slots }()
+		done <- c.run(source, args)
+	}()
+	// context.AfterFunc interrupts the script the moment ctx ends, whatever
+	// this goroutine is doing. stop runs before cancel (defers run last
+	// first), so a call that ends normally is never interrupted.
+	stop := context.AfterFunc(ctx, func() { c.abort(handle.FromContext(ctx, handle.KindJS, opCall)) })
+	defer stop()
+
+	select {
+	case o := <-done:
+		return o.result, o.err
+	case <-c.stopCh: // the deadline, a cancel, or a limit
+	case <-ctx.Done():
+	}
+	wait := time.NewTimer(abandonAfter)
+	defer wait.Stop()
+	select {
+	case o := <-done:
+		return o.result, o.err
+	case <-wait.C:
+	}
+	err := c.reason()
+	if err == nil {
+		err = handle.FromContext(ctx, handle.KindJS, opCall)
+	}
+	r.log.Warn("js: script still running after its call ended; it will finish in the background",
+		slog.String("reason", err.Error()))
+	return nil, err
+}
+
+// outcome is what one run produced.
+type outcome struct {
+	result json.RawMessage
+	err    error
+}

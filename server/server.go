@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/brainrt/brain/session"
+)
+
+// Options configure a [Server].
+type Options struct {
+	// Tokens authenticate every endpoint; required.
+	Tokens *Tokens
+	// Manager owns the sessions; required.
+	Manager *Manager
+	// MCP, if set, serves a session's MCP endpoint (package mcpbridge).
+	MCP func(s *session.Session) http.Handler
+	// OriginPatterns lists the browser origins allowed to open WebSockets
+	// (coder/websocket's AcceptOptions.OriginPatterns); empty allows only
+	// same-origin browsers and any non-browser client.
+	OriginPatterns []string
+	// WriteTimeout bounds one frame write to a peer; a peer that does not
+	// read for that long is disconnected. Default 10 s.
+	WriteTimeout time.Duration
+	// Logger receives the server's logs; nil discards.
+	Logger *slog.Logger
+}
+
+// Server is the kernel's HTTP handler:
+//
+//	GET  /v1/sessions/{id}/ws    WebSocket for the client and app sides
+//	     /v1/sessions/{id}/mcp   MCP (Streamable HTTP) for agent drivers
+//	GET  /v1/sessions/{id}       the session's snapshot (JSON)
+//	GET  /healthz                liveness, unauthenticated
+//
+// Every /v1 endpoint needs a token — "Authorization: Bearer <token>", or
+// ?token= for WebSocket clients that cannot set headers — and the token
+// decides the side the connection speaks for.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// New returns a server.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 10 * time.Second
+	}
+	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	srv.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(srv.handleWS))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}", srv.withSession(srv.handleSnapshot))
+	srv.mux.HandleFunc("/v1/sessions/{id}/mcp", srv.withSession(srv.handleMCP))
+	return srv
+}
+
+// ServeHTTP serves the routes above.
+func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { srv.mux.ServeHTTP(w, r) }
+
+type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer)
+
+// withSession authenticates the request and acquires its session for the
+// duration of the handler.
+func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if token == "" {
+			token = r.URL.Query().Get("token")
+		}
+		p, ok := srv.opts.Tokens.Peer(token)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
+			httpError(w, http.StatusUnauthorized, "unauthorized", "a valid token is required (Authorization: Bearer <token>)")
+			return
+		}
+		id := r.PathValue("id")
+		if !ValidSessionID(id) {
+			httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
+			return
+		}
+		s, release, err := srv.opts.Manager.Acquire(r.Context(), id)
+		if err != nil {
+			srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
+			httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
+			return
+		}
+		defer release()
+		h(w, r, s, p)
+	}
+}
+
+func (srv *Server) handleWS(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
+	srv.serveWS(r.Context(), w, r, s, p)
+}
+
+func (srv *Server) handleSnapshot(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(filterSnapshot(s, p, s.Snapshot()))
+}
+
+func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
+	if srv.opts.MCP == nil {
+		httpError(w, http.StatusNotFound, "not_found", "this kernel serves no MCP endpoint")
+		return
+	}
+	if p.Side != session.SideClient {
+		httpError(w, http.StatusForbidden, "forbidden", "the MCP endpoint needs a client token")
+		return
+	}
+	srv.opts.MCP(s).ServeHTTP(w, r)
+}
+
+func httpError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
+}
+
+// Serve runs srv on l until ctx ends, then shuts down gracefully (open
+// WebSocket connections are closed when their requests' contexts end).
+func Serve(ctx context.Context, srv *http.Server, l net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10e9)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
+}

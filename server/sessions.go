@@ -1,0 +1,182 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/brainrt/brain/session"
+)
+
+// Store persists sessions; package store implements it on JetStream.
+type Store interface {
+	Journal(id string) (session.Journal, error)
+	Load(ctx context.Context, id string) ([]session.Event, error)
+}
+
+// ManagerOptions configure a [Manager].
+type ManagerOptions struct {
+	// Store, if set, journals every session and restores it after a
+	// restart or hibernation. Without it sessions live in memory only.
+	Store Store
+	// Attach registers the runtime's agent-side capabilities in a session
+	// that was created or restored (an environment's Expose); Release undoes
+	// it when the session hibernates.
+	Attach  func(*session.Session) error
+	Release func(*session.Session)
+	// Session is the template of every session's options; Journal is set
+	// per session from Store.
+	Session session.Options
+	// Logger receives the manager's logs; nil discards.
+	Logger *slog.Logger
+}
+
+// Manager owns the sessions of a kernel: it creates a session on first use,
+// restores it from the store when it has a past, and hibernates it — drops
+// it from memory — when it has been idle.
+type Manager struct {
+	opts ManagerOptions
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	live map[string]*managed
+}
+
+type managed struct {
+	s        *session.Session
+	users    int // connections and requests holding it
+	lastUsed time.Time
+	ready    chan struct{} // closed when s (or err) is set
+	err      error
+}
+
+// NewManager returns a manager.
+func NewManager(opts ManagerOptions) *Manager {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}}
+}
+
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// ValidSessionID reports whether id may name a session: 1 to 128 of
+// A-Z a-z 0-9 _ -.
+func ValidSessionID(id string) bool { return sessionIDPattern.MatchString(id) }
+
+// Acquire returns the session id — live, restored from the store, or new —
+// and a release function to call when the caller is done with it. A
+// session is never hibernated while held.
+func (m *Manager) Acquire(ctx context.Context, id string) (*session.Session, func(), error) {
+	if !ValidSessionID(id) {
+		return nil, nil, fmt.Errorf("invalid session id %q: use 1 to 128 of A-Z a-z 0-9 _ -", id)
+	}
+	m.mu.Lock()
+	e, ok := m.live[id]
+	if !ok {
+		e = &managed{ready: make(chan struct{})}
+		m.live[id] = e
+	}
+	e.users++
+	m.mu.Unlock()
+	if !ok {
+		e.s, e.err = m.open(ctx, id)
+		close(e.ready)
+		if e.err != nil {
+			m.mu.Lock()
+			delete(m.live, id)
+			m.mu.Unlock()
+		}
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		m.release(e)
+		return nil, nil, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, nil, e.err
+	}
+	var once sync.Once
+	return e.s, func() { once.Do(func() { m.release(e) }) }, nil
+}
+
+func (m *Manager) release(e *managed) {
+	m.mu.Lock()
+	e.users--
+	e.lastUsed = time.Now()
+	m.mu.Unlock()
+}
+
+// open creates or restores a session.
+func (m *Manager) open(ctx context.Context, id string) (*session.Session, error) {
+	opts := m.opts.Session
+	var events []session.Event
+	if m.opts.Store != nil {
+		j, err := m.opts.Store.Journal(id)
+		if err != nil {
+			return nil, fmt.Errorf("session %s: journal: %w", id, err)
+		}
+		opts.Journal = j
+		if events, err = m.opts.Store.Load(ctx, id); err != nil {
+			return nil, fmt.Errorf("session %s: load: %w", id, err)
+		}
+	}
+	if len(events) > 0 {
+		s, err := session.Restore(id, events, &opts, m.opts.Attach)
+		if err != nil {
+			return nil, err
+		}
+		m.log.Info("session restored", slog.String("session", id), slog.Int("events", len(events)))
+		return s, nil
+	}
+	s := session.New(id, &opts)
+	if m.opts.Attach != nil {
+		if err := m.opts.Attach(s); err != nil {
+			return nil, fmt.Errorf("session %s: attach: %w", id, err)
+		}
+	}
+	return s, nil
+}
+
+// Live returns the number of sessions in memory.
+func (m *Manager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// Hibernate drops from memory every session that nobody holds, that has no
+// pending call, and that was last used more than idle ago. It needs a
+// store: without one a hibernated session would be lost, so nothing is
+// dropped. It returns how many sessions it dropped.
+func (m *Manager) Hibernate(idle time.Duration) int {
+	if m.opts.Store == nil {
+		return 0
+	}
+	cutoff := time.Now().Add(-idle)
+	m.mu.Lock()
+	var drop []*managed
+	for id, e := range m.live {
+		select {
+		case <-e.ready:
+		default:
+			continue
+		}
+		if e.users == 0 && e.lastUsed.Before(cutoff) && e.s.PendingCalls() == 0 {
+			delete(m.live, id)
+			drop = append(drop, e)
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range drop {
+		if m.opts.Release != nil {
+			m.opts.Release(e.s)
+		}
+		m.log.Debug("session hibernated", slog.String("session", e.s.ID()))
+	}
+	return len(drop)
+}

@@ -1,0 +1,301 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/coder/websocket"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// Connection limits.
+const (
+	// replyQueue bounds the replies waiting to be written to a peer; a peer
+	// that lets it fill is not reading and is disconnected.
+	replyQueue = 64
+	// hardMessageLimit closes a connection whose message is absurdly large;
+	// anything above protocol.MaxFrameBytes and below this is read,
+	// discarded and answered with an error.
+	hardMessageLimit = 64 << 20
+)
+
+// serveWS runs one WebSocket connection of peer p to session s until the
+// peer goes away or ctx ends. Query parameter "after" resumes from a seq;
+// without it the peer gets a snapshot first.
+func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: srv.opts.OriginPatterns})
+	if err != nil {
+		return // Accept wrote the HTTP error
+	}
+	conn.SetReadLimit(-1) // frames are bounded below, while reading, without buffering
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan []byte, replyQueue), cancel: cancel,
+		log: srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
+
+	after, err := parseAfter(r.URL.Query().Get("after"))
+	if err != nil {
+		_ = conn.Close(websocket.StatusPolicyViolation, err.Error())
+		return
+	}
+	c.subs = make(chan *session.Subscription, 1)
+	c.subs <- c.subscribe(after)
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); c.writeLoop(ctx) }()
+	c.readLoop(ctx)
+	cancel(nil)
+	<-writerDone
+	// A failed write closes the connection, which the reader may notice
+	// first: the write's error is the real reason.
+	reason := context.Cause(ctx)
+	if werr, ok := c.writeErr.Load().(error); ok {
+		reason = werr
+	}
+	if reason == nil || errors.Is(reason, context.Canceled) || isNormalClose(reason) {
+		c.log.Debug("peer disconnected")
+		_ = conn.Close(websocket.StatusNormalClosure, "")
+	} else {
+		c.log.Info("peer disconnected", slog.String("reason", reason.Error()))
+		_ = conn.Close(websocket.StatusPolicyViolation, reason.Error())
+	}
+}
+
+// parseAfter reads the "after" parameter: empty means "snapshot, then live".
+func parseAfter(v string) (*uint64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var n uint64
+	if _, err := fmt.Sscan(v, &n); err != nil {
+		return nil, fmt.Errorf("after=%q is not a seq", v)
+	}
+	return &n, nil
+}
+
+type wsConn struct {
+	srv      *Server
+	s        *session.Session
+	peer     session.Peer
+	conn     *websocket.Conn
+	log      *slog.Logger
+	replies  chan []byte
+	subs     chan *session.Subscription // a new subscription replaces the current one (resume)
+	cancel   context.CancelCauseFunc
+	writeErr atomic.Value // error: why the writer gave up, if it did
+}
+
+// isNormalClose reports a peer closing the connection normally.
+func isNormalClose(err error) bool {
+	switch websocket.CloseStatus(err) {
+	case websocket.StatusNormalClosure, websocket.StatusGoingAway:
+		return true
+	}
+	return errors.Is(err, io.EOF)
+}
+
+// subscribe starts a subscription after seq, or — with no seq — one that
+// begins with a snapshot of the session.
+func (c *wsConn) subscribe(after *uint64) *session.Subscription {
+	if after == nil {
+		return c.s.Subscribe(^uint64(0) - 1) // ahead of any seq: the first event is a snapshot
+	}
+	return c.s.Subscribe(*after)
+}
+
+// readLoop decodes each frame and answers it; a bad frame gets an error
+// reply and the connection stays usable.
+func (c *wsConn) readLoop(ctx context.Context) {
+	for {
+		typ, rd, err := c.conn.Reader(ctx)
+		if err != nil {
+			c.cancel(fmt.Errorf("read: %w", err))
+			return
+		}
+		data, err := io.ReadAll(io.LimitReader(rd, protocol.MaxFrameBytes+1))
+		if err != nil {
+			c.cancel(fmt.Errorf("read: %w", err))
+			return
+		}
+		if len(data) > protocol.MaxFrameBytes {
+			n, _ := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
+			if n >= hardMessageLimit {
+				c.cancel(fmt.Errorf("message larger than %d bytes", hardMessageLimit))
+				return
+			}
+			c.reply(nil, protocol.Errorf(protocol.CodeTooLarge, "frame larger than %d bytes; nothing was applied", protocol.MaxFrameBytes))
+			continue
+		}
+		if typ != websocket.MessageText {
+			c.reply(nil, protocol.Errorf(protocol.CodeInvalidRequest, "binary messages are not frames: send JSON text"))
+			continue
+		}
+		f, err := protocol.DecodeFrame(data)
+		if err != nil {
+			var de *protocol.DecodeError
+			var id *string
+			if errors.As(err, &de) && de.ID != "" {
+				id = &de.ID
+			}
+			c.reply(id, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err))
+			continue
+		}
+		if rs, ok := f.Msg.(*protocol.Resume); ok {
+			after := rs.AfterSeq
+			select {
+			case c.subs <- c.subscribe(&after):
+			default:
+				c.reply(&f.ID, protocol.Errorf(protocol.CodeConflict, "a resume is already pending"))
+				continue
+			}
+			c.reply(&f.ID, nil)
+			continue
+		}
+		c.send(c.s.HandleFrame(c.peer, f))
+	}
+}
+
+// reply queues an ack (err nil) or an error reply to the frame id.
+func (c *wsConn) reply(id *string, err *protocol.Error) {
+	f := &protocol.Frame{V: protocol.Version, Seq: c.s.LastSeq()}
+	if id != nil {
+		f.Ref = *id
+	}
+	if err != nil {
+		f.Msg = &protocol.ErrorReply{Code: err.Code, Message: err.Message}
+	} else {
+		f.Msg = &protocol.Ack{}
+	}
+	c.send(f)
+}
+
+func (c *wsConn) send(f *protocol.Frame) {
+	b, err := protocol.EncodeFrame(f)
+	if err != nil {
+		c.log.Error("encode reply", slog.String("error", err.Error()))
+		return
+	}
+	select {
+	case c.replies <- b:
+	default:
+		c.cancel(errors.New("the peer does not read its replies"))
+	}
+}
+
+// writeLoop writes replies and the session's events (filtered for the
+// peer) until the connection ends.
+func (c *wsConn) writeLoop(ctx context.Context) {
+	events := make(chan []byte)
+	var sub *session.Subscription
+	var subCtx context.Context
+	stop := func() {}
+	defer func() { stop() }()
+	for {
+		select {
+		case next := <-c.subs:
+			stop()
+			sub = next
+			var cancel context.CancelFunc
+			subCtx, cancel = context.WithCancel(ctx)
+			done := make(chan struct{})
+			go c.pump(subCtx, sub, events, done)
+			stop = func() { cancel(); sub.Close(); <-done }
+		case b := <-c.replies:
+			if !c.write(ctx, b) {
+				return
+			}
+		case b := <-events:
+			if !c.write(ctx, b) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// pump turns a subscription's events into encoded frames.
+func (c *wsConn) pump(ctx context.Context, sub *session.Subscription, out chan<- []byte, done chan<- struct{}) {
+	defer close(done)
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		if snap, ok := ev.Msg.(*protocol.Snapshot); ok {
+			ev.Msg = filterSnapshot(c.s, c.peer, snap)
+		} else if !visibleTo(c.s, c.peer, ev.Msg) {
+			continue
+		}
+		b, err := protocol.EncodeFrame(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
+		if err != nil {
+			c.log.Error("encode event", slog.String("error", err.Error()))
+			continue
+		}
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (c *wsConn) write(ctx context.Context, b []byte) bool {
+	wctx, cancel := context.WithTimeout(ctx, c.srv.opts.WriteTimeout)
+	defer cancel()
+	if err := c.conn.Write(wctx, websocket.MessageText, b); err != nil {
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) { // our deadline, not a closing connection
+			c.writeErr.Store(fmt.Errorf("write: the peer has not read for %s: %w", c.srv.opts.WriteTimeout, err))
+		}
+		c.cancel(fmt.Errorf("write: %w", err))
+		return false
+	}
+	return true
+}
+
+// visibleTo decides which events an app sees: registrations, and the call
+// events of its own capabilities. The client sees everything.
+func visibleTo(s *session.Session, p session.Peer, m protocol.Message) bool {
+	if p.Side != session.SideApp {
+		return true
+	}
+	name := ""
+	switch m := m.(type) {
+	case *protocol.CapabilityInvoked:
+		name = m.Name
+	case *protocol.RenderInvoked:
+		name = m.CapabilityName
+	case *protocol.ApprovalRequested:
+		name = m.Name
+	case *protocol.CapabilityOutcome:
+		name = m.Name
+	default:
+		return true
+	}
+	c, ok := s.Lookup(name)
+	return ok && c.Side == protocol.SideApp && c.Origin.ID == p.AppID
+}
+
+// filterSnapshot narrows a snapshot for an app: only its own pending calls.
+func filterSnapshot(s *session.Session, p session.Peer, snap *protocol.Snapshot) *protocol.Snapshot {
+	if p.Side != session.SideApp {
+		return snap
+	}
+	out := *snap
+	out.PendingCalls = nil
+	for _, c := range snap.PendingCalls {
+		if visibleTo(s, p, &protocol.CapabilityInvoked{Name: c.Name}) {
+			out.PendingCalls = append(out.PendingCalls, c)
+		}
+	}
+	if out.PendingCalls == nil {
+		out.PendingCalls = []protocol.PendingCall{}
+	}
+	return &out
+}
