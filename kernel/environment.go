@@ -205,4 +205,3 @@ func (e *Environment) acquire(ctx context.Context, kinds []handle.Kind) (tool.Ha
 	}
 	return hs, release, nil
 }
-

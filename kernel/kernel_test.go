@@ -105,7 +105,9 @@ var behaveTool = tool.New(tool.Spec{Name: "behave", Description: "Ends as told."
 
 func TestAttachFailures(t *testing.T) {
 	tokenTool := tool.New(tool.Spec{Name: "api.call", Description: "Calls an API."},
-		func(ctx *tool.Context[tool.None, tokenBindings], in struct{}) (string, error) { return ctx.Bindings.Token, nil })
+		func(ctx *tool.Context[tool.None, tokenBindings], in struct{}) (string, error) {
+			return ctx.Bindings.Token, nil
+		})
 	pageTool := tool.New(tool.Spec{Name: "page.text", Description: "Reads a page."},
 		func(ctx *tool.Context[pageHandles, tool.None], in struct{}) (string, error) { return "", nil })
 	initFails := readTool.WithInit(func(context.Context, fsHandles, tool.None) error { return errors.New("no config") })
