@@ -112,3 +112,10 @@ func (s *Session) Turn() int {
 	defer s.mu.Unlock()
 	return s.turn
 }
+
+// PendingCalls returns how many calls have not finished.
+func (s *Session) PendingCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}

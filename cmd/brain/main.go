@@ -15,7 +15,7 @@ import (
 
 func main() {
 	proc.RunHelperIfRequested() // the exec handle's fallback helper; returns at once otherwise
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -29,7 +29,9 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"demo", "run a narrated session: register, invoke, approve, replay", runDemo},
+		{"serve", "run the kernel: WebSocket and MCP endpoints, durable sessions", runServe},
+		{"mcp", "serve the configured tools to an MCP host over stdio", runMCP},
+		{"demo", "run a narrated session in one process: register, invoke, approve, replay", runDemo},
 		{"build", "build tool packages into artifacts: brain build [packages] -o DIR", runBuild},
 		{"inspect", "verify an artifact and show its manifest and imports: brain inspect ARTIFACT", runInspect},
 		{"run", "run one call of an artifact: brain run ARTIFACT --input JSON [--grants FILE]", runRun},
@@ -62,4 +64,9 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM: a graceful shutdown.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }

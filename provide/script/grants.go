@@ -32,8 +32,9 @@ const (
 //     Go; an assignment through a chain costs 170 to 670 bytes of goroutine
 //     stack a level (measured), up to 1.8 times the chain's heap. Go kills
 //     the process when a goroutine's stack would pass 1 GB, and stacks
-//     grow by doubling, so 512 MiB is the real ceiling; a 128 MiB budget,
-//     overshoot included, keeps a chain's walk under about 350 MiB.
+//     grow by doubling, so 512 MiB is the real ceiling; a 128 MiB budget
+//     keeps a chain's walk under about 350 MiB, and under 512 MiB even at
+//     twice the budget, which the watchdog's imprecision can allow.
 //   - maxResultBytes: a result is held two or three times over while it
 //     is encoded and handed on.
 //   - argsPerMemory: JSON.parse, which reads the arguments, allocates 40

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/brainrt/brain/examples/tools/apicall"
+	"github.com/brainrt/brain/examples/tools/execrun"
+	"github.com/brainrt/brain/examples/tools/fsread"
+	"github.com/brainrt/brain/examples/tools/fssearch"
+	"github.com/brainrt/brain/examples/tools/jseval"
+	"github.com/brainrt/brain/examples/tools/netfetchjson"
+	"github.com/brainrt/brain/examples/tools/pagetext"
+	"github.com/brainrt/brain/tool"
+)
+
+// serveConfig is the environment of `brain serve` and `brain mcp`
+// (docs/serve.md): which handles under which grants, which tools, which
+// external MCP servers.
+type serveConfig struct {
+	// Grants is a grants file (docs/grants.md), relative to the config.
+	Grants string `yaml:"grants"`
+	// Tools names built-in example tools to attach.
+	Tools []string `yaml:"tools"`
+	// Artifacts is a directory of <name>.tool.json artifacts to attach.
+	Artifacts string `yaml:"artifacts"`
+	// Bindings gives binding values per tool: tool name → binding → value.
+	Bindings map[string]map[string]any `yaml:"bindings"`
+	// MCPServers are external MCP servers whose tools become capabilities.
+	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
+
+	dir string // the config file's directory
+}
+
+type mcpServerConfig struct {
+	ID      string   `yaml:"id"`
+	Command []string `yaml:"command"`
+	Env     []string `yaml:"env"`
+	URL     string   `yaml:"url"`
+}
+
+// builtinTools are the example tools a config can name.
+var builtinTools = map[string]tool.Attachable{
+	"fs.read":        fsread.Tool,
+	"fs.search":      fssearch.Tool,
+	"exec.run":       execrun.Tool,
+	"net.fetch_json": netfetchjson.Tool,
+	"js.eval":        jseval.Tool,
+	"page.text":      pagetext.Tool,
+	"api.get":        apicall.Tool,
+}
+
+// defaultTools are what `brain serve` attaches without --config: the
+// example tools over ./workspace, with the fs and js handles.
+var defaultTools = []string{"fs.read", "fs.search", "js.eval"}
+
+// loadServeConfig reads a config file strictly; "" gives the default
+// config, which creates ./workspace (and its grants file under dataDir).
+func loadServeConfig(path, dataDir string) (*serveConfig, error) {
+	if path == "" {
+		if err := os.MkdirAll("workspace", 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, err
+		}
+		wd, _ := os.Getwd()
+		g := filepath.Join(dataDir, "default-grants.yaml")
+		if err := os.WriteFile(g, []byte("workspace: "+filepath.Join(wd, "workspace")+"\nfs: {}\njs: {}\n"), 0o600); err != nil {
+			return nil, err
+		}
+		return &serveConfig{Grants: g, Tools: defaultTools, dir: wd}, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c serveConfig
+	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %s", path, yaml.FormatError(err, false, true))
+	}
+	c.dir = filepath.Dir(path)
+	if c.Grants == "" {
+		return nil, fmt.Errorf("%s: grants: a grants file is required (docs/grants.md)", path)
+	}
+	for i, n := range c.Tools {
+		if _, ok := builtinTools[n]; !ok {
+			return nil, fmt.Errorf("%s: tools[%d]: no built-in tool %q (have %v)", path, i, n, toolNames())
+		}
+	}
+	for i, m := range c.MCPServers {
+		if m.ID == "" || (len(m.Command) == 0) == (m.URL == "") {
+			return nil, fmt.Errorf("%s: mcp_servers[%d]: needs an id and exactly one of command and url", path, i)
+		}
+	}
+	return &c, nil
+}
+
+func (c *serveConfig) path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.dir, p)
+}
+
+func toolNames() []string {
+	var out []string
+	for n := range builtinTools {
+		out = append(out, n)
+	}
+	return out
+}

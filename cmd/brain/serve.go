@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/kernel"
+	"github.com/brainrt/brain/mcpbridge"
+	"github.com/brainrt/brain/provide"
+	"github.com/brainrt/brain/server"
+	"github.com/brainrt/brain/session"
+	"github.com/brainrt/brain/store"
+)
+
+// runServe is `brain serve`: the kernel. One process, loopback by default,
+// sessions stored in an embedded NATS JetStream under --data.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:7777", "address to listen on (loopback by default)")
+	data := fs.String("data", "brain-data", "data directory: tokens, sessions, compiled code")
+	natsURL := fs.String("nats", "", "use this NATS server (JetStream) instead of the embedded one")
+	config := fs.String("config", "", "environment config (docs/serve.md); default: the example tools over ./workspace")
+	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
+	verbose := fs.Bool("v", false, "log debug messages")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := serve(ctx, serveArgs{addr: *addr, data: *data, nats: *natsURL, config: *config, idle: *idle}, stdout, logger); err != nil {
+		fmt.Fprintln(stderr, "brain serve:", err)
+		return 1
+	}
+	return 0
+}
+
+type serveArgs struct {
+	addr, data, nats, config string
+	idle                     time.Duration
+	ready                    func(addr string) // tests: called once listening
+}
+
+func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logger) error {
+	cfg, err := loadServeConfig(a.config, a.data)
+	if err != nil {
+		return err
+	}
+	tokens, client, created, err := server.LoadOrCreateTokens(a.data)
+	if err != nil {
+		return fmt.Errorf("tokens: %w", err)
+	}
+	if created {
+		fmt.Fprintf(stdout, "created a client token (saved in %s):\n\n    %s\n\n", filepath.Join(a.data, "tokens.json"), client)
+	}
+	st, err := store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer st.Close()
+
+	env, closeEnv, err := buildEnvironment(ctx, cfg, a.data, logger)
+	if err != nil {
+		return err
+	}
+	defer closeEnv()
+
+	imports := &importSet{cfg: cfg, log: logger, bySession: map[*session.Session][]*mcpbridge.Imported{}}
+	mcpHandler := mcpbridge.Handler(func(*http.Request) *session.Session { return nil }, nil)
+	defer mcpHandler.Close()
+	mgr := server.NewManager(server.ManagerOptions{
+		Store: st,
+		Attach: func(s *session.Session) error {
+			if err := env.Expose(s); err != nil {
+				return err
+			}
+			return imports.attach(ctx, s)
+		},
+		Release: func(s *session.Session) {
+			env.Forget(s)
+			imports.release(s)
+			mcpHandler.Release(s)
+		},
+		Logger: logger,
+	})
+	srv := server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint})
+
+	l, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "brain serve: listening on http://%s\n", l.Addr())
+	fmt.Fprintf(stdout, "  WebSocket: ws://%s/v1/sessions/<id>/ws   MCP: http://%s/v1/sessions/<id>/mcp\n", l.Addr(), l.Addr())
+	fmt.Fprintf(stdout, "  tools: %v\n", toolList(env))
+	if a.ready != nil {
+		a.ready(l.Addr().String())
+	}
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if n := mgr.Hibernate(a.idle); n > 0 {
+					logger.Info("sessions hibernated", slog.Int("count", n))
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	// Requests inherit ctx, so that long-lived ones (WebSockets, MCP
+	// event streams) end when the server shuts down.
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	err = server.Serve(ctx, hs, l)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	logger.Info("brain serve: stopped")
+	return err
+}
+
+// buildEnvironment sets up the config's environment and attaches its tools
+// and artifacts; any attach failure is an error naming the tool.
+func buildEnvironment(ctx context.Context, cfg *serveConfig, data string, logger *slog.Logger) (*kernel.Environment, func(), error) {
+	g, err := provide.Load(cfg.path(cfg.Grants))
+	if err != nil {
+		return nil, nil, err
+	}
+	env, setup, err := provide.Environment(ctx, g, &kernel.Options{Logger: logger, Workspace: "workspace"})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range setup.Failures {
+		logger.Warn("handle unavailable", slog.String("handle", f.Name), slog.String("reason", f.Reason))
+	}
+	var h *host.Host
+	cleanup := func() {
+		_ = env.Close()
+		if h != nil {
+			_ = h.Close(context.Background())
+		}
+	}
+	var atts []kernel.Attachment
+	bindings := func(name string) map[string]json.RawMessage {
+		out := map[string]json.RawMessage{}
+		for k, v := range cfg.Bindings[name] {
+			b, _ := json.Marshal(v)
+			out[k] = b
+		}
+		return out
+	}
+	for _, n := range cfg.Tools {
+		atts = append(atts, kernel.Attachment{Tool: builtinTools[n], Bindings: bindings(n)})
+	}
+	if cfg.Artifacts != "" {
+		h, err = host.New(ctx, &host.Options{CacheDir: filepath.Join(data, "wazero"), Logger: logger})
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		arts, err := h.LoadDir(cfg.path(cfg.Artifacts))
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		for _, a := range arts {
+			atts = append(atts, kernel.Attachment{Tool: a, Bindings: bindings(a.Manifest().Name)})
+		}
+	}
+	if rec := env.Attach(ctx, atts...); !rec.OK() {
+		cleanup()
+		f := rec.Failures[0]
+		return nil, nil, fmt.Errorf("attach %s: %s: %s", f.Name, f.Code, f.Reason)
+	}
+	return env, cleanup, nil
+}
+
+func toolList(env *kernel.Environment) []string {
+	var out []string
+	for _, m := range env.Tools() {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// importSet imports the config's MCP servers into each live session.
+type importSet struct {
+	cfg       *serveConfig
+	log       *slog.Logger
+	mu        sync.Mutex
+	bySession map[*session.Session][]*mcpbridge.Imported
+}
+
+func (is *importSet) attach(ctx context.Context, s *session.Session) error {
+	for _, m := range is.cfg.MCPServers {
+		im, err := mcpbridge.Import(ctx, s, mcpbridge.ServerConfig{ID: m.ID, Command: m.Command, Env: m.Env, URL: m.URL, Logger: is.log})
+		if err != nil {
+			is.log.Warn("mcp import failed", slog.String("server", m.ID), slog.String("session", s.ID()), slog.String("error", err.Error()))
+			continue
+		}
+		is.mu.Lock()
+		is.bySession[s] = append(is.bySession[s], im)
+		is.mu.Unlock()
+	}
+	return nil
+}
+
+func (is *importSet) release(s *session.Session) {
+	is.mu.Lock()
+	ims := is.bySession[s]
+	delete(is.bySession, s)
+	is.mu.Unlock()
+	for _, im := range ims {
+		_ = im.Close()
+	}
+}

@@ -1,0 +1,129 @@
+package mcpbridge
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/brainrt/brain/session"
+)
+
+// HTTPHandler serves sessions over MCP's Streamable HTTP transport, one MCP
+// server per session (see [Handler]). It is safe for concurrent use.
+type HTTPHandler struct {
+	opts       ServerOptions
+	getSession func(*http.Request) *session.Session
+
+	mu      sync.Mutex
+	servers map[*session.Session]*endpoint
+	closed  bool
+}
+
+// endpoint is one session's MCP server and its transport handler. Each
+// session has its own transport handler, whose MCP session ids are its own:
+// an id obtained on one session's endpoint means nothing on another's.
+type endpoint struct {
+	srv *Server
+	h   *mcp.StreamableHTTPHandler
+}
+
+// Handler returns an http.Handler serving the Streamable HTTP transport for
+// the session getSession picks for each request, so that a kernel can mount
+// one endpoint per session:
+//
+//	h := mcpbridge.Handler(func(r *http.Request) *session.Session {
+//		return sessions[r.PathValue("id")] // nil: 400 Bad Request
+//	}, nil)
+//	defer h.Close()
+//	mux.Handle("/sessions/{id}/mcp", h)
+//
+// The first request for a session creates its [Server] (see [NewServer] for
+// the mapping); later requests, and every MCP session opened on it, share
+// it. Each session's endpoint keeps its own MCP session ids, so an id
+// obtained on one session's endpoint is unknown on another's.
+// getSession is called on every request and must be cheap; returning nil
+// refuses the request with 400 Bad Request. It may be nil when requests
+// reach the handler only through [HTTPHandler.Endpoint]. opts.HTTP
+// configures the transport.
+func Handler(getSession func(*http.Request) *session.Session, opts *ServerOptions) *HTTPHandler {
+	return &HTTPHandler{opts: opts.withDefaults(), getSession: getSession, servers: map[*session.Session]*endpoint{}}
+}
+
+// ServeHTTP serves one request of the Streamable HTTP transport on the
+// endpoint of the session getSession picks for it.
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var e *endpoint
+	if h.getSession != nil {
+		if s := h.getSession(r); s != nil {
+			e = h.endpoint(s)
+		}
+	}
+	if e == nil {
+		http.Error(w, "no such session", http.StatusBadRequest)
+		return
+	}
+	e.h.ServeHTTP(w, r)
+}
+
+// Endpoint returns the Streamable HTTP handler of s, for a router that has
+// resolved (and authorized) the session itself:
+//
+//	server.Options{MCP: h.Endpoint} // func(*session.Session) http.Handler
+//
+// Requests reach the same endpoint as ServeHTTP's for s; after Release(s),
+// a fresh one. After Close they are refused with 400 Bad Request.
+func (h *HTTPHandler) Endpoint(s *session.Session) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e := h.endpoint(s)
+		if e == nil {
+			http.Error(w, "no such session", http.StatusBadRequest)
+			return
+		}
+		e.h.ServeHTTP(w, r)
+	})
+}
+
+// endpoint returns the endpoint of s, creating it on first use; nil when h
+// is closed.
+func (h *HTTPHandler) endpoint(s *session.Session) *endpoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	e, ok := h.servers[s]
+	if !ok {
+		srv := NewServer(s, &h.opts)
+		e = &endpoint{srv: srv, h: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, h.opts.HTTP)}
+		h.servers[s] = e
+	}
+	return e
+}
+
+// Release stops serving s: its MCP sessions are closed and its registry is
+// no longer followed. Call it when the session ends. A later request for s
+// starts afresh.
+func (h *HTTPHandler) Release(s *session.Session) {
+	h.mu.Lock()
+	e := h.servers[s]
+	delete(h.servers, s)
+	h.mu.Unlock()
+	if e != nil {
+		_ = e.srv.Close()
+	}
+}
+
+// Close releases every session; later requests are refused with 400 Bad
+// Request.
+func (h *HTTPHandler) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	servers := h.servers
+	h.servers = nil
+	h.mu.Unlock()
+	for _, e := range servers {
+		_ = e.srv.Close()
+	}
+	return nil
+}

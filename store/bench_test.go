@@ -1,0 +1,57 @@
+package store_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+	"github.com/brainrt/brain/store"
+)
+
+// benchEvent is a typical event: a dispatched call with a small input.
+func benchEvent(seq uint64) session.Event {
+	return session.Event{Seq: seq, Msg: &protocol.CapabilityInvoked{
+		CallID: "cq3k5x7m2-42", Name: "fs.read", Input: json.RawMessage(`{"path":"notes/todo.md","maxBytes":65536}`), InvokedBy: "agent",
+	}}
+}
+
+// BenchmarkAppend appends one event per op, acknowledged by the embedded
+// server: with the default fsync policy, and with SyncAlways.
+func BenchmarkAppend(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts *store.Options
+	}{
+		{"default", nil},
+		{"sync-always", &store.Options{SyncAlways: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			st := open(b, b.TempDir(), bc.opts)
+			j := journal(b, st, "bench")
+			seq := uint64(0)
+			b.ReportAllocs()
+			for b.Loop() {
+				seq++
+				if err := j.Append(benchEvent(seq)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLoad1000 loads a session of 1000 events.
+func BenchmarkLoad1000(b *testing.B) {
+	st := open(b, b.TempDir(), nil)
+	j := journal(b, st, "bench")
+	for seq := uint64(1); seq <= 1000; seq++ {
+		appendAll(b, j, benchEvent(seq))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := load(b, st, "bench"); len(got) != 1000 {
+			b.Fatalf("loaded %d events", len(got))
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// PublishRaw stores data as the session's next message, bypassing the
+// journal: tests use it to plant an event that does not decode.
+func PublishRaw(ctx context.Context, s *Store, sessionID string, data []byte) error {
+	subj, err := subjectFor(sessionID)
+	if err != nil {
+		return err
+	}
+	_, err = s.js.Publish(ctx, subj, data)
+	return err
+}
+
+// ErrInjected is the error of a publish failed by FailNextPublish.
+var ErrInjected = errors.New("injected publish failure")
+
+// FailNextPublish makes the store's next journal publish fail with
+// ErrInjected. With landed, the message is stored first: its
+// acknowledgement is what gets lost. Call it from the goroutine that
+// appends.
+func FailNextPublish(s *Store, landed bool) {
+	s.publishHook = func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+		s.publishHook = nil
+		if landed {
+			if _, err := s.js.PublishMsg(ctx, m); err != nil {
+				return nil, err
+			}
+		}
+		return nil, ErrInjected
+	}
+}

@@ -1,0 +1,170 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+const (
+	// tokenHeader names the journal that wrote an event: a journal whose
+	// acknowledgement was lost recognises its own event by it.
+	tokenHeader = "Brain-Journal"
+	// maxBacklog and maxBacklogBytes bound the events a journal keeps to
+	// publish again after failed appends; past them it gives up.
+	maxBacklog      = 1024
+	maxBacklogBytes = 16 << 20
+)
+
+// journal appends one session's events; see [Store.Journal].
+type journal struct {
+	s       *Store
+	id      string
+	subject string
+	token   string
+
+	mu         sync.Mutex
+	lastStream uint64 // stream sequence of the last event stored; 0: none
+	lastSeq    uint64 // that event's seq
+	backlog    []pending
+	backlogLen int // bytes in backlog
+	broken     error
+}
+
+// pending is an event given to Append and not yet acknowledged.
+type pending struct {
+	seq   uint64
+	data  []byte
+	msgID bool // send Nats-Msg-Id; false once the id was found to belong to a deleted event
+}
+
+// Append stores e, and before it any event whose append failed earlier
+// (see [Store.Journal]).
+func (j *journal) Append(e session.Event) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.broken != nil {
+		return j.broken
+	}
+	if j.s.closed.Load() {
+		return ErrClosed
+	}
+	next := j.lastSeq + uint64(len(j.backlog)) + 1
+	fresh := j.lastStream == 0 && len(j.backlog) == 0 // nothing stored: any seq may start the log
+	if e.Seq == 0 || (e.Seq != next && !fresh) {
+		return fmt.Errorf("%w: session %q: event seq %d does not follow seq %d", ErrConflict, j.id, e.Seq, next-1)
+	}
+	data, err := protocol.EncodeFrame(&protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+	switch {
+	case err != nil:
+		j.broken = fmt.Errorf("store: session %q: event %d: %w", j.id, e.Seq, err)
+		return j.broken
+	case len(data) > protocol.MaxFrameBytes:
+		j.broken = fmt.Errorf("%w: session %q: event %d is %d bytes, more than %d", ErrTooLarge, j.id, e.Seq, len(data), protocol.MaxFrameBytes)
+		return j.broken
+	case len(j.backlog) >= maxBacklog || j.backlogLen+len(data) > maxBacklogBytes:
+		j.broken = fmt.Errorf("store: session %q: %d events (%d bytes) could not be appended; giving up", j.id, len(j.backlog), j.backlogLen)
+		return j.broken
+	}
+	j.backlog = append(j.backlog, pending{seq: e.Seq, data: data, msgID: true})
+	j.backlogLen += len(data)
+	return j.flushLocked()
+}
+
+// flushLocked publishes the backlog in order, stopping at the first failure.
+func (j *journal) flushLocked() error {
+	for len(j.backlog) > 0 {
+		p := &j.backlog[0]
+		streamSeq, err := j.publish(p)
+		if err != nil {
+			if errors.Is(err, ErrConflict) || errors.Is(err, ErrTooLarge) {
+				j.broken = err
+			}
+			return err
+		}
+		j.lastStream, j.lastSeq = streamSeq, p.seq
+		j.backlogLen -= len(p.data)
+		j.backlog = slices.Delete(j.backlog, 0, 1)
+	}
+	return nil
+}
+
+// publish stores p after the journal's last event, and returns its stream
+// sequence.
+func (j *journal) publish(p *pending) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), j.s.opts.Timeout)
+	defer cancel()
+	h := nats.Header{
+		jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(j.lastStream, 10)},
+		tokenHeader:                         {j.token},
+	}
+	if p.msgID {
+		h[jetstream.MsgIDHeader] = []string{j.id + "/" + strconv.FormatUint(p.seq, 10)}
+	}
+	ack, err := j.s.publish(ctx, &nats.Msg{Subject: j.subject, Data: p.data, Header: h})
+	if err == nil {
+		if ack.Duplicate {
+			return j.duplicate(ctx, p, ack.Sequence)
+		}
+		return ack.Sequence, nil
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			return j.resync(ctx, p)
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			return 0, fmt.Errorf("%w: session %q: event %d: %w", ErrTooLarge, j.id, p.seq, err)
+		}
+	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return 0, fmt.Errorf("%w: session %q: event %d: %w", ErrTooLarge, j.id, p.seq, err)
+	}
+	return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
+}
+
+// duplicate handles an acknowledgement saying that p's message id was
+// stored already, at stream sequence seq.
+func (j *journal) duplicate(ctx context.Context, p *pending, seq uint64) (uint64, error) {
+	m, err := j.s.stream.GetMsg(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		// The id is remembered from a deleted event (a session deleted and
+		// its id reused within the duplicate window): store p without it.
+		p.msgID = false
+		return j.publish(p)
+	case err != nil:
+		return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
+	case m.Subject == j.subject && m.Header.Get(tokenHeader) == j.token:
+		// This journal's earlier publish of p was stored; its
+		// acknowledgement was lost (a clustered stream checks ids first).
+		return seq, nil
+	}
+	return 0, fmt.Errorf("%w: session %q: event %d was stored by another journal", ErrConflict, j.id, p.seq)
+}
+
+// resync handles a publish refused because the session's last stored
+// event is not the one this journal wrote last: either this journal's
+// earlier publish of p was stored and its acknowledgement lost, or another
+// owner wrote, or the session was deleted.
+func (j *journal) resync(ctx context.Context, p *pending) (uint64, error) {
+	last, err := j.s.last(ctx, j.subject)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
+	case last.token == j.token && last.seq == p.seq && last.streamSeq > j.lastStream:
+		return last.streamSeq, nil
+	case last.streamSeq == 0:
+		return 0, fmt.Errorf("%w: session %q: event %d: the session was deleted", ErrConflict, j.id, p.seq)
+	}
+	return 0, fmt.Errorf("%w: session %q: event %d: the session's last stored event is %d, written by another journal", ErrConflict, j.id, p.seq, last.seq)
+}

@@ -1,0 +1,481 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+const (
+	// streamName is the stream holding every session's events.
+	streamName = "BRAIN_EVENTS"
+	// subjectPrefix, followed by a session id, is the subject of that
+	// session's events.
+	subjectPrefix = "brain.events."
+	// serverName is the embedded server's fixed name: JetStream keys its
+	// state to it, so it must not change between runs.
+	serverName = "brain"
+	// maxSessionID is the longest session id.
+	maxSessionID = 128
+	// maxPayload is the embedded server's largest message: a frame of
+	// protocol.MaxFrameBytes and its headers fit.
+	maxPayload = 2 << 20
+	// loadBatch is how many events one pull of [Store.Load] asks for.
+	loadBatch = 512
+	// startTimeout bounds the embedded server's start when ctx has no
+	// deadline (it recovers its streams before it is ready).
+	startTimeout = 30 * time.Second
+)
+
+// Options configure a [Store]. A nil *Options means the defaults, which
+// need a DataDir to be useful.
+type Options struct {
+	// URL is an external NATS server or cluster to use ("nats://host:4222";
+	// several URLs separated by commas). Empty means an embedded server.
+	URL string
+	// DataDir is where the embedded server keeps its data (created with
+	// mode 0700 if missing). Required when URL is empty; ignored otherwise.
+	// One store at a time may use a directory: a second gets [ErrLocked].
+	DataDir string
+	// MaxMemory and MaxStore cap the embedded server's JetStream memory and
+	// file storage (JetStreamMaxMemory, JetStreamMaxStore). Defaults 64 MiB
+	// and 1 GiB; the server's own defaults would be 75% of RAM and disk.
+	MaxMemory, MaxStore int64
+	// SyncAlways makes the embedded server fsync every write before
+	// acknowledging it, about ten times slower. By default an acknowledged
+	// event is in the operating system's page cache — it survives the
+	// process being killed — and is fsynced within 2 minutes: a power loss
+	// or kernel crash can lose the events of the last 2 minutes. An external
+	// server follows its own sync setting. docs/operations.md has the why.
+	SyncAlways bool
+	// MaxEventsPerSession, when positive, keeps only the latest events of
+	// each session (the stream's MaxMsgsPerSubject): older ones are dropped
+	// as new ones arrive. Default 0: keep everything. [session.Restore]
+	// accepts a log that starts after seq 1, but what the dropped events
+	// registered or left pending is gone from a restored session.
+	MaxEventsPerSession int64
+	// Replicas is the stream's replication factor on an external cluster
+	// (1 to 5). Default 1; the embedded server always uses 1.
+	Replicas int
+	// Timeout bounds every Append, and every request whose context has no
+	// deadline. Default 5 s.
+	Timeout time.Duration
+	// Logger receives the store's and the embedded server's logs; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.MaxMemory <= 0 {
+		out.MaxMemory = 64 << 20
+	}
+	if out.MaxStore <= 0 {
+		out.MaxStore = 1 << 30
+	}
+	if out.Timeout <= 0 {
+		out.Timeout = 5 * time.Second
+	}
+	if out.Replicas <= 0 || out.URL == "" {
+		out.Replicas = 1
+	}
+	switch {
+	case out.URL == "" && out.DataDir == "":
+		return out, errors.New("store: Options.DataDir is required for the embedded server")
+	case out.Replicas > 5:
+		return out, fmt.Errorf("store: Options.Replicas is %d, at most 5", out.Replicas)
+	case out.MaxEventsPerSession < 0:
+		return out, fmt.Errorf("store: Options.MaxEventsPerSession is %d, want 0 (unlimited) or more", out.MaxEventsPerSession)
+	}
+	return out, nil
+}
+
+// Store keeps session events in JetStream. Its methods are safe for
+// concurrent use.
+type Store struct {
+	opts   Options
+	log    *slog.Logger
+	ns     *server.Server // nil with an external server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	unlock func() // releases DataDir; nil with an external server
+
+	// publishHook, set only by tests, replaces the journal's publish.
+	publishHook func(context.Context, *nats.Msg) (*jetstream.PubAck, error)
+
+	connClosed chan struct{}
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+// Open starts the embedded server (or connects to Options.URL), waits until
+// it is ready, and creates or updates the events stream. ctx bounds the
+// start; without a deadline, the embedded server gets 30 seconds and each
+// request Options.Timeout.
+//
+// Close the store when done: it drains the connection and stops the
+// embedded server.
+func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{opts: o, log: o.Logger, connClosed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.shutdown()
+		}
+	}()
+	connOpts := []nats.Option{
+		nats.Name("brain"),
+		nats.ClosedHandler(func(*nats.Conn) { close(s.connClosed) }),
+	}
+	url := o.URL
+	if url == "" {
+		if err := s.startEmbedded(ctx); err != nil {
+			return nil, err
+		}
+		connOpts = append(connOpts, nats.InProcessServer(s.ns), nats.NoReconnect())
+	} else {
+		connOpts = append(connOpts, nats.MaxReconnects(-1))
+	}
+	if s.nc, err = nats.Connect(url, connOpts...); err != nil {
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout)); err != nil {
+		return nil, fmt.Errorf("store: jetstream: %w", err)
+	}
+	maxPer := int64(-1)
+	if o.MaxEventsPerSession > 0 {
+		maxPer = o.MaxEventsPerSession
+	}
+	cfg := jetstream.StreamConfig{
+		Name:              streamName,
+		Description:       "brain session events, one subject per session",
+		Subjects:          []string{subjectPrefix + "*"},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgsPerSubject: maxPer,
+		Replicas:          o.Replicas,
+		AllowDirect:       true,
+	}
+	rctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	if s.stream, err = s.js.CreateOrUpdateStream(rctx, cfg); err != nil {
+		return nil, fmt.Errorf("store: create stream %s: %w", streamName, err)
+	}
+	return s, nil
+}
+
+// startEmbedded starts the in-process server and waits until it is ready.
+func (s *Store) startEmbedded(ctx context.Context) error {
+	o := s.opts
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("store: data directory: %w", err)
+	}
+	unlock, err := lockDir(o.DataDir)
+	if err != nil {
+		return err
+	}
+	s.unlock = unlock
+	ns, err := server.NewServer(&server.Options{
+		ServerName:             serverName,
+		DontListen:             true,
+		JetStream:              true,
+		StoreDir:               o.DataDir,
+		JetStreamMaxMemory:     o.MaxMemory,
+		JetStreamMaxStore:      o.MaxStore,
+		SyncAlways:             o.SyncAlways,
+		MaxPayload:             maxPayload,
+		NoSigs:                 true,
+		NoLog:                  true,
+		DisableJetStreamBanner: true,
+	})
+	if err != nil {
+		return fmt.Errorf("store: embedded server: %w", err)
+	}
+	ns.SetLoggerV2(natsLogger{s.log.With(slog.String(logKeyComponent, "nats"))}, false, false, false)
+	s.ns = ns
+	ns.Start()
+	wait := startTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl)
+	}
+	if !ns.ReadyForConnections(wait) {
+		return fmt.Errorf("store: embedded server not ready after %s", wait.Round(time.Millisecond))
+	}
+	if !ns.JetStreamEnabled() {
+		return errors.New("store: embedded server started without JetStream (see its log)")
+	}
+	return nil
+}
+
+// Close drains the connection, stops the embedded server and releases the
+// data directory. Appends and loads after Close fail with [ErrClosed].
+// Close is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.closeErr = s.shutdown()
+	})
+	return s.closeErr
+}
+
+// shutdown releases whatever Open acquired.
+func (s *Store) shutdown() error {
+	var err error
+	if s.nc != nil {
+		if derr := s.nc.Drain(); derr != nil {
+			s.nc.Close()
+		}
+		select {
+		case <-s.connClosed:
+		case <-time.After(s.opts.Timeout):
+			s.nc.Close()
+			err = fmt.Errorf("store: close: connection not drained after %s", s.opts.Timeout)
+		}
+	}
+	if s.ns != nil {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+	}
+	if s.unlock != nil {
+		s.unlock()
+	}
+	return err
+}
+
+// Journal returns a journal appending the session's events, continuing what
+// the store holds for it when Journal is called: create it together with
+// [Store.Load] (before or after), and give it to the session
+// ([session.Options.Journal]). If another owner writes to the session in
+// between, the appends fail with [ErrConflict] instead of interleaving. It
+// asks the store for the session's last event, bounded by Options.Timeout.
+//
+// Each Append is one publish acknowledged by JetStream. It fails with
+// [ErrConflict] — and so does every later one — once another journal has
+// written to the session or the session was deleted. An append that failed
+// for another reason (a timeout, a lost connection) is published again,
+// before the next event, by the next Append. A journal is safe for
+// concurrent use, but a session appends in seq order.
+func (s *Store) Journal(sessionID string) (session.Journal, error) {
+	subj, err := subjectFor(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	j := &journal{s: s, id: sessionID, subject: subj, token: rand.Text()}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	last, err := s.last(ctx, subj)
+	if err != nil {
+		return nil, fmt.Errorf("store: journal for session %q: %w", sessionID, err)
+	}
+	j.lastStream, j.lastSeq = last.streamSeq, last.seq
+	return j, nil
+}
+
+// lastEvent describes the newest message stored for a session.
+type lastEvent struct {
+	streamSeq uint64 // 0: none
+	seq       uint64 // its event seq
+	token     string // the journal that wrote it
+}
+
+// last reads the newest message on subj.
+func (s *Store) last(ctx context.Context, subj string) (lastEvent, error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return lastEvent{}, nil
+	}
+	if err != nil {
+		return lastEvent{}, err
+	}
+	f, err := protocol.DecodeFrame(m.Data)
+	if err != nil {
+		return lastEvent{}, fmt.Errorf("stream sequence %d: %w", m.Sequence, err)
+	}
+	return lastEvent{streamSeq: m.Sequence, seq: f.Seq, token: m.Header.Get(tokenHeader)}, nil
+}
+
+// Load returns every event stored for the session, in seq order: an empty
+// slice for a session never stored, or deleted. An event that does not
+// decode is an error naming its stream sequence, never skipped. Events
+// appended while Load runs may or may not be included.
+//
+// Load reads through an ephemeral consumer, deleted when done; a context
+// without a deadline bounds each request by Options.Timeout.
+func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, error) {
+	subj, err := subjectFor(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	events, err := s.load(ctx, subj)
+	if err != nil {
+		return nil, fmt.Errorf("store: load session %q: %w", sessionID, err)
+	}
+	return events, nil
+}
+
+func (s *Store) load(ctx context.Context, subj string) ([]session.Event, error) {
+	rctx, cancel := s.requestContext(ctx)
+	cons, err := s.stream.CreateConsumer(rctx, jetstream.ConsumerConfig{
+		FilterSubject:     subj,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		MemoryStorage:     true,
+		Replicas:          1,
+		InactiveThreshold: time.Minute, // in case the delete below is lost
+	})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("create consumer: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
+		defer cancel()
+		if err := s.stream.DeleteConsumer(dctx, cons.CachedInfo().Name); err != nil {
+			s.log.Debug("delete load consumer", slog.String(logKeyError, err.Error()))
+		}
+	}()
+	pending := cons.CachedInfo().NumPending
+	events := make([]session.Event, 0, pending)
+	for uint64(len(events)) < pending {
+		n := min(pending-uint64(len(events)), loadBatch)
+		rctx, cancel := s.requestContext(ctx)
+		batch, err := cons.Fetch(int(n), jetstream.FetchContext(rctx))
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("fetch: %w", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			f, err := protocol.DecodeFrame(m.Data())
+			if err != nil {
+				cancel()
+				return nil, fmt.Errorf("stream sequence %d: %w", md.Sequence.Stream, err)
+			}
+			events = append(events, session.Event{Seq: f.Seq, Msg: f.Msg})
+		}
+		err = batch.Error()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("fetch: %w", err)
+		}
+		if got == 0 {
+			// The session was deleted or trimmed while loading.
+			return nil, fmt.Errorf("fetch: %d events missing (deleted while loading?)", pending-uint64(len(events)))
+		}
+	}
+	return events, nil
+}
+
+// Sessions returns the ids of every session with stored events, sorted.
+// It reads the stream's subjects: its cost grows with the number of
+// sessions.
+func (s *Store) Sessions(ctx context.Context) ([]string, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	rctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	info, err := s.stream.Info(rctx, jetstream.WithSubjectFilter(subjectPrefix+"*"))
+	if err != nil {
+		return nil, fmt.Errorf("store: list sessions: %w", err)
+	}
+	ids := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		ids = append(ids, strings.TrimPrefix(subj, subjectPrefix))
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// Delete removes every stored event of the session. A journal still
+// appending to it fails from then on with [ErrConflict]. Deleting a session
+// never stored is not an error.
+//
+// JetStream remembers message ids for 2 minutes: a new session reusing the
+// id within that window is still stored (see the journal), only not
+// deduplicated.
+func (s *Store) Delete(ctx context.Context, sessionID string) error {
+	subj, err := subjectFor(sessionID)
+	if err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	rctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	if err := s.stream.Purge(rctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("store: delete session %q: %w", sessionID, err)
+	}
+	return nil
+}
+
+// publish stores one message, waiting for its acknowledgement.
+func (s *Store) publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	if s.publishHook != nil {
+		return s.publishHook(ctx, m)
+	}
+	return s.js.PublishMsg(ctx, m)
+}
+
+// requestContext bounds a request by Options.Timeout when ctx has no
+// deadline of its own.
+func (s *Store) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.opts.Timeout)
+}
+
+// subjectFor validates a session id and returns its subject.
+func subjectFor(id string) (string, error) {
+	if id == "" || len(id) > maxSessionID {
+		return "", fmt.Errorf("%w: %d characters, want 1 to %d", ErrInvalidSessionID, len(id), maxSessionID)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return "", fmt.Errorf("%w %.64q: byte %d is %q; use A-Z, a-z, 0-9, '_' and '-'", ErrInvalidSessionID, id, i, c)
+		}
+	}
+	return subjectPrefix + id, nil
+}
