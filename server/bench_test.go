@@ -17,10 +17,8 @@ import (
 // loopback WebSocket: invoke → capability_invoked to the client →
 // capability_result back → the outcome.
 func BenchmarkWSRoundTrip(b *testing.B) {
-	t := &testing.T{}
-	f := newFixture(t, nil)
-	defer f.srv.Close()
-	c := f.dialBench(b)
+	f := newFixture(b, nil)
+	c := f.dial(clientToken, "s1", "?after=0")
 	c.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.echo", false)}})
 	c.reply("r")
 	s, release, err := f.mgr.Acquire(context.Background(), "s1")

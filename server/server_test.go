@@ -28,12 +28,12 @@ const (
 )
 
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 	mgr *server.Manager
 }
 
-func newFixture(t *testing.T, opts *server.Options) *fixture {
+func newFixture(t testing.TB, opts *server.Options) *fixture {
 	t.Helper()
 	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"}, server.Token{Token: appToken, Side: "app", App: "cal"})
 	if err != nil {
@@ -52,7 +52,7 @@ func newFixture(t *testing.T, opts *server.Options) *fixture {
 
 // wsClient is a minimal peer: it sends frames and reads frames.
 type wsClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn *websocket.Conn
 	ctx  context.Context
 }
