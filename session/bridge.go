@@ -304,21 +304,24 @@ func (s *Session) finish(c *call, out protocol.Outcome) bool {
 // finishedRing remembers how recent calls ended, so that a late result or
 // approval gets an error that says what happened rather than "unknown".
 type finishedRing struct {
-	ids   []string
+	ids   []string // grows to size, then wraps
+	size  int
 	codes map[string]protocol.Code // "" for a value outcome
 	next  int
 }
 
 func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
 	f := &s.finished
-	if len(f.ids) == 0 {
+	if f.size == 0 {
 		return
 	}
-	if old := f.ids[f.next]; old != "" {
-		delete(f.codes, old)
+	if len(f.ids) < f.size {
+		f.ids = append(f.ids, id)
+	} else {
+		delete(f.codes, f.ids[f.next])
+		f.ids[f.next] = id
+		f.next = (f.next + 1) % f.size
 	}
-	f.ids[f.next] = id
-	f.next = (f.next + 1) % len(f.ids)
 	var code protocol.Code
 	if !out.IsOK() {
 		code = out.Err.Code

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -167,5 +168,40 @@ func TestRestoreRejectsGaps(t *testing.T) {
 	}
 	if _, err := session.Restore("s", ev, nil, nil); err == nil {
 		t.Fatal("Restore accepted a gap in the seqs")
+	}
+}
+
+// TestRestoreFromLaterSeq: a journal that kept only the latest events (its
+// first seq is not 1) restores, replays from its first seq, and gives a
+// snapshot to a subscriber asking for what was dropped.
+func TestRestoreFromLaterSeq(t *testing.T) {
+	var ev []session.Event
+	for i := range 10 {
+		ev = append(ev, session.Event{Seq: uint64(100 + i), Msg: &protocol.CapabilityRegister{Capabilities: []protocol.Capability{jClientCap(fmt.Sprint("c.", i), false)}}})
+	}
+	r, err := session.Restore("s", ev, &session.Options{LogSize: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LastSeq() != 109 || len(r.List(protocol.AudienceRuntime)) != 1 {
+		t.Fatalf("last seq %d", r.LastSeq())
+	}
+	sub := r.Subscribe(105)
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for want := uint64(106); want <= 109; want++ {
+		e, err := sub.Next(ctx)
+		if err != nil || e.Seq != want {
+			t.Fatalf("got %d %v, want %d", e.Seq, err, want)
+		}
+	}
+	old := r.Subscribe(50)
+	defer old.Close()
+	if e, _ := old.Next(ctx); e.Msg.MessageType() != protocol.TypeSnapshot || len(e.Msg.(*protocol.Snapshot).Capabilities) != 11 {
+		t.Fatalf("far behind: %+v", e.Msg)
+	}
+	if err := r.Register(session.Client, jClientCap("c.new", false)); err != nil || r.LastSeq() != 110 {
+		t.Fatalf("register after restore: %v, seq %d", err, r.LastSeq())
 	}
 }

@@ -25,20 +25,31 @@ type entry struct {
 	msg  protocol.Message // every other type
 }
 
-// eventLog is a ring of the latest events. Guarded by Session.mu.
+// eventLog is a ring of the latest events, grown as events arrive up to
+// size (an idle session with a short history stays small). Guarded by
+// Session.mu.
 type eventLog struct {
-	ring []entry
+	ring  []entry
+	size  uint64
+	first uint64 // seq of the first event appended (1, or later after a restore)
 	last uint64        // seq of the newest event; 0 before the first
 	wake chan struct{} // closed on the next append; nil when nobody waits
 }
 
-func newEventLog(size int) eventLog { return eventLog{ring: make([]entry, size)} }
+func newEventLog(size int) eventLog { return eventLog{size: uint64(size)} }
 
 // appendLocked adds an event and wakes waiting subscribers.
 func (l *eventLog) appendLocked(e entry) uint64 {
 	l.last++
 	e.seq = l.last
-	l.ring[l.last%uint64(len(l.ring))] = e
+	if l.first == 0 {
+		l.first = l.last
+	}
+	if i := (l.last - l.first) % l.size; uint64(len(l.ring)) <= i {
+		l.ring = append(l.ring, e)
+	} else {
+		l.ring[i] = e
+	}
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
@@ -48,13 +59,16 @@ func (l *eventLog) appendLocked(e entry) uint64 {
 
 // oldest returns the seq of the oldest event still in the ring.
 func (l *eventLog) oldest() uint64 {
-	if l.last < uint64(len(l.ring)) {
+	if l.first == 0 {
 		return 1
 	}
-	return l.last - uint64(len(l.ring)) + 1
+	if l.last-l.first < l.size {
+		return l.first
+	}
+	return l.last - l.size + 1
 }
 
-func (l *eventLog) at(seq uint64) entry { return l.ring[seq%uint64(len(l.ring))] }
+func (l *eventLog) at(seq uint64) entry { return l.ring[(seq-l.first)%l.size] }
 
 // message materialises an entry.
 func (e entry) message() protocol.Message {

@@ -94,7 +94,7 @@ func New(id string, opts *Options) *Session {
 		idPrefix: "c" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])) + "-",
 		caps:     map[string]*registration{},
 		calls:    map[string]*call{},
-		finished: finishedRing{ids: make([]string, o.FinishedMemory), codes: make(map[string]protocol.Code, o.FinishedMemory)},
+		finished: finishedRing{size: o.FinishedMemory, codes: map[string]protocol.Code{}},
 		events:   newEventLog(o.LogSize),
 		work:     make(chan *call),
 	}
