@@ -31,9 +31,9 @@ type entry struct {
 type eventLog struct {
 	ring  []entry
 	size  uint64
-	first uint64 // seq of the first event appended (1, or later after a restore)
-	last uint64        // seq of the newest event; 0 before the first
-	wake chan struct{} // closed on the next append; nil when nobody waits
+	first uint64        // seq of the first event appended (1, or later after a restore)
+	last  uint64        // seq of the newest event; 0 before the first
+	wake  chan struct{} // closed on the next append; nil when nobody waits
 }
 
 func newEventLog(size int) eventLog { return eventLog{size: uint64(size)} }
