@@ -3,4 +3,3 @@ package server_test
 import "errors"
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
-
