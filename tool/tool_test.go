@@ -25,7 +25,7 @@ type netFS struct {
 type creds struct {
 	Token    string `json:"token" jsonschema:"the API token"`
 	Endpoint string `json:"endpoint"`
-	internal string
+	internal string //nolint:unused // proves unexported fields are not bindings
 }
 
 func TestManifestDerived(t *testing.T) {
@@ -55,6 +55,7 @@ func TestManifestDerived(t *testing.T) {
 	if m.Format != tool.Format || m.Hosting != tool.HostingProvisioned || m.Payload != "" {
 		t.Errorf("manifest = %+v", m)
 	}
+	_ = creds{}.internal
 	b, _ := json.Marshal(m)
 	if strings.Contains(string(b), "internal") {
 		t.Errorf("an unexported field became a binding: %s", b)

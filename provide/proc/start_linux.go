@@ -17,8 +17,8 @@ import (
 type limitMode int
 
 const (
-	// limitNone: brain does not run as root; no limit, no user switch.
-	limitNone limitMode = iota
+	// (zero): brain does not run as root; no limit, no user switch.
+	_ limitMode = iota
 	// limitTrace: the starting thread becomes the exec user, starts the
 	// child traced so that it stops right after exec, sets its
 	// RLIMIT_NPROC and lets it go. No second program.
