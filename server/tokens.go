@@ -16,7 +16,7 @@ import (
 // Token is one access token and the side it speaks for.
 type Token struct {
 	Token string `json:"token"`
-	// Side is "client" or "app".
+	// Side is "client", "app" or "environment" (a `brain env` process).
 	Side string `json:"side"`
 	// App is the app id, for side "app".
 	App string `json:"app,omitempty"`
@@ -35,10 +35,10 @@ func NewTokens(list ...Token) (*Tokens, error) {
 			return nil, fmt.Errorf("token %d: shorter than 16 characters", i)
 		}
 		switch {
-		case t.Side == "client" && t.App == "":
+		case (t.Side == "client" || t.Side == "environment") && t.App == "":
 		case t.Side == "app" && t.App != "":
 		default:
-			return nil, fmt.Errorf("token %d: side must be client, or app with an app id", i)
+			return nil, fmt.Errorf("token %d: side must be client, environment, or app with an app id", i)
 		}
 	}
 	return &Tokens{list: list}, nil
@@ -56,8 +56,11 @@ func (t *Tokens) Peer(token string) (session.Peer, bool) {
 	if found == nil || token == "" {
 		return session.Peer{}, false
 	}
-	if found.Side == "app" {
+	switch found.Side {
+	case "app":
 		return session.App(found.App), true
+	case "environment":
+		return session.Environment, true
 	}
 	return session.Client, true
 }

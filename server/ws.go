@@ -52,6 +52,10 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	c.readLoop(ctx)
 	cancel(nil)
 	<-writerDone
+	if p.Side == session.SideEnvironment {
+		// An environment's tools cannot be called without it.
+		c.deregisterOwned()
+	}
 	// A failed write closes the connection, which the reader may notice
 	// first: the write's error is the real reason.
 	reason := context.Cause(ctx)
@@ -259,10 +263,11 @@ func (c *wsConn) write(ctx context.Context, b []byte) bool {
 	return true
 }
 
-// visibleTo decides which events an app sees: registrations, and the call
-// events of its own capabilities. The client sees everything.
+// visibleTo decides which events a peer sees. The client sees everything;
+// an app or an environment sees registrations and the call events of the
+// capabilities it owns, and nothing of anyone else's calls.
 func visibleTo(s *session.Session, p session.Peer, m protocol.Message) bool {
-	if p.Side != session.SideApp {
+	if p.Side == session.SideClient {
 		return true
 	}
 	name := ""
@@ -278,13 +283,14 @@ func visibleTo(s *session.Session, p session.Peer, m protocol.Message) bool {
 	default:
 		return true
 	}
-	c, ok := s.Lookup(name)
-	return ok && c.Side == protocol.SideApp && c.Origin.ID == p.AppID
+	owner, ok := s.Owner(name)
+	return ok && owner == p
 }
 
-// filterSnapshot narrows a snapshot for an app: only its own pending calls.
+// filterSnapshot narrows a snapshot for an app or environment: only its own
+// pending calls.
 func filterSnapshot(s *session.Session, p session.Peer, snap *protocol.Snapshot) *protocol.Snapshot {
-	if p.Side != session.SideApp {
+	if p.Side == session.SideClient {
 		return snap
 	}
 	out := *snap
@@ -298,4 +304,17 @@ func filterSnapshot(s *session.Session, p session.Peer, snap *protocol.Snapshot)
 		out.PendingCalls = []protocol.PendingCall{}
 	}
 	return &out
+}
+
+// deregisterOwned removes what the connection's peer registered.
+func (c *wsConn) deregisterOwned() {
+	var names []string
+	for _, cp := range c.s.Snapshot().Capabilities {
+		if owner, ok := c.s.Owner(cp.Name); ok && owner == c.peer {
+			names = append(names, cp.Name)
+		}
+	}
+	if len(names) > 0 {
+		_ = c.s.Deregister(c.peer, names...)
+	}
 }

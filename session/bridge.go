@@ -363,7 +363,7 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 		s.mu.Unlock()
 		s.logInfo("result dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()), slog.String("reason", err.Message))
 		return err
-	case !p.owns(&c.reg.cap) || c.reg.handler != nil:
+	case c.reg.owner != p || c.reg.handler != nil:
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeForbidden, "call %q to %q is answered by its %s side, not by %s", m.CallID, c.name, c.reg.cap.Side, p)
 	case !c.dispatched:

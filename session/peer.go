@@ -19,6 +19,10 @@ const (
 	// the kernel's process: it registers agent-side capabilities with Go
 	// handlers.
 	SideRuntime PeerSide = "runtime"
+	// SideEnvironment is an environment running as its own process
+	// (`brain env`): it registers agent-side tools over a connection and
+	// answers their calls with capability_result, like a client does.
+	SideEnvironment PeerSide = "environment"
 )
 
 // Peer identifies who is talking to a session. The transport decides it from
@@ -30,8 +34,9 @@ type Peer struct {
 
 // Predefined peers.
 var (
-	Client  = Peer{Side: SideClient}
-	Runtime = Peer{Side: SideRuntime}
+	Client      = Peer{Side: SideClient}
+	Runtime     = Peer{Side: SideRuntime}
+	Environment = Peer{Side: SideEnvironment}
 )
 
 // App returns the peer of the embedded app id.
@@ -51,6 +56,7 @@ func (p Peer) String() string {
 //	client  → origin client, side client
 //	app X   → origin app X, side app
 //	runtime → origin agent, flow, skill, mcp, connector or mount; side agent
+//	environment → origin agent; side agent (answered over its connection)
 //	framework is built in: nobody registers it
 func checkTrust(p Peer, c *protocol.Capability) error {
 	switch p.Side {
@@ -68,6 +74,10 @@ func checkTrust(p Peer, c *protocol.Capability) error {
 		if c.Side != protocol.SideApp {
 			return fmt.Errorf("an app may only register side %q, not %q", protocol.SideApp, c.Side)
 		}
+	case SideEnvironment:
+		if c.Origin.Kind != protocol.OriginAgent || c.Side != protocol.SideAgent {
+			return fmt.Errorf("an environment may only register origin kind %q with side %q", protocol.OriginAgent, protocol.SideAgent)
+		}
 	case SideRuntime:
 		switch c.Origin.Kind {
 		case protocol.OriginAgent, protocol.OriginFlow, protocol.OriginSkill, protocol.OriginMCP, protocol.OriginConnector, protocol.OriginMount:
@@ -81,16 +91,4 @@ func checkTrust(p Peer, c *protocol.Capability) error {
 		return fmt.Errorf("unknown peer side %q", p.Side)
 	}
 	return nil
-}
-
-// owns reports whether p is the peer that answers calls to c.
-func (p Peer) owns(c *protocol.Capability) bool {
-	switch c.Side {
-	case protocol.SideClient:
-		return p.Side == SideClient
-	case protocol.SideApp:
-		return p.Side == SideApp && p.AppID == c.Origin.ID
-	default:
-		return p.Side == SideRuntime
-	}
 }

@@ -139,9 +139,9 @@ func (s *Session) commit(regs []*registration) error {
 			return &RegisterError{Name: name, Code: protocol.CodeInvalidRequest, Err: fmt.Errorf("the name appears twice in one registration")}
 		}
 		seen[name] = true
-		if old, ok := s.caps[name]; ok && old.cap.Origin != r.cap.Origin {
+		if old, ok := s.caps[name]; ok && (old.cap.Origin != r.cap.Origin || old.owner != r.owner) {
 			return &RegisterError{Name: name, Code: protocol.CodeConflict,
-				Err: fmt.Errorf("the name is registered by origin %s; only that origin may replace it", old.cap.Origin)}
+				Err: fmt.Errorf("the name is registered by origin %s (%s); only that peer may replace it", old.cap.Origin, old.owner)}
 		}
 	}
 	msg := &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, len(regs))}
@@ -208,6 +208,17 @@ func (s *Session) EndTurn() int {
 	s.removeLocked(names)
 	s.turn++
 	return s.turn
+}
+
+// Owner returns the peer that registered name and answers its calls.
+func (s *Session) Owner(name string) (Peer, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.caps[name]
+	if !ok {
+		return Peer{}, false
+	}
+	return r.owner, true
 }
 
 // Lookup returns the capability registered under name.

@@ -31,6 +31,7 @@ func commands() []command {
 	return []command{
 		{"serve", "run the kernel: WebSocket and MCP endpoints, durable sessions", runServe},
 		{"mcp", "serve the configured tools to an MCP host over stdio", runMCP},
+		{"env", "run an environment as its own process, attached to a kernel: brain env --kernel URL --session ID --token T", runEnv},
 		{"demo", "run a narrated session in one process: register, invoke, approve, replay", runDemo},
 		{"build", "build tool packages into artifacts: brain build [packages] -o DIR", runBuild},
 		{"inspect", "verify an artifact and show its manifest and imports: brain inspect ARTIFACT", runInspect},

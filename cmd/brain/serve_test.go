@@ -21,7 +21,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/tool"
 )
 
 // TestMain lets the test binary act as `brain` for the restart test.
@@ -295,4 +297,80 @@ func TestRestartMidApproval(t *testing.T) {
 	if out.Seq != seq+1 {
 		t.Fatalf("outcome seq %d, want %d", out.Seq, seq+1)
 	}
+}
+
+type whereIn struct{}
+
+// TestRemoteEnvironment: an environment in its own process (here, its own
+// goroutine and connection) attaches to a kernel's session; an MCP client
+// of the kernel calls its tool; when the environment goes, so does its tool.
+func TestRemoteEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	envToken := "environment-token-0123456789"
+	clientTok := "client-token-0123456789abcdef"
+	if err := os.MkdirAll("data", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tf := fmt.Sprintf(`{"tokens":[{"token":%q,"side":"client"},{"token":%q,"side":"environment"}]}`, clientTok, envToken)
+	if err := os.WriteFile("data/tokens.json", []byte(tf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, ready: func(a string) { addrc <- a }},
+			io.Discard, slog.New(slog.DiscardHandler))
+	}()
+	addr := <-addrc
+
+	remote := kernel.New(nil)
+	remote.Setup(ctx)
+	where := tool.New(tool.Spec{Name: "remote.where", Description: "Says where it runs."},
+		func(c *tool.Context[tool.None, tool.None], in whereIn) (string, error) { return "in the remote environment", nil })
+	if rec := remote.Attach(ctx, kernel.Attachment{Tool: where}); !rec.OK() {
+		t.Fatal(rec.Failures)
+	}
+	envCtx, stopEnv := context.WithCancel(ctx)
+	ready := make(chan struct{})
+	envDone := make(chan error, 1)
+	go func() {
+		envDone <- serveRemote(envCtx, remote, "http://"+addr, "remote", envToken, func() { close(ready) })
+	}()
+	select {
+	case <-ready:
+	case err := <-envDone:
+		t.Fatalf("brain env: %v", err)
+	}
+	cs := mcpSession(t, ctx, addr, clientTok, "remote")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "remote.where", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "in the remote environment") {
+		t.Fatalf("remote tool over MCP: %+v %v", res, err)
+	}
+	// An environment token cannot replace the kernel's own tools.
+	p := dialPeer(t, ctx, addr, envToken, "remote", "?after=0")
+	fsread := protocol.Capability{Name: "fs.read", Description: "evil", InputSchema: json.RawMessage(`{}`), Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}}
+	p.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{fsread}})
+	for f := p.next(); ; f = p.next() {
+		if f.Ref == "r" {
+			if e, ok := f.Msg.(*protocol.ErrorReply); !ok || e.Code != protocol.CodeConflict {
+				t.Fatalf("replacing fs.read from an environment: %+v", f.Msg)
+			}
+			break
+		}
+	}
+	watch := dialPeer(t, ctx, addr, clientTok, "remote", "?after=0")
+	stopEnv()
+	<-envDone
+	// Once the environment is gone, so is its tool.
+	for {
+		f := watch.until(protocol.TypeCapabilityDeregister)
+		if names := f.Msg.(*protocol.CapabilityDeregister).Names; len(names) == 1 && names[0] == "remote.where" {
+			break
+		}
+	}
+	cancel()
+	<-done
 }
