@@ -154,4 +154,3 @@ func resultOf(out protocol.Outcome) json.RawMessage {
 	}{out.Err.Message, out.Err.Code})
 	return b
 }
-

@@ -329,7 +329,9 @@ func TestRemoteEnvironment(t *testing.T) {
 	remote := kernel.New(nil)
 	remote.Setup(ctx)
 	where := tool.New(tool.Spec{Name: "remote.where", Description: "Says where it runs."},
-		func(c *tool.Context[tool.None, tool.None], in whereIn) (string, error) { return "in the remote environment", nil })
+		func(c *tool.Context[tool.None, tool.None], in whereIn) (string, error) {
+			return "in the remote environment", nil
+		})
 	if rec := remote.Attach(ctx, kernel.Attachment{Tool: where}); !rec.OK() {
 		t.Fatal(rec.Failures)
 	}
