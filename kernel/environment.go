@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/internal/workers"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 	"github.com/brainrt/brain/tool"
@@ -43,6 +44,8 @@ type Environment struct {
 	setUp     bool
 	tools     map[string]*attached
 	sessions  []*session.Session // exposed: they get every attached tool
+
+	workers *workers.Pool[*job] // run bounded calls
 }
 
 // attached is a provisioned tool.
@@ -69,6 +72,7 @@ func New(opts *Options) *Environment {
 		o.CallTimeout = 60 * time.Second
 	}
 	e := &Environment{opts: o, log: o.Logger.With(slog.String("environment", o.ID)), tools: map[string]*attached{}}
+	e.workers = workers.New(e.runJob, 10*time.Second)
 	if o.Session != nil {
 		e.sessions = []*session.Session{o.Session}
 	}

@@ -61,15 +61,28 @@ func (e *Environment) invoke(ctx context.Context, name, id string, input json.Ra
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.opts.CallTimeout)
 	defer cancel()
-	done := make(chan protocol.Outcome, 1)
-	go func() { done <- e.run(ctx, at, id, input, progress) }()
+	j := &job{ctx: ctx, at: at, id: id, input: input, progress: progress, done: make(chan protocol.Outcome, 1)}
+	e.workers.Submit(j)
 	select {
-	case out := <-done:
+	case out := <-j.done:
 		return out
 	case <-ctx.Done():
 		return ctxOutcome(ctx)
 	}
 }
+
+// job is one bounded call, run on a reused worker goroutine so that the
+// caller can return at the deadline even if the tool ignores its context.
+type job struct {
+	ctx      context.Context
+	at       *attached
+	id       string
+	input    json.RawMessage
+	progress func(tool.Progress)
+	done     chan protocol.Outcome // buffered: the worker never blocks on a caller that left
+}
+
+func (e *Environment) runJob(j *job) { j.done <- e.run(j.ctx, j.at, j.id, j.input, j.progress) }
 
 // run acquires the tool's handles, runs it, and maps what happened.
 func (e *Environment) run(ctx context.Context, at *attached, id string, input json.RawMessage, progress func(tool.Progress)) (out protocol.Outcome) {

@@ -46,31 +46,13 @@ func (c *call) Value(key any) any { return c.parent.Value(key) }
 // before it exits.
 const workerIdle = 10 * time.Second
 
-// dispatch runs c's handler on an idle worker goroutine, or a new one.
-// Handlers run off the caller's goroutine so that a handler ignoring its
-// context cannot hold the caller past the call's end; reusing goroutines
-// keeps that free of allocations.
-func (s *Session) dispatch(c *call) {
-	select {
-	case s.work <- c:
-	default:
-		go s.worker(c)
-	}
-}
+// dispatch runs c's handler on a reused worker goroutine (internal/workers):
+// off the caller's goroutine, so that a handler ignoring its context cannot
+// hold the caller past the call's end.
+func (s *Session) dispatch(c *call) { s.workers.Submit(c) }
 
-func (s *Session) worker(c *call) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		s.finish(c, s.callHandler(c, c))
-		idle.Reset(workerIdle)
-		select {
-		case c = <-s.work:
-		case <-idle.C:
-			return
-		}
-	}
-}
+// runCall is the workers' job: run the handler, finish the call.
+func (s *Session) runCall(c *call) { s.finish(c, s.callHandler(c, c)) }
 
 // newStoppedTimer makes the timers of Session.timers. The pool is per
 // session, not global: a timer made inside a testing/synctest bubble must

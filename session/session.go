@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brainrt/brain/internal/workers"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -77,8 +78,8 @@ type Session struct {
 	events   eventLog
 	turn     int
 
-	work   chan *call // idle handler workers receive here
-	timers sync.Pool  // stopped *time.Timer for await
+	workers *workers.Pool[*call] // run agent-side handlers
+	timers  sync.Pool            // stopped *time.Timer for await
 }
 
 // New returns an empty session with id, holding only the built-in
@@ -96,9 +97,9 @@ func New(id string, opts *Options) *Session {
 		calls:    map[string]*call{},
 		finished: finishedRing{size: o.FinishedMemory, codes: map[string]protocol.Code{}},
 		events:   newEventLog(o.LogSize),
-		work:     make(chan *call),
 	}
 	s.timers.New = newStoppedTimer
+	s.workers = workers.New(s.runCall, workerIdle)
 	s.registerBuiltins()
 	return s
 }
