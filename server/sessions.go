@@ -166,7 +166,7 @@ func (m *Manager) Hibernate(idle time.Duration) int {
 		default:
 			continue
 		}
-		if e.users == 0 && e.lastUsed.Before(cutoff) && e.s.PendingCalls() == 0 {
+		if e.users == 0 && !e.lastUsed.After(cutoff) && e.s.PendingCalls() == 0 {
 			delete(m.live, id)
 			drop = append(drop, e)
 		}

@@ -1,0 +1,114 @@
+package server_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/server"
+	"github.com/brainrt/brain/session"
+)
+
+// memStore is a server.Store in memory; frames round-trip through the codec
+// as they would through JetStream.
+type memStore struct {
+	mu     sync.Mutex
+	frames map[string][][]byte
+}
+
+type memJournal struct {
+	st *memStore
+	id string
+}
+
+func (j memJournal) Append(e session.Event) error {
+	b, err := protocol.EncodeFrame(&protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+	if err != nil {
+		return err
+	}
+	j.st.mu.Lock()
+	defer j.st.mu.Unlock()
+	j.st.frames[j.id] = append(j.st.frames[j.id], b)
+	return nil
+}
+
+func (st *memStore) Journal(id string) (session.Journal, error) { return memJournal{st, id}, nil }
+
+func (st *memStore) Load(_ context.Context, id string) ([]session.Event, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []session.Event
+	for _, b := range st.frames[id] {
+		f, err := protocol.DecodeFrame(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, session.Event{Seq: f.Seq, Msg: f.Msg})
+	}
+	return out, nil
+}
+
+// TestHibernateAndWake: an idle session leaves memory and comes back, with
+// its registry and its seq, on the next use; a held session, or one with a
+// pending call, stays.
+func TestHibernateAndWake(t *testing.T) {
+	st := &memStore{frames: map[string][][]byte{}}
+	attached, released := 0, 0
+	mgr := server.NewManager(server.ManagerOptions{Store: st,
+		Attach:  func(*session.Session) error { attached++; return nil },
+		Release: func(*session.Session) { released++ }})
+	ctx := context.Background()
+	s, release, err := mgr.Acquire(ctx, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(session.Client, clientCap("ui.keep", false)); err != nil {
+		t.Fatal(err)
+	}
+	seq := s.LastSeq()
+	if n := mgr.Hibernate(0); n != 0 {
+		t.Fatalf("hibernated %d sessions while one was held", n)
+	}
+	release()
+	if n := mgr.Hibernate(0); n != 1 || mgr.Live() != 0 || released != 1 {
+		t.Fatalf("hibernated %d, live %d, released %d", n, mgr.Live(), released)
+	}
+	s2, release2, err := mgr.Acquire(ctx, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release2()
+	if s2 == s {
+		t.Fatal("the hibernated session was not dropped")
+	}
+	if _, ok := s2.Lookup("ui.keep"); !ok || s2.LastSeq() != seq || attached != 2 {
+		t.Fatalf("woken session: registry %v, seq %d (want %d), attached %d", ok, s2.LastSeq(), seq, attached)
+	}
+	// A session with a pending call stays in memory.
+	go s2.Invoke(ctx, protocol.AudienceLLM, "ui.keep", []byte(`{"n":1}`))
+	sub := s2.Subscribe(seq)
+	defer sub.Close()
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Msg.MessageType() == protocol.TypeCapabilityInvoked {
+			break
+		}
+	}
+	release2()
+	if n := mgr.Hibernate(0); n != 0 {
+		t.Fatalf("hibernated a session with a pending call")
+	}
+}
+
+func TestHibernateNeedsAStore(t *testing.T) {
+	mgr := server.NewManager(server.ManagerOptions{})
+	_, release, _ := mgr.Acquire(context.Background(), "x")
+	release()
+	if n := mgr.Hibernate(0); n != 0 || mgr.Live() != 1 {
+		t.Fatal("without a store a hibernated session would be lost")
+	}
+}
