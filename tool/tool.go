@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/protocol"
 )
@@ -243,14 +241,7 @@ func bindingsOf(b reflect.Type, name string) ([]string, map[string]json.RawMessa
 		if n == "" {
 			n = f.Name
 		}
-		s, err := jsonschema.ForType(f.Type, nil)
-		if err != nil {
-			panic(fmt.Sprintf("tool %q: binding %s: %v", name, n, err))
-		}
-		if d := f.Tag.Get("jsonschema"); d != "" {
-			s.Description = d
-		}
-		raw, err := json.Marshal(s)
+		raw, err := schemaForType(f.Type, f.Tag.Get("jsonschema"))
 		if err != nil {
 			panic(fmt.Sprintf("tool %q: binding %s: %v", name, n, err))
 		}
@@ -264,11 +255,7 @@ func bindingsOf(b reflect.Type, name string) ([]string, map[string]json.RawMessa
 }
 
 func mustSchema[T any](name, which string) json.RawMessage {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(fmt.Sprintf("tool %q: %s schema: %v", name, which, err))
-	}
-	raw, err := json.Marshal(s)
+	raw, err := schemaForType(reflect.TypeFor[T](), "")
 	if err != nil {
 		panic(fmt.Sprintf("tool %q: %s schema: %v", name, which, err))
 	}
