@@ -10,10 +10,10 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/mcpbridge"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -35,30 +35,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// waitLimit bounds every wait in these tests: a test that would hang fails
-// instead.
-const waitLimit = 5 * time.Second
+// The bounded waits of internal/testutil, under this package's names.
+const waitLimit = testutil.WaitLimit
 
-// waitCtx returns a context that ends after waitLimit or with the test.
-func waitCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	t.Cleanup(cancel)
-	return ctx
-}
+func waitCtx(t testing.TB) context.Context { t.Helper(); return testutil.Context(t) }
 
-// recv receives one value from ch, failing the test after waitLimit.
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(waitLimit)
-	defer timer.Stop()
-	select {
-	case v := <-ch:
-		return v
-	case <-timer.C:
-		t.Fatalf("timed out after %s waiting for %s", waitLimit, what)
-		panic("unreachable")
-	}
+	return testutil.Recv(t, ch, what)
 }
 
 // waitEvent returns the first message of sub that match accepts, failing the

@@ -22,11 +22,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/brainrt/brain/examples/tools/internal/jsonbody"
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/tool"
@@ -117,17 +116,17 @@ func fetch(ctx *tool.Context[Handles, Bindings], r redactor, in Input) (Output, 
 		return Output{}, err
 	}
 	body := r.bytes(resp.Body)
-	ct := header(resp.Header, "Content-Type")
-	if mt := mediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+	ct := jsonbody.Header(resp.Header, "Content-Type")
+	if mt := jsonbody.MediaType(ct); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
 		return Output{}, tool.Errorf("not_json", "GET %s answered HTTP %d with Content-Type %q, not JSON; the body starts: %s",
-			in.Path, resp.Status, ct, preview(body))
+			in.Path, resp.Status, ct, jsonbody.Preview(body))
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil || dec.More() {
 		return Output{}, tool.Errorf("not_json", "GET %s answered HTTP %d with a JSON Content-Type, but the body is not one JSON value; it starts: %s",
-			in.Path, resp.Status, preview(body))
+			in.Path, resp.Status, jsonbody.Preview(body))
 	}
 	return Output{Status: resp.Status, JSON: r.value(v)}, nil
 }
@@ -213,42 +212,4 @@ func (r redactor) err(err error) error {
 		return protocol.Errorf(pe.Code, "%s", r.string(pe.Message))
 	}
 	return errors.New(r.string(err.Error()))
-}
-
-// header returns the first value of the header name, whatever its case.
-// Why not net/http's Header.Get: importing net/http makes the payload a
-// third larger, for one lookup.
-func header(h map[string][]string, name string) string {
-	for k, v := range h {
-		if strings.EqualFold(k, name) && len(v) > 0 {
-			return v[0]
-		}
-	}
-	return ""
-}
-
-// mediaType returns the media type of a Content-Type value, in lower case
-// and without parameters.
-func mediaType(contentType string) string {
-	mt, _, _ := strings.Cut(contentType, ";")
-	return strings.ToLower(strings.TrimSpace(mt))
-}
-
-// previewBytes is how much of a body a not_json message quotes.
-const previewBytes = 120
-
-// preview quotes the start of a body for an error message.
-func preview(b []byte) string {
-	if len(b) == 0 {
-		return "(empty)"
-	}
-	n := min(len(b), previewBytes)
-	for n < len(b) && n > 0 && !utf8.RuneStart(b[n]) {
-		n--
-	}
-	s := strings.ToValidUTF8(string(b[:n]), "\uFFFD")
-	if n < len(b) {
-		return fmt.Sprintf("%q…", s)
-	}
-	return fmt.Sprintf("%q", s)
 }

@@ -11,10 +11,9 @@ package netfetchjson
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/brainrt/brain/examples/tools/internal/jsonbody"
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/tool"
 )
@@ -56,61 +55,22 @@ var Tool = tool.New(tool.Spec{Name: "net.fetch_json",
 // as written. It fails with code not_json unless the Content-Type is JSON
 // (application/json, or a type ending in +json) and the body parses.
 func parseJSON(resp handle.Response) (any, error) {
-	ct := header(resp.Header, "Content-Type")
-	mt := mediaType(ct)
+	ct := jsonbody.Header(resp.Header, "Content-Type")
+	mt := jsonbody.MediaType(ct)
 	if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
 		return nil, tool.Errorf("not_json", "%s answered HTTP %d with Content-Type %q, not JSON; the body starts: %s",
-			resp.URL, resp.Status, ct, preview(resp.Body))
+			resp.URL, resp.Status, ct, jsonbody.Preview(resp.Body))
 	}
 	dec := json.NewDecoder(bytes.NewReader(resp.Body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, tool.Errorf("not_json", "%s answered HTTP %d with Content-Type %s, but the body is not valid JSON (%v); it starts: %s",
-			resp.URL, resp.Status, mt, err, preview(resp.Body))
+			resp.URL, resp.Status, mt, err, jsonbody.Preview(resp.Body))
 	}
 	if dec.More() {
 		return nil, tool.Errorf("not_json", "%s answered HTTP %d with more than one JSON value in the body; it starts: %s",
-			resp.URL, resp.Status, preview(resp.Body))
+			resp.URL, resp.Status, jsonbody.Preview(resp.Body))
 	}
 	return v, nil
-}
-
-// header returns the first value of the header name, whatever its case.
-// Why not net/http's Header.Get: importing net/http makes the payload a
-// third larger, for one lookup.
-func header(h map[string][]string, name string) string {
-	for k, v := range h {
-		if strings.EqualFold(k, name) && len(v) > 0 {
-			return v[0]
-		}
-	}
-	return ""
-}
-
-// mediaType returns the media type of a Content-Type value, in lower case
-// and without parameters: "application/json" for
-// "Application/JSON; charset=utf-8".
-func mediaType(contentType string) string {
-	mt, _, _ := strings.Cut(contentType, ";")
-	return strings.ToLower(strings.TrimSpace(mt))
-}
-
-// previewBytes is how much of a body a not_json message quotes.
-const previewBytes = 120
-
-// preview quotes the start of a body for an error message.
-func preview(b []byte) string {
-	if len(b) == 0 {
-		return "(empty)"
-	}
-	n := min(len(b), previewBytes)
-	for n < len(b) && n > 0 && !utf8.RuneStart(b[n]) {
-		n--
-	}
-	s := strings.ToValidUTF8(string(b[:n]), "\uFFFD")
-	if n < len(b) {
-		return fmt.Sprintf("%q…", s)
-	}
-	return fmt.Sprintf("%q", s)
 }

@@ -1,0 +1,35 @@
+// Package testutil holds the helpers brain's tests share. Only tests import
+// it.
+package testutil
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// WaitLimit bounds every wait in tests: a test that would hang fails
+// instead. Inside a testing/synctest bubble it is fake time.
+const WaitLimit = 5 * time.Second
+
+// Context returns a context that ends after WaitLimit or with the test.
+func Context(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), WaitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Recv receives one value from ch, failing the test after WaitLimit.
+func Recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(WaitLimit)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %s waiting for %s", WaitLimit, what)
+		panic("unreachable")
+	}
+}
