@@ -45,26 +45,15 @@ var typedEcho = session.HandlerFunc(func(_ context.Context, c *session.Call) (js
 // BenchmarkInvoke: one llm invocation of an agent-side Go handler through
 // the whole path: lookup, audience, input validation, dispatch, outcome
 // (with its event in the log).
-func BenchmarkInvoke(b *testing.B) {
-	s := session.New("bench", nil)
-	if err := s.RegisterAgent(echoCapability("echo"), rawEcho); err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		out := s.Invoke(ctx, protocol.AudienceLLM, "echo", echoInput)
-		if !out.IsOK() {
-			b.Fatal(out.Err)
-		}
-	}
-}
+func BenchmarkInvoke(b *testing.B) { benchInvoke(b, rawEcho) }
 
 // BenchmarkInvokeTypedEcho is BenchmarkInvoke with the anchors' typed echo
 // handler, the same work as the MCP SDK peers' CallTool.
-func BenchmarkInvokeTypedEcho(b *testing.B) {
+func BenchmarkInvokeTypedEcho(b *testing.B) { benchInvoke(b, typedEcho) }
+
+func benchInvoke(b *testing.B, h session.Handler) {
 	s := session.New("bench", nil)
-	if err := s.RegisterAgent(echoCapability("echo"), typedEcho); err != nil {
+	if err := s.RegisterAgent(echoCapability("echo"), h); err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
