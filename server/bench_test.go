@@ -93,6 +93,7 @@ func BenchmarkInvoke100Sessions(b *testing.B) {
 // with three client capabilities registered and 20 events in its log.
 func BenchmarkIdleSessionMemory(b *testing.B) {
 	const n = 500
+	b.ReportAllocs()
 	for range b.N {
 		runtime.GC()
 		var before, after runtime.MemStats
@@ -112,7 +113,13 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/session")
 		runtime.KeepAlive(mgr)
+		// Signed: HeapAlloc can shrink when the GC frees garbage from before
+		// the measurement, and an unsigned difference then wraps to 2^64.
+		grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		if grown <= 0 {
+			b.Fatalf("heap did not grow (%d bytes): the measurement is meaningless", grown)
+		}
+		b.ReportMetric(float64(grown)/n, "bytes/session")
 	}
 }
