@@ -38,6 +38,10 @@ const (
 	CodeDenied Code = "denied"
 	// CodeTooLarge: a size limit was exceeded.
 	CodeTooLarge Code = "too_large"
+	// CodeQuotaExceeded: a per-token, per-session or per-connection quota
+	// (sessions, capabilities, pending calls, frame rate, journal bytes) is
+	// used up; the message names the quota and its limit.
+	CodeQuotaExceeded Code = "quota_exceeded"
 	// CodeUnavailable: the handle or service cannot be provided here.
 	CodeUnavailable Code = "unavailable"
 	// CodeInvalidArgument: a handle operation was given an unusable argument.
@@ -53,7 +57,7 @@ func Codes() []Code {
 	return []Code{
 		CodeNotFound, CodeForbidden, CodeInvalidInput, CodeInvalidOutput, CodeInvalidRequest,
 		CodeRejected, CodeTimeout, CodeCancelled, CodeConflict,
-		CodePathEscape, CodeDenied, CodeTooLarge, CodeUnavailable,
+		CodePathEscape, CodeDenied, CodeTooLarge, CodeQuotaExceeded, CodeUnavailable,
 		CodeInvalidArgument, CodeToolError, CodeInternal,
 	}
 }

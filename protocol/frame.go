@@ -122,10 +122,14 @@ func EncodeMessage(m Message) ([]byte, error) {
 }
 
 // DecodeError is a frame that could not be decoded. ID is the frame's id
-// when it could be read, so that an error reply can refer to it.
+// when it could be read — a top-level "id" holding a string, even if the
+// rest of the frame is broken — so that an error reply can refer to it.
+// Code is the error code a reply should carry: [CodeTooLarge] for a frame
+// over [MaxFrameBytes], [CodeInvalidRequest] for anything else.
 type DecodeError struct {
-	ID  string
-	Err error
+	ID   string
+	Code Code
+	Err  error
 }
 
 func (e *DecodeError) Error() string { return "decode frame: " + e.Err.Error() }
@@ -135,30 +139,92 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // known fields only, one message of a known type with its required fields.
 // Every failure is a *DecodeError whose message names the field. It never
 // panics, whatever the bytes (a fuzz test holds it to that).
+//
+// DecodeFrame accepts what the kernel sends (frames with "seq" and "ref");
+// a kernel decoding what a peer sent uses [DecodePeerFrame].
 func DecodeFrame(data []byte) (*Frame, error) {
+	f, _, err := decodeFrame(data)
+	return f, err
+}
+
+// DecodePeerFrame is [DecodeFrame] for a frame a peer sent to the kernel:
+// it also refuses the kernel-only fields "seq" and "ref", with an error
+// naming the field, so that a peer cannot pass off a command as a reply or
+// an event.
+func DecodePeerFrame(data []byte) (*Frame, error) {
+	f, keys, err := decodeFrame(data)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"seq", "ref"} {
+		if keys[k] {
+			return nil, &DecodeError{ID: f.ID, Code: CodeInvalidRequest, Err: fmt.Errorf("%s: set by the kernel only; a peer's frame must not carry it", k)}
+		}
+	}
+	return f, nil
+}
+
+func decodeFrame(data []byte) (*Frame, map[string]bool, error) {
 	if len(data) > MaxFrameBytes {
-		return nil, &DecodeError{Err: fmt.Errorf("frame is %d bytes, more than the limit of %d", len(data), MaxFrameBytes)}
+		return nil, nil, &DecodeError{Code: CodeTooLarge, Err: fmt.Errorf("frame is %d bytes, more than the limit of %d", len(data), MaxFrameBytes)}
 	}
 	if !json.Valid(data) {
 		var probe json.RawMessage
 		err := json.Unmarshal(data, &probe) // for the syntax error's message
-		return nil, &DecodeError{Err: fmt.Errorf("invalid JSON: %w", err)}
+		return nil, nil, &DecodeError{Code: CodeInvalidRequest, Err: fmt.Errorf("invalid JSON: %w", err)}
+	}
+	id := frameID(data)
+	fail := func(err error) (*Frame, map[string]bool, error) {
+		return nil, nil, &DecodeError{ID: id, Code: CodeInvalidRequest, Err: err}
+	}
+	keys, err := objectKeys(data)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkKeys(keys, frameFields, frameRequired...); err != nil {
+		return fail(err)
 	}
 	var fj frameJSON
-	if err := checkFields(data, frameFields, frameRequired...); err != nil {
-		return nil, &DecodeError{Err: err}
-	}
 	if err := json.Unmarshal(data, &fj); err != nil {
-		return nil, &DecodeError{Err: err}
+		return fail(err)
 	}
 	if fj.V != Version {
-		return nil, &DecodeError{ID: fj.ID, Err: fmt.Errorf("v: unsupported protocol version %d (want %d)", fj.V, Version)}
+		return fail(fmt.Errorf("v: unsupported protocol version %d (want %d)", fj.V, Version))
 	}
 	msg, err := DecodeMessage(fj.Msg)
 	if err != nil {
-		return nil, &DecodeError{ID: fj.ID, Err: fmt.Errorf("msg: %w", err)}
+		return fail(fmt.Errorf("msg: %w", err))
 	}
-	return &Frame{V: fj.V, Seq: fj.Seq, ID: fj.ID, Ref: fj.Ref, Msg: msg}, nil
+	return &Frame{V: fj.V, Seq: fj.Seq, ID: fj.ID, Ref: fj.Ref, Msg: msg}, keys, nil
+}
+
+// frameID returns the string value of the top-level "id" of a valid JSON
+// document, matched exactly (not case-folded), or "" when there is none,
+// it is not a string, or it appears twice.
+func frameID(data []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	id, found := "", false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return ""
+		}
+		if k, _ := tok.(string); k == "id" {
+			var s string
+			if found || json.Unmarshal(v, &s) != nil {
+				return ""
+			}
+			id, found = s, true
+		}
+	}
+	return id
 }
 
 // DecodeMessage decodes one message strictly by its "type".

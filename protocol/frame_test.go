@@ -197,3 +197,64 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeErrorRef: whenever the frame's top-level "id" is a readable
+// string, the error carries it — also when the version is unknown or
+// missing, when msg is missing, and when the envelope has an unknown field.
+func TestDecodeErrorRef(t *testing.T) {
+	tests := []struct {
+		name, frame, wantID string
+		wantCode            protocol.Code
+	}{
+		{"unknown v", `{"v":7,"id":"a1","msg":{"type":"ack"}}`, "a1", protocol.CodeInvalidRequest},
+		{"no v", `{"id":"a2","msg":{"type":"ack"}}`, "a2", protocol.CodeInvalidRequest},
+		{"no msg", `{"v":2,"id":"a3"}`, "a3", protocol.CodeInvalidRequest},
+		{"unknown envelope field", `{"v":2,"id":"a4","msg":{"type":"ack"},"x":1}`, "a4", protocol.CodeInvalidRequest},
+		{"bad message", `{"v":2,"id":"a5","msg":{"type":"nope"}}`, "a5", protocol.CodeInvalidRequest},
+		{"id not a string", `{"v":7,"id":5,"msg":{"type":"ack"}}`, "", protocol.CodeInvalidRequest},
+		{"id case-folded", `{"v":7,"ID":"a6","msg":{"type":"ack"}}`, "", protocol.CodeInvalidRequest},
+		{"id twice", `{"v":2,"id":"a7","id":"a8","msg":{"type":"ack"}}`, "", protocol.CodeInvalidRequest},
+		{"not JSON", `{"v":2,"id":"a9"`, "", protocol.CodeInvalidRequest},
+		{"too large", `{"v":2,"id":"b1","msg":{"type":"ack","x":"` + strings.Repeat("x", protocol.MaxFrameBytes) + `"}}`, "", protocol.CodeTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := protocol.DecodePeerFrame([]byte(tt.frame))
+			de, ok := err.(*protocol.DecodeError)
+			if !ok {
+				t.Fatalf("got %v, want a *DecodeError", err)
+			}
+			if de.ID != tt.wantID || de.Code != tt.wantCode {
+				t.Errorf("ID %q code %q, want %q %q (%v)", de.ID, de.Code, tt.wantID, tt.wantCode, err)
+			}
+		})
+	}
+}
+
+// TestDecodePeerFrameKernelFields: a peer's frame carrying seq or ref is
+// refused with an error naming the field; DecodeFrame, used on what the
+// kernel sends, accepts both.
+func TestDecodePeerFrameKernelFields(t *testing.T) {
+	tests := []struct {
+		name, frame, want string
+	}{
+		{"seq", `{"v":2,"id":"p1","seq":4,"msg":{"type":"capability_deregister","names":[]}}`, "seq: set by the kernel only"},
+		{"seq zero", `{"v":2,"id":"p1","seq":0,"msg":{"type":"capability_deregister","names":[]}}`, "seq: set by the kernel only"},
+		{"ref", `{"v":2,"id":"p1","ref":"k","msg":{"type":"capability_deregister","names":[]}}`, "ref: set by the kernel only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := protocol.DecodePeerFrame([]byte(tt.frame))
+			de, ok := err.(*protocol.DecodeError)
+			if !ok || !strings.Contains(err.Error(), tt.want) || de.ID != "p1" || de.Code != protocol.CodeInvalidRequest {
+				t.Fatalf("DecodePeerFrame = %#v, want an invalid_request naming %q with ID p1", err, tt.want)
+			}
+			if _, err := protocol.DecodeFrame([]byte(tt.frame)); err != nil {
+				t.Errorf("DecodeFrame refused a kernel frame: %v", err)
+			}
+		})
+	}
+	if _, err := protocol.DecodePeerFrame([]byte(`{"v":2,"id":"p2","msg":{"type":"capability_deregister","names":[]}}`)); err != nil {
+		t.Errorf("DecodePeerFrame refused a plain command: %v", err)
+	}
+}

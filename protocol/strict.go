@@ -26,6 +26,11 @@ func checkFields(data []byte, allowed map[string]bool, required ...string) error
 	if err != nil {
 		return err
 	}
+	return checkKeys(seen, allowed, required...)
+}
+
+// checkKeys is checkFields on the keys objectKeys returned.
+func checkKeys(seen, allowed map[string]bool, required ...string) error {
 	for k := range seen {
 		if !allowed[k] {
 			return fmt.Errorf("unknown field %q (allowed: %s)", k, strings.Join(sortedKeys(allowed), ", "))
