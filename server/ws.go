@@ -140,14 +140,20 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			c.reply(nil, protocol.Errorf(protocol.CodeInvalidRequest, "binary messages are not frames: send JSON text"))
 			continue
 		}
-		f, err := protocol.DecodeFrame(data)
+		f, err := protocol.DecodePeerFrame(data)
 		if err != nil {
 			var de *protocol.DecodeError
 			var id *string
-			if errors.As(err, &de) && de.ID != "" {
-				id = &de.ID
+			code := protocol.CodeInvalidRequest
+			if errors.As(err, &de) {
+				if de.ID != "" {
+					id = &de.ID
+				}
+				if de.Code != "" {
+					code = de.Code
+				}
 			}
-			c.reply(id, protocol.Errorf(protocol.CodeInvalidRequest, "%v", err))
+			c.reply(id, protocol.Errorf(code, "%v", err))
 			continue
 		}
 		if rs, ok := f.Msg.(*protocol.Resume); ok {
@@ -267,7 +273,7 @@ func (c *wsConn) write(ctx context.Context, b []byte) bool {
 // an app or an environment sees registrations and the call events of the
 // capabilities it owns, and nothing of anyone else's calls.
 func visibleTo(s *session.Session, p session.Peer, m protocol.Message) bool {
-	if p.Side == session.SideClient {
+	if p.Side == session.SideClient || p.Side == session.SideOperator {
 		return true
 	}
 	name := ""
@@ -284,13 +290,13 @@ func visibleTo(s *session.Session, p session.Peer, m protocol.Message) bool {
 		return true
 	}
 	owner, ok := s.Owner(name)
-	return ok && owner == p
+	return ok && owner.Same(p)
 }
 
 // filterSnapshot narrows a snapshot for an app or environment: only its own
 // pending calls.
 func filterSnapshot(s *session.Session, p session.Peer, snap *protocol.Snapshot) *protocol.Snapshot {
-	if p.Side == session.SideClient {
+	if p.Side == session.SideClient || p.Side == session.SideOperator {
 		return snap
 	}
 	out := *snap

@@ -83,6 +83,9 @@ func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name st
 	if c == nil {
 		return fail
 	}
+	if s.opts.Observe != nil {
+		s.observe(CallStarted, c, func(e *CallEvent) { e.Context = ctx })
+	}
 	return s.run(ctx, c)
 }
 
@@ -96,6 +99,7 @@ func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMe
 	if c == nil {
 		return "", fail.Err
 	}
+	s.observe(CallStarted, c, nil)
 	go s.run(context.Background(), c)
 	return c.id, nil
 }
@@ -173,6 +177,7 @@ func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
 		s.emitLocked(entry{typ: protocol.TypeRenderInvoked, call: c})
 	}
 	s.mu.Unlock()
+	s.observe(CallDispatched, c, nil)
 
 	if r.cap.FireAndForget {
 		if r.handler != nil {
@@ -200,6 +205,7 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 		s.emitLocked(entry{typ: protocol.TypeApprovalRequested, call: c})
 	}
 	s.mu.Unlock()
+	s.observe(ApprovalRequested, c, nil)
 	timer := time.NewTimer(s.opts.ApprovalTimeout)
 	defer timer.Stop()
 	select {
@@ -295,6 +301,7 @@ func (s *Session) finish(c *call, out protocol.Outcome) bool {
 	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
 	s.mu.Unlock()
 	close(c.done)
+	s.observe(CallFinished, c, func(e *CallEvent) { e.Outcome = out })
 	if !out.IsOK() {
 		s.logDebug("call failed", slog.String(keyCapability, c.reg.logKey), slog.String(keyCall, c.id), slog.String(keyCode, string(out.Err.Code)))
 	}
@@ -363,7 +370,7 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 		s.mu.Unlock()
 		s.logInfo("result dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()), slog.String("reason", err.Message))
 		return err
-	case c.reg.owner != p || c.reg.handler != nil:
+	case !c.reg.owner.Same(p) || c.reg.handler != nil:
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeForbidden, "call %q to %q is answered by its %s side, not by %s", m.CallID, c.name, c.reg.cap.Side, p)
 	case !c.dispatched:
@@ -391,29 +398,34 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 // unknown or finished call, a call that needs no approval or was already
 // decided (the first decision wins), or an unknown decision.
 func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
-	if p.Side != SideClient && p.Side != SideRuntime {
-		return protocol.Errorf(protocol.CodeForbidden, "%s may not approve calls; approvals come from the client", p)
+	if !p.mayDecide() {
+		return protocol.Errorf(protocol.CodeForbidden, "%s may not approve calls; approvals come from the client or an operator", p)
 	}
 	if m.Decision != protocol.DecisionApproved && m.Decision != protocol.DecisionRejected {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "decision %q is neither approved nor rejected", m.Decision)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	c, err := s.lookupCallLocked(m.CallID)
 	switch {
 	case err != nil:
+		s.mu.Unlock()
 		s.logInfo("approval dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()), slog.String("reason", err.Message))
 		return err
 	case c.approval == nil:
+		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeConflict, "call %q does not require approval", m.CallID)
 	case c.decided:
+		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeConflict, "call %q was already decided; the first decision stands", m.CallID)
 	}
 	c.decided = true
 	c.awaitingApproval = false
 	c.approval <- *m
+	s.mu.Unlock()
+	decidedBy := p.String() + " (" + m.DecidedBy + ")"
 	s.logInfo("call decided", slog.String(keyCapability, c.reg.logKey), slog.String(keyCall, c.id),
-		slog.String("decision", string(m.Decision)), slog.String("decidedBy", m.DecidedBy))
+		slog.String("decision", string(m.Decision)), slog.String("decidedBy", decidedBy))
+	s.observe(ApprovalDecided, c, func(e *CallEvent) { e.Decision, e.DecidedBy = m.Decision, decidedBy })
 	return nil
 }
 

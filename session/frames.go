@@ -47,13 +47,13 @@ func (s *Session) apply(p Peer, m protocol.Message) (*protocol.Ack, error) {
 	case *protocol.CapabilityApprove:
 		return &protocol.Ack{}, s.Approve(p, m)
 	case *protocol.CapabilityCancel:
-		if p.Side != SideClient && p.Side != SideRuntime {
+		if p.Side != SideClient && p.Side != SideOperator && p.Side != SideRuntime {
 			return nil, protocol.Errorf(protocol.CodeForbidden, "%s may not cancel calls", p)
 		}
 		return &protocol.Ack{}, s.Cancel(m.CallID, m.Reason)
 	case *protocol.CapabilityInvoke:
-		if p.Side != SideClient {
-			return nil, protocol.Errorf(protocol.CodeForbidden, "only the client invokes capabilities on a user's behalf, not %s", p)
+		if p.Side != SideClient && p.Side != SideOperator {
+			return nil, protocol.Errorf(protocol.CodeForbidden, "only the client or an operator invokes capabilities on a user's behalf, not %s", p)
 		}
 		id, err := s.Start(protocol.AudienceUser, m.Name, m.Input)
 		if err != nil {

@@ -23,13 +23,25 @@ const (
 	// (`brain env`): it registers agent-side tools over a connection and
 	// answers their calls with capability_result, like a client does.
 	SideEnvironment PeerSide = "environment"
+	// SideOperator is a person operating the kernel (the console): it may
+	// approve or reject calls, invoke capabilities as the user and cancel
+	// calls, and it sees every event of every session, like the client. It
+	// may not register or deregister capabilities, nor answer calls with
+	// capability_result.
+	SideOperator PeerSide = "operator"
 )
 
 // Peer identifies who is talking to a session. The transport decides it from
 // the connection's credentials, never from what a frame claims.
+//
+// Side and AppID are the party: who owns a registration and answers its
+// calls (see [Peer.Same]). Name is the authenticated identity behind the
+// connection (the token's name), recorded as who decided an approval; it
+// does not change what the peer may do.
 type Peer struct {
 	Side  PeerSide
 	AppID string
+	Name  string
 }
 
 // Predefined peers.
@@ -42,11 +54,31 @@ var (
 // App returns the peer of the embedded app id.
 func App(id string) Peer { return Peer{Side: SideApp, AppID: id} }
 
+// Operator returns the operator peer authenticated as name.
+func Operator(name string) Peer { return Peer{Side: SideOperator, Name: name} }
+
+// Same reports whether p and q are the same party: the same side and app
+// id, whatever their names. Ownership of registrations and calls follows
+// the party.
+func (p Peer) Same(q Peer) bool { return p.Side == q.Side && p.AppID == q.AppID }
+
+// String names the peer for messages and logs: its side (and app id), then
+// its name in parentheses when it has one.
 func (p Peer) String() string {
+	s := string(p.Side)
 	if p.Side == SideApp {
-		return "app " + p.AppID
+		s = "app " + p.AppID
 	}
-	return string(p.Side)
+	if p.Name != "" {
+		s += " (" + p.Name + ")"
+	}
+	return s
+}
+
+// mayDecide reports whether p may approve or reject calls: the client, an
+// operator, or the runtime (trusted code in the kernel's process).
+func (p Peer) mayDecide() bool {
+	return p.Side == SideClient || p.Side == SideOperator || p.Side == SideRuntime
 }
 
 // checkTrust applies the trust rules of DESIGN.md: the registering side must
@@ -78,6 +110,8 @@ func checkTrust(p Peer, c *protocol.Capability) error {
 		if c.Origin.Kind != protocol.OriginAgent || c.Side != protocol.SideAgent {
 			return fmt.Errorf("an environment may only register origin kind %q with side %q", protocol.OriginAgent, protocol.SideAgent)
 		}
+	case SideOperator:
+		return fmt.Errorf("an operator may not register capabilities")
 	case SideRuntime:
 		switch c.Origin.Kind {
 		case protocol.OriginAgent, protocol.OriginFlow, protocol.OriginSkill, protocol.OriginMCP, protocol.OriginConnector, protocol.OriginMount:

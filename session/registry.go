@@ -85,11 +85,17 @@ func (s *Session) RegisterAgent(c protocol.Capability, h Handler) error {
 	return s.commit([]*registration{r})
 }
 
-func firstName(caps []protocol.Capability) string {
-	if len(caps) == 0 {
+func firstName[T protocol.Capability | string](items []T) string {
+	if len(items) == 0 {
 		return ""
 	}
-	return caps[0].Name
+	switch v := any(items[0]).(type) {
+	case protocol.Capability:
+		return v.Name
+	case string:
+		return v
+	}
+	return ""
 }
 
 // prepare validates one capability and compiles what invoking it needs,
@@ -139,7 +145,7 @@ func (s *Session) commit(regs []*registration) error {
 			return &RegisterError{Name: name, Code: protocol.CodeInvalidRequest, Err: fmt.Errorf("the name appears twice in one registration")}
 		}
 		seen[name] = true
-		if old, ok := s.caps[name]; ok && (old.cap.Origin != r.cap.Origin || old.owner != r.owner) {
+		if old, ok := s.caps[name]; ok && (old.cap.Origin != r.cap.Origin || !old.owner.Same(r.owner)) {
 			return &RegisterError{Name: name, Code: protocol.CodeConflict,
 				Err: fmt.Errorf("the name is registered by origin %s (%s); only that peer may replace it", old.cap.Origin, old.owner)}
 		}
@@ -159,6 +165,9 @@ func (s *Session) commit(regs []*registration) error {
 // by another peer, or a built-in, is forbidden and nothing is removed. One
 // capability_deregister event names what was removed.
 func (s *Session) Deregister(p Peer, names ...string) error {
+	if p.Side == SideOperator {
+		return &RegisterError{Name: firstName(names), Code: protocol.CodeForbidden, Err: fmt.Errorf("an operator may not deregister capabilities")}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range names {
@@ -167,7 +176,7 @@ func (s *Session) Deregister(p Peer, names ...string) error {
 		case !ok:
 		case r.cap.Origin.Kind == protocol.OriginFramework: // whatever the peer claims to be
 			return &RegisterError{Name: n, Code: protocol.CodeForbidden, Err: fmt.Errorf("built in: nobody may deregister it")}
-		case r.owner != p:
+		case !r.owner.Same(p):
 			return &RegisterError{Name: n, Code: protocol.CodeForbidden,
 				Err: fmt.Errorf("registered by %s (origin %s); %s may not deregister it", r.owner, r.cap.Origin, p)}
 		}

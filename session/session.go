@@ -35,6 +35,10 @@ type Options struct {
 	// so that a late result or approval is told how its call ended. Default
 	// 1024.
 	FinishedMemory int
+	// Observe, if set, is told of each point of every call's life (see
+	// [CallEvent]). It is called synchronously on the call's path, never
+	// with the session's lock held: it must be quick and must not block.
+	Observe func(CallEvent)
 }
 
 func (o *Options) withDefaults() Options {

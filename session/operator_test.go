@@ -1,0 +1,183 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// TestOperatorTrust: an operator decides, invokes as the user and cancels;
+// it never registers, deregisters or answers calls.
+func TestOperatorTrust(t *testing.T) {
+	op := session.Operator("ops")
+	frame := func(m protocol.Message) *protocol.Frame {
+		return &protocol.Frame{V: protocol.Version, ID: "f1", Msg: m}
+	}
+	tests := []struct {
+		name string
+		msg  func(s *session.Session) protocol.Message
+		code protocol.Code // "" for an ack
+	}{
+		{name: "register", code: protocol.CodeForbidden, msg: func(*session.Session) protocol.Message {
+			return &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.toast")}}
+		}},
+		{name: "deregister", code: protocol.CodeForbidden, msg: func(*session.Session) protocol.Message {
+			return &protocol.CapabilityDeregister{Names: []string{"ui.show"}}
+		}},
+		{name: "result", code: protocol.CodeForbidden, msg: func(s *session.Session) protocol.Message {
+			id, err := s.Start(protocol.AudienceLLM, "ui.show", textInput)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &protocol.CapabilityResult{CallID: id, Result: json.RawMessage(`{}`)}
+		}},
+		{name: "invoke", msg: func(*session.Session) protocol.Message {
+			return &protocol.CapabilityInvoke{Name: "ui.show", Input: textInput}
+		}},
+		{name: "cancel", msg: func(s *session.Session) protocol.Message {
+			id, err := s.Start(protocol.AudienceLLM, "ui.show", textInput)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &protocol.CapabilityCancel{CallID: id}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := session.New("op", nil)
+			c := clientCap("ui.show")
+			c.UserInvokable = new(true)
+			if err := s.Register(session.Client, c); err != nil {
+				t.Fatal(err)
+			}
+			before := s.Snapshot().Capabilities
+			reply := s.HandleFrame(op, frame(tt.msg(s)))
+			e, isErr := reply.Msg.(*protocol.ErrorReply)
+			switch {
+			case tt.code == "" && isErr:
+				t.Fatalf("refused: %s: %s", e.Code, e.Message)
+			case tt.code != "" && !isErr:
+				t.Fatalf("accepted %T, want %s", reply.Msg, tt.code)
+			case tt.code != "" && e.Code != tt.code:
+				t.Fatalf("code %s (%s), want %s", e.Code, e.Message, tt.code)
+			case tt.code != "" && !strings.Contains(e.Message, "operator"):
+				t.Errorf("message %q does not name the operator", e.Message)
+			}
+			if after := s.Snapshot().Capabilities; len(after) != len(before) {
+				t.Errorf("capabilities changed: %d -> %d", len(before), len(after))
+			}
+		})
+	}
+}
+
+// TestOperatorApproves: an operator's decision runs the call, and who
+// decided is reported with the authenticated name and the frame's field.
+func TestOperatorApproves(t *testing.T) {
+	var mu sync.Mutex
+	var decided []session.CallEvent
+	s, sub, ran := approvalSession(t, &session.Options{Observe: func(e session.CallEvent) {
+		if e.Kind == session.ApprovalDecided {
+			mu.Lock()
+			decided = append(decided, e)
+			mu.Unlock()
+		}
+	}})
+	done := make(chan protocol.Outcome, 1)
+	go func() { done <- s.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", textInput) }()
+	req, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
+	if err := s.Approve(session.Operator("ops"), approvalOf(req, protocol.DecisionApproved, "Ada")); err != nil {
+		t.Fatal(err)
+	}
+	if out := recv(t, done, "outcome"); !out.IsOK() {
+		t.Fatalf("outcome %v", out.Err)
+	}
+	if ran.Load() != 1 {
+		t.Fatalf("ran %d times", ran.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(decided) != 1 || decided[0].DecidedBy != "operator (ops) (Ada)" || decided[0].Decision != protocol.DecisionApproved {
+		t.Fatalf("decided events %+v", decided)
+	}
+}
+
+// TestObserve: every point of a call's life is reported once, in order,
+// with the call's identity; a refused call reports nothing.
+func TestObserve(t *testing.T) {
+	var mu sync.Mutex
+	var got []session.CallEvent
+	opts := &session.Options{Observe: func(e session.CallEvent) {
+		mu.Lock()
+		got = append(got, e)
+		mu.Unlock()
+	}}
+	tests := []struct {
+		name     string
+		approval bool
+		want     []session.CallEventKind
+	}{
+		{name: "plain", want: []session.CallEventKind{session.CallStarted, session.CallDispatched, session.CallFinished}},
+		{name: "approval", approval: true, want: []session.CallEventKind{session.CallStarted, session.ApprovalRequested,
+			session.ApprovalDecided, session.CallDispatched, session.CallFinished}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			got = nil
+			mu.Unlock()
+			s := session.New("obs", opts)
+			c := agentCap("echo")
+			c.RequiresApproval = tt.approval
+			if err := s.RegisterAgent(c, echo); err != nil {
+				t.Fatal(err)
+			}
+			if out := s.Invoke(context.Background(), protocol.AudienceLLM, "nope", nil); out.IsOK() {
+				t.Fatal("unknown capability ran")
+			}
+			sub := watch(t, s)
+			type key struct{}
+			ctx := context.WithValue(context.Background(), key{}, "parent")
+			done := make(chan protocol.Outcome, 1)
+			go func() { done <- s.Invoke(ctx, protocol.AudienceLLM, "echo", textInput) }()
+			if tt.approval {
+				req, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
+				if err := s.Approve(session.Client, approvalOf(req, protocol.DecisionApproved, "ada")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out := recv(t, done, "outcome"); !out.IsOK() {
+				t.Fatalf("outcome %v", out.Err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			kinds := make([]session.CallEventKind, len(got))
+			for i, e := range got {
+				kinds[i] = e.Kind
+				if e.Session != "obs" || e.Name != "echo" || e.CallID == "" || e.CallID != got[0].CallID ||
+					e.Origin.Kind != protocol.OriginAgent || e.Side != protocol.SideAgent || e.Invoker != protocol.AudienceLLM || e.Time.IsZero() {
+					t.Errorf("event %d (%s) = %+v", i, e.Kind, e)
+				}
+			}
+			if !slices.Equal(kinds, tt.want) {
+				t.Fatalf("kinds %v, want %v", kinds, tt.want)
+			}
+			if got[0].Context == nil || got[0].Context.Value(key{}) != "parent" {
+				t.Error("CallStarted does not carry the invoker's context")
+			}
+			if last := got[len(got)-1]; !last.Outcome.IsOK() || string(last.Outcome.Value) != string(textInput) {
+				t.Errorf("CallFinished outcome %+v", last.Outcome)
+			}
+		})
+	}
+}
+
+// approvalOf answers an approval request, echoing what the request carries.
+func approvalOf(req *protocol.ApprovalRequested, d protocol.Decision, by string) *protocol.CapabilityApprove {
+	return &protocol.CapabilityApprove{CallID: req.CallID, Decision: d, DecidedBy: by}
+}
