@@ -47,6 +47,7 @@ func (e *Environment) Attach(ctx context.Context, atts ...Attachment) AttachRece
 	}
 	setUp := e.setUp
 	e.mu.RUnlock()
+	policyErr := checkPolicies(e.opts.Policies)
 	for _, a := range atts {
 		name := "(unnamed)"
 		if a.Tool != nil {
@@ -63,6 +64,10 @@ func (e *Environment) Attach(ctx context.Context, atts ...Attachment) AttachRece
 		}
 		if a.Tool == nil {
 			fail(protocol.CodeInvalidRequest, "no tool given")
+			continue
+		}
+		if policyErr != nil {
+			fail(protocol.CodeInvalidRequest, "%v", policyErr)
 			continue
 		}
 		at, code, err := e.provision(ctx, a)
@@ -104,7 +109,7 @@ func (e *Environment) provision(ctx context.Context, a Attachment) (*attached, p
 	if err := checkBindings(&m, a.Bindings); err != nil {
 		return nil, protocol.CodeInvalidInput, err
 	}
-	at := &attached{manifest: m}
+	at := &attached{manifest: m, policy: policyFor(e.opts.Policies, m.Name)}
 	var err error
 	if at.input, err = session.CompileSchema(m.InputSchema); err != nil {
 		return nil, protocol.CodeInvalidRequest, fmt.Errorf("input_schema: %w", err)
@@ -202,12 +207,7 @@ func (e *Environment) install(name string, at *attached) (protocol.Code, error) 
 
 // register makes one attached tool a capability of s.
 func (e *Environment) register(s *session.Session, name string, at *attached) error {
-	c := protocol.Capability{
-		Name: name, Description: at.manifest.Description,
-		InputSchema: at.manifest.InputSchema, OutputSchema: at.manifest.OutputSchema,
-		Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
-	}
-	return s.RegisterAgent(c, sessionHandler{e: e, name: name})
+	return s.RegisterAgent(e.capability(name, at), sessionHandler{e: e, name: name})
 }
 
 // Expose registers every attached tool in s as an agent-side capability

@@ -30,6 +30,11 @@ type Options struct {
 	// Session, when set, receives every attached tool as an agent-side
 	// capability (origin agent); Detach deregisters it.
 	Session *session.Session
+	// Policies set how tools are offered as capabilities (approval,
+	// audience, timeout, display name, prompt fragment), by name or glob;
+	// see [PolicyRule]. An invalid rule makes every Attach fail with
+	// invalid_request naming it.
+	Policies []PolicyRule
 }
 
 // Environment provides handles under grants and hosts tools. It is safe for
@@ -54,6 +59,7 @@ type attached struct {
 	input    *session.Schema
 	output   *session.Schema // validated for hosted payloads only
 	inst     tool.Instance
+	policy   Policy // from Options.Policies
 }
 
 // New returns an environment with no providers.
@@ -71,6 +77,7 @@ func New(opts *Options) *Environment {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 60 * time.Second
 	}
+	o.Policies = slices.Clone(o.Policies)
 	e := &Environment{opts: o, log: o.Logger.With(slog.String("environment", o.ID)), tools: map[string]*attached{}}
 	e.workers = workers.New(e.runJob, 10*time.Second)
 	if o.Session != nil {

@@ -30,7 +30,7 @@ type Call struct {
 // by protocol.OutcomeOf (an identifier-shaped code is kept, anything else is
 // tool_error), internal for a panic (the environment survives), timeout at
 // the deadline and cancelled on cancellation. The call is bounded by ctx and
-// the environment's CallTimeout, and returns at the deadline even if the
+// the tool's policy CallTimeout (default: the environment's), and returns at the deadline even if the
 // tool ignores its context.
 func (e *Environment) Invoke(ctx context.Context, name string, call Call) protocol.Outcome {
 	id := call.ID
@@ -59,7 +59,11 @@ func (e *Environment) invoke(ctx context.Context, name, id string, input json.Ra
 	if !bounded {
 		return e.run(ctx, at, id, input, progress)
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.opts.CallTimeout)
+	timeout := e.opts.CallTimeout
+	if at.policy.CallTimeout > 0 {
+		timeout = at.policy.CallTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	j := &job{ctx: ctx, at: at, id: id, input: input, progress: progress, done: make(chan protocol.Outcome, 1)}
 	e.workers.Submit(j)
