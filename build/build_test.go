@@ -156,3 +156,20 @@ func TestNoToolPackage(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestImportsListedOnce: a Go payload imports wasi_snapshot_preview1.fd_write
+// twice (the runtime and package syscall each declare it); Imports, and so
+// brain inspect, lists every host function once.
+func TestImportsListedOnce(t *testing.T) {
+	_, arts := buildTools(t, nil, "../examples/tools/fsread")
+	seen := map[string]bool{}
+	for _, imp := range arts[0].Imports {
+		if seen[imp] {
+			t.Errorf("%s listed twice in %v", imp, arts[0].Imports)
+		}
+		seen[imp] = true
+	}
+	if !seen["wasi_snapshot_preview1.fd_write"] {
+		t.Errorf("imports %v lack wasi_snapshot_preview1.fd_write", arts[0].Imports)
+	}
+}

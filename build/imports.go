@@ -9,7 +9,9 @@ import (
 )
 
 // Imports returns the host functions a payload imports, as "module.name",
-// sorted. It decodes the module with wazero's interpreter configuration,
+// sorted, each once: a module may import one function several times (a Go
+// payload imports wasi_snapshot_preview1.fd_write from both the runtime
+// and package syscall), which is still one host function. It decodes the module with wazero's interpreter configuration,
 // which validates without generating code.
 func Imports(ctx context.Context, payload []byte) ([]string, error) {
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
@@ -24,5 +26,5 @@ func Imports(ctx context.Context, payload []byte) ([]string, error) {
 		out = append(out, mod+"."+name)
 	}
 	slices.Sort(out)
-	return out, nil
+	return slices.Compact(out), nil
 }
