@@ -12,9 +12,11 @@ const (
 	logKeyError     = "error"
 )
 
-// natsLogger sends the embedded server's logs to slog: notices at Info,
-// warnings at Warn, errors (fatal ones too) at Error. The server's debug
-// and trace logs are never enabled.
+// natsLogger sends the embedded server's logs to slog: notices at Debug
+// (they are its start and stop banner — version, git commit, JetStream
+// limits, "Server is ready" — about 18 lines a start that say nothing an
+// operator acts on), warnings at Warn, errors (fatal ones too) at Error.
+// The server's own debug and trace logs are never enabled.
 type natsLogger struct{ l *slog.Logger }
 
 func (n natsLogger) log(level slog.Level, format string, v []any) {
@@ -23,7 +25,7 @@ func (n natsLogger) log(level slog.Level, format string, v []any) {
 	}
 }
 
-func (n natsLogger) Noticef(format string, v ...any) { n.log(slog.LevelInfo, format, v) }
+func (n natsLogger) Noticef(format string, v ...any) { n.log(slog.LevelDebug, format, v) }
 func (n natsLogger) Warnf(format string, v ...any)   { n.log(slog.LevelWarn, format, v) }
 func (n natsLogger) Fatalf(format string, v ...any)  { n.log(slog.LevelError, format, v) }
 func (n natsLogger) Errorf(format string, v ...any)  { n.log(slog.LevelError, format, v) }

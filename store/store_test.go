@@ -430,19 +430,39 @@ func TestAppendRetries(t *testing.T) {
 	}
 }
 
-// TestLogger: the embedded server logs through the store's slog logger.
+// TestLogger: the embedded server logs through the store's slog logger,
+// its start banner at debug: at info, a start and a stop log nothing.
 func TestLogger(t *testing.T) {
-	var mu sync.Mutex
-	var buf strings.Builder
-	h := slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo})
-	st := open(t, t.TempDir(), &store.Options{Logger: slog.New(h)})
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name   string
+		level  slog.Level
+		banner bool
+	}{
+		{"info", slog.LevelInfo, false},
+		{"debug", slog.LevelDebug, true},
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !strings.Contains(buf.String(), "component=nats") || !strings.Contains(buf.String(), "Starting nats-server") {
-		t.Fatalf("server log:\n%s", buf.String())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var buf strings.Builder
+			h := slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: tt.level})
+			st := open(t, t.TempDir(), &store.Options{Logger: slog.New(h)})
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			out := buf.String()
+			if tt.banner {
+				if !strings.Contains(out, "component=nats") || !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "Starting nats-server") {
+					t.Fatalf("server log at debug:\n%s", out)
+				}
+				return
+			}
+			if out != "" {
+				t.Fatalf("a start and stop logged at info:\n%s", out)
+			}
+		})
 	}
 }
 
