@@ -15,9 +15,10 @@ import (
 // ServeEnvironmentStdio serves the tools attached to env as MCP tools over
 // newline-delimited JSON-RPC, reading requests from in and writing to out:
 // what an MCP host expects of a server it launches (`brain mcp`, with
-// os.Stdin and os.Stdout). It returns nil when the client closes in, and
-// ctx.Err() when ctx is done first; in is closed then if it is an
-// io.Closer, so that a blocked read ends.
+// os.Stdin and os.Stdout). When in ends, every request read before its end
+// is answered first (so `printf '…' | brain mcp` prints every reply); it
+// then returns nil. It returns ctx.Err() when ctx is done first; in is
+// closed then if it is an io.Closer, so that a blocked read ends.
 //
 // The tool list is env.Tools() when the client connects. A tool becomes an
 // MCP tool as a capability does in [NewServer] (name, description,
@@ -44,11 +45,12 @@ func ServeEnvironmentStdio(ctx context.Context, env *kernel.Environment, in io.R
 			_ = addTool(srv, t, h)
 		}
 	}
-	rc, ok := in.(io.ReadCloser)
+	closer, ok := in.(io.Closer)
 	if !ok {
-		rc = io.NopCloser(in)
+		closer = io.NopCloser(nil)
 	}
-	err := srv.Run(ctx, &mcp.IOTransport{Reader: rc, Writer: nopWriteCloser{out}})
+	d := newDrainingIO(ctx, in, out)
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: readCloser{d, closer}, Writer: nopWriteCloser{d}})
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -71,6 +73,12 @@ func envHandler(env *kernel.Environment) mcp.ToolHandler {
 		}
 		return resultOf(env.Invoke(ctx, req.Params.Name, call)), nil
 	}
+}
+
+// readCloser reads from one thing and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 type nopWriteCloser struct{ io.Writer }
