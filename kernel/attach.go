@@ -56,7 +56,7 @@ func (e *Environment) Attach(ctx context.Context, atts ...Attachment) AttachRece
 		fail := func(code protocol.Code, format string, args ...any) {
 			reason := fmt.Sprintf(format, args...)
 			rec.Failures = append(rec.Failures, Failure{Name: name, Code: code, Reason: reason})
-			e.log.Warn("attach failed", slog.String("tool", name), slog.String("code", string(code)), slog.String("reason", reason))
+			e.log.Debug("attach failed", slog.String("tool", name), slog.String("code", string(code)), slog.String("reason", reason))
 		}
 		if !setUp {
 			fail(protocol.CodeUnavailable, "the environment is not set up")

@@ -48,8 +48,10 @@ func TestBuildInspectRun(t *testing.T) {
 		{"unknown binding", []string{"run", artifact, "--input", `{"path":"a.txt"}`, "--workspace", ws, "--cache", cache, "--binding", "token=x"}, 1, `binding \"token\" is not declared`},
 		{"input not JSON", []string{"run", artifact, "--input", `{`}, 2, ""},
 		{"no artifact", []string{"run"}, 2, ""},
-		{"missing artifact", []string{"run", filepath.Join(out, "nope.tool.json")}, 2, ""},
-		{"bad grants file", []string{"run", artifact, "--grants", filepath.Join(out, "none.yaml")}, 2, ""},
+		// A file named on the command line that does not load is the job
+		// failing (1), not bad usage (2).
+		{"missing artifact", []string{"run", filepath.Join(out, "nope.tool.json")}, 1, ""},
+		{"bad grants file", []string{"run", artifact, "--grants", filepath.Join(out, "none.yaml")}, 1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,7 +72,7 @@ func TestBuildInspectRun(t *testing.T) {
 	if code, _, stderr := run("inspect", artifact); code != 1 || !strings.Contains(stderr, "does not match its identity") {
 		t.Fatalf("inspect of a tampered payload: %d %s", code, stderr)
 	}
-	if code, _, stderr := run("run", artifact, "--workspace", ws, "--cache", cache); code != 2 || !strings.Contains(stderr, "does not match its identity") {
+	if code, _, stderr := run("run", artifact, "--workspace", ws, "--cache", cache); code != 1 || !strings.Contains(stderr, "does not match its identity") {
 		t.Fatalf("run of a tampered payload: %d %s", code, stderr)
 	}
 }

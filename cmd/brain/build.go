@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,21 +11,19 @@ import (
 
 // runBuild is `brain build [packages] -o DIR`.
 func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("build", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("build", "build [packages] -o DIR",
+		`Builds each tool package (one that exports a Tool made with tool.New) into a
+WebAssembly payload and its tool/v1 manifest, and prints name, payload digest
+and manifest path per tool. Packages default to ".".`,
+		"brain build ./examples/tools/... -o artifacts")
 	out := fs.String("o", "", "directory to write <name>.tool.json and <name>.wasm to (required)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: brain build [packages] -o DIR\n\nBuilds each tool package (one that exports a Tool made with tool.New) into a\nWebAssembly payload and its tool/v1 manifest. Packages default to \".\".")
-		fs.PrintDefaults()
-	}
 	flags, pkgs := splitFlags(args)
-	if err := fs.Parse(flags); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, flags, stdout, stderr); !ok {
+		return code
 	}
 	pkgs = append(pkgs, fs.Args()...)
 	if *out == "" {
-		fmt.Fprintln(stderr, "brain build: -o DIR is required")
-		return 2
+		return usageError(stderr, "build", "-o DIR is required")
 	}
 	if len(pkgs) == 0 {
 		pkgs = []string{"."}
@@ -35,7 +32,7 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	arts, err := build.Build(ctx, pkgs, build.Options{Out: *out, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(stderr, "brain build:", err)
-		return 1
+		return exitFail
 	}
 	for _, a := range arts {
 		fmt.Fprintf(stdout, "%s\t%s\t%s\n", a.Manifest.Name, a.Manifest.Payload, a.ManifestPath)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/goccy/go-yaml"
 
@@ -32,8 +33,12 @@ type serveConfig struct {
 	Bindings map[string]map[string]any `yaml:"bindings"`
 	// MCPServers are external MCP servers whose tools become capabilities.
 	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
+	// Policy sets, per tool or glob, how the environment's tools are
+	// offered as capabilities (policy.go).
+	Policy []policyConfig `yaml:"policy"`
 
-	dir string // the config file's directory
+	dir string    // the config file's directory
+	pos positions // where each key is, for errors naming a line
 }
 
 type mcpServerConfig struct {
@@ -73,7 +78,7 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		if err := os.WriteFile(g, []byte("workspace: "+filepath.Join(wd, "workspace")+"\nfs: {}\njs: {}\n"), 0o600); err != nil {
 			return nil, err
 		}
-		return &serveConfig{Grants: g, Tools: defaultTools, dir: wd}, nil
+		return &serveConfig{Grants: g, Tools: defaultTools, dir: wd, pos: positions{file: "(default config)"}}, nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -84,18 +89,25 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		return nil, fmt.Errorf("%s: %s", path, yaml.FormatError(err, false, true))
 	}
 	c.dir = filepath.Dir(path)
+	c.pos = newPositions(path, b)
 	if c.Grants == "" {
-		return nil, fmt.Errorf("%s: grants: a grants file is required (docs/grants.md)", path)
+		return nil, c.pos.errorf("$.grants", "a grants file is required (docs/grants.md)")
 	}
 	for i, n := range c.Tools {
 		if _, ok := builtinTools[n]; !ok {
-			return nil, fmt.Errorf("%s: tools[%d]: no built-in tool %q (have %v)", path, i, n, toolNames())
+			return nil, c.pos.errorf(fmt.Sprintf("$.tools[%d]", i), "no built-in tool %q (have %v)", n, toolNames())
+		}
+		if slices.Contains(c.Tools[:i], n) {
+			return nil, c.pos.errorf(fmt.Sprintf("$.tools[%d]", i), "%q is listed twice", n)
 		}
 	}
 	for i, m := range c.MCPServers {
 		if m.ID == "" || (len(m.Command) == 0) == (m.URL == "") {
-			return nil, fmt.Errorf("%s: mcp_servers[%d]: needs an id and exactly one of command and url", path, i)
+			return nil, c.pos.errorf(fmt.Sprintf("$.mcp_servers[%d]", i), "needs an id and exactly one of command and url")
 		}
+	}
+	if _, err := c.policyRules(); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }
@@ -112,5 +124,6 @@ func toolNames() []string {
 	for n := range builtinTools {
 		out = append(out, n)
 	}
+	slices.Sort(out)
 	return out
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -18,21 +17,45 @@ import (
 // capabilities, the runtime registers a Go one, the LLM invokes them, a user
 // approves one and rejects another, and a late subscriber replays the log.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	frames := fs.Bool("frames", false, "print every event as the JSON frame a client would receive")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlagSet("demo", "demo [-frames]",
+		`Runs one session in this process and narrates it: a client registers
+capabilities (one is refused), the runtime registers a Go one, the LLM invokes
+them, a user approves one call and rejects another, and a late subscriber
+replays the event log. No network, no files.`,
+		"brain demo -frames")
+	frames := fs.Bool("frames", false, "print every event as the JSON frame a client would receive, in seq order, where it happens")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if code, ok := noArgs(stderr, "demo", fs.Args()); !ok {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 
 	s := session.New("demo", nil)
-	var mu sync.Mutex // the client goroutine and this one both narrate
+	var (
+		mu         sync.Mutex // the client goroutine and this one both narrate
+		printed    uint64     // the last seq the client goroutine has narrated
+		clientGone bool
+	)
+	caughtUp := sync.NewCond(&mu)
+	sayLocked := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 	say := func(format string, a ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(stdout, format+"\n", a...)
+		sayLocked(format, a...)
+	}
+	// flush waits until the client goroutine has narrated every event so
+	// far, so that with -frames each frame is printed where it happened,
+	// before the narration goes on.
+	flush := func() {
+		last := s.LastSeq()
+		mu.Lock()
+		defer mu.Unlock()
+		for printed < last && !clientGone {
+			caughtUp.Wait()
+		}
 	}
 
 	// The client side: a goroutine that plays the host platform. It answers
@@ -42,15 +65,25 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	clientDone := make(chan struct{})
 	go func() {
 		defer close(clientDone)
+		defer func() {
+			mu.Lock()
+			clientGone = true
+			caughtUp.Broadcast()
+			mu.Unlock()
+		}()
 		for {
 			ev, err := sub.Next(ctx)
 			if err != nil {
 				return
 			}
+			mu.Lock()
 			if *frames {
 				b, _ := protocol.EncodeFrame(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
-				say("    event %s", b)
+				sayLocked("    event %s", b)
 			}
+			printed = ev.Seq
+			caughtUp.Broadcast()
+			mu.Unlock()
 			switch m := ev.Msg.(type) {
 			case *protocol.CapabilityInvoked:
 				if c, ok := s.Lookup(m.Name); ok && c.Side == protocol.SideClient {
@@ -75,6 +108,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		PromptFragment: "React to thank the user, at most once per message.",
 	}))
 
+	flush()
 	say("2. The runtime registers files.delete (agent side, a Go handler, requires approval).")
 	must(stderr, s.RegisterAgent(protocol.Capability{
 		Name: "files.delete", Description: "Delete a folder of the workspace.",
@@ -85,11 +119,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return json.RawMessage(`{"deleted":true}`), nil
 	})))
 
+	flush()
 	say("3. A client trying to register an agent capability is refused:")
 	err := s.Register(session.Client, protocol.Capability{Name: "evil", Description: "x", InputSchema: json.RawMessage(`{}`),
 		Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}})
 	say("   %v", err)
 
+	flush()
 	say("4. The system prompt section the LLM sees:")
 	for _, line := range strings.Split(strings.TrimSpace(s.PromptSection()), "\n") {
 		say("   | %s", line)
@@ -97,6 +133,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	invoke := func(name, input string) {
 		out := s.Invoke(ctx, protocol.AudienceLLM, name, json.RawMessage(input))
+		flush()
 		b, _ := json.Marshal(out)
 		say("   llm → %s %s ⇒ %s", name, input, b)
 	}
@@ -108,6 +145,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	invoke("nope", `{}`)
 	invoke(session.CapabilitiesListName, `{"prefix":"platform."}`)
 
+	flush()
 	say("6. A subscriber reconnecting after seq 3 replays what it missed:")
 	late := s.Subscribe(3)
 	defer late.Close()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,19 +21,25 @@ import (
 // registers its tools in the session as agent-side capabilities and runs
 // their calls.
 func runEnv(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("env", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("env", "env --kernel URL --session ID --token TOKEN [--config FILE] [--data DIR]",
+		`Runs an environment as its own process (near the user's files, in a container)
+attached to one session of a kernel elsewhere: registers its tools there as
+agent-side capabilities (with the config's policy) and runs their calls. It
+needs a token of side "environment" in the kernel's tokens.json.`,
+		`brain env --kernel http://127.0.0.1:7777 --session demo --token "$ENV_TOKEN" --config examples/env.yaml`)
 	kernelURL := fs.String("kernel", "", "the kernel's base URL, e.g. http://127.0.0.1:7777 (required)")
 	sessionID := fs.String("session", "", "the session to serve (required)")
 	token := fs.String("token", "", "an environment token of the kernel (side \"environment\" in its tokens.json) (required)")
 	config := fs.String("config", "", "environment config (docs/serve.md); default: the example tools over ./workspace")
 	data := fs.String("data", "brain-env-data", "data directory (compiled code, default grants)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if code, ok := noArgs(stderr, "env", fs.Args()); !ok {
+		return code
 	}
 	if *kernelURL == "" || *sessionID == "" || *token == "" {
-		fmt.Fprintln(stderr, "brain env: --kernel, --session and --token are required")
-		return 2
+		return usageError(stderr, "env", "--kernel, --session and --token are required")
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg, err := loadServeConfig(*config, *data)
@@ -81,11 +86,9 @@ func serveRemote(ctx context.Context, env *kernel.Environment, base, sessionID, 
 		return conn.Write(ctx, websocket.MessageText, b)
 	}
 	mine := map[string]bool{}
-	var caps []protocol.Capability
-	for _, m := range env.Tools() {
-		mine[m.Name] = true
-		caps = append(caps, protocol.Capability{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema,
-			OutputSchema: m.OutputSchema, Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}})
+	caps := env.Capabilities() // with the config's policy: the kernel's session enforces it
+	for _, c := range caps {
+		mine[c.Name] = true
 	}
 	if err := send(&protocol.CapabilityRegister{Capabilities: caps}, "register"); err != nil {
 		return err

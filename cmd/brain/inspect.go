@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 
@@ -14,17 +13,16 @@ import (
 // runInspect is `brain inspect ARTIFACT`: verify the payload's identity and
 // print the manifest and the host functions the payload imports.
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: brain inspect ARTIFACT\n\nARTIFACT is a <name>.tool.json (its payload <name>.wasm beside it).")
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlagSet("inspect", "inspect ARTIFACT",
+		`Verifies an artifact's payload against the identity in its manifest and prints
+the manifest and the host functions the payload imports. ARTIFACT is a
+<name>.tool.json, its payload <name>.wasm beside it.`,
+		"brain inspect artifacts/fs.read.tool.json")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
+		return usageError(stderr, "inspect", "want exactly one ARTIFACT, got %d arguments", fs.NArg())
 	}
 	m, payload, err := host.ReadArtifact(fs.Arg(0))
 	if err != nil {

@@ -1,5 +1,10 @@
 // Command brain is the brain CLI: a runtime that lets LLM agents call tools
-// safely. Run "brain help" for the commands.
+// safely. Run "brain help" for the commands, "brain help <command>" for one.
+//
+// Exit status, for every command: 0 when the job succeeded, 1 when it
+// failed (a tool's error outcome, a file that does not load, a port in
+// use), 2 for bad usage (an unknown command or flag, a missing or extra
+// argument). Help (-h, --help, brain help) goes to stdout and exits 0.
 package main
 
 import (
@@ -11,6 +16,13 @@ import (
 	"syscall"
 
 	"github.com/brainrt/brain/provide/proc"
+)
+
+// Exit codes (docs/cli.md).
+const (
+	exitOK    = 0 // the job succeeded
+	exitFail  = 1 // the job failed
+	exitUsage = 2 // the command line is wrong
 )
 
 func main() {
@@ -36,28 +48,77 @@ func commands() []command {
 		{"build", "build tool packages into artifacts: brain build [packages] -o DIR", runBuild},
 		{"inspect", "verify an artifact and show its manifest and imports: brain inspect ARTIFACT", runInspect},
 		{"run", "run one call of an artifact: brain run ARTIFACT --input JSON [--grants FILE]", runRun},
+		{"version", "print brain's version and build information", runVersion},
 	}
 }
 
 // run dispatches args to a subcommand and returns the exit code: 0 on
 // success, 1 on failure, 2 on bad usage.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
 		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+		return exitOK
+	case "-version", "--version":
+		return runVersion(ctx, args[1:], stdout, stderr)
+	case "help":
+		return runHelp(ctx, args[1:], stdout, stderr)
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout, stderr)
-		}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "brain: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return exitUsage
 	}
-	fmt.Fprintf(stderr, "brain: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
+	if len(args) > 1 && isHelpFlag(args[1]) {
+		return commandHelp(ctx, c, stdout)
+	}
+	return c.run(ctx, args[1:], stdout, stderr)
 }
+
+// runHelp is `brain help [command]`.
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	switch len(args) {
+	case 0:
+		usage(stdout)
+		return exitOK
+	case 1:
+		c, ok := lookup(args[0])
+		if !ok {
+			fmt.Fprintf(stderr, "brain help: unknown command %q\n\n", args[0])
+			usage(stderr)
+			return exitUsage
+		}
+		return commandHelp(ctx, c, stdout)
+	}
+	fmt.Fprintf(stderr, "brain help: want at most one command, got %q\n", args)
+	return exitUsage
+}
+
+// commandHelp prints a command's own usage (synopsis, flags, example) to
+// stdout by running it with -h, which every command answers without doing
+// anything else.
+func commandHelp(ctx context.Context, c command, stdout io.Writer) int {
+	if code := c.run(ctx, []string{"-h"}, stdout, stdout); code != exitOK && code != exitUsage {
+		return code
+	}
+	return exitOK
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "brain: a runtime that lets LLM agents call tools safely.")
@@ -65,6 +126,8 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintln(w, "\nRun 'brain help <command>' (or brain <command> -h) for a command's flags and an example.")
+	fmt.Fprintln(w, "Exit status: 0 ok, 1 the job failed, 2 bad usage.")
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM: a graceful shutdown.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,8 +40,12 @@ func (b bindingFlags) Set(v string) error {
 // environment; prints the Outcome. Exit 0 on a value, 1 on an error
 // outcome, 2 on bad usage.
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("run", "run ARTIFACT --input JSON [--grants FILE | --workspace DIR] [--binding name=JSON]",
+		`Runs one call of ARTIFACT (<name>.tool.json) in a local environment and prints
+its Outcome as JSON: {"ok":true,"value":...} or {"ok":false,"error":{code,message}}.
+Exit status: 0 for a value, 1 for an error outcome or an artifact, grants file or
+workspace that does not load, 2 for bad usage.`,
+		`brain run artifacts/fs.read.tool.json --input '{"path":"notes.txt"}' --workspace examples/workspace`)
 	input := fs.String("input", "{}", "the call's input, as JSON")
 	grantsFile := fs.String("grants", "", "grants file (YAML, docs/grants.md); default: only fs, over --workspace")
 	workspace := fs.String("workspace", ".", "the fs root when no --grants file is given")
@@ -50,29 +53,23 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cacheDir := fs.String("cache", defaultCacheDir(), "compilation cache directory")
 	bindings := bindingFlags{}
 	fs.Var(bindings, "binding", "a binding value, name=JSON (repeatable; a bare word is a string)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: brain run ARTIFACT --input JSON [--grants FILE | --workspace DIR] [--binding name=JSON]\n\nRuns one call of ARTIFACT (<name>.tool.json) and prints its Outcome as JSON.\nExit status: 0 for a value, 1 for an error outcome, 2 for bad usage.")
-		fs.PrintDefaults()
-	}
 	flags, rest := splitFlags(args)
-	if err := fs.Parse(flags); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, flags, stdout, stderr); !ok {
+		return code
 	}
 	rest = append(rest, fs.Args()...)
 	if len(rest) != 1 {
-		fs.Usage()
-		return 2
+		return usageError(stderr, "run", "want exactly one ARTIFACT, got %d arguments %q", len(rest), rest)
 	}
 	if !json.Valid([]byte(*input)) {
-		fmt.Fprintf(stderr, "brain run: --input is not JSON: %s\n", *input)
-		return 2
+		return usageError(stderr, "run", "--input is not JSON: %s", *input)
 	}
 	var g provide.Grants
 	var err error
 	if *grantsFile != "" {
 		if g, err = provide.Load(*grantsFile); err != nil {
 			fmt.Fprintln(stderr, "brain run:", err)
-			return 2
+			return exitFail
 		}
 	} else {
 		ws, _ := filepath.Abs(*workspace)
@@ -86,14 +83,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer h.Close(context.WithoutCancel(ctx))
 	art, err := h.LoadManifest(rest[0])
-	if err != nil {
+	if err != nil { // a missing, malformed or tampered artifact: the job failed
 		fmt.Fprintln(stderr, "brain run:", err)
-		return 2
+		return exitFail
 	}
 	env, setup, err := provide.Environment(ctx, g, &kernel.Options{CallTimeout: *timeout})
 	if err != nil {
 		fmt.Fprintln(stderr, "brain run:", err)
-		return 2
+		return exitFail
 	}
 	defer env.Close()
 	for _, f := range setup.Failures {

@@ -2,15 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,36 +27,68 @@ import (
 // runServe is `brain serve`: the kernel. One process, loopback by default,
 // sessions stored in an embedded NATS JetStream under --data.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7777", "address to listen on (loopback by default)")
+	fs := newFlagSet("serve", "serve [--addr HOST:PORT] [--data DIR] [--config FILE] [--tls-cert FILE --tls-key FILE]",
+		`Runs the kernel: WebSocket and MCP endpoints per session, sessions stored in an
+embedded NATS JetStream under --data (docs/serve.md). The first start creates
+the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
+		"brain serve --addr 127.0.0.1:7777 --config brain.yaml")
+	addr := fs.String("addr", "127.0.0.1:7777", "address to listen on (loopback by default; elsewhere, use TLS)")
 	data := fs.String("data", "brain-data", "data directory: tokens, sessions, compiled code")
 	natsURL := fs.String("nats", "", "use this NATS server (JetStream) instead of the embedded one")
 	config := fs.String("config", "", "environment config (docs/serve.md); default: the example tools over ./workspace")
 	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS and WSS with this PEM certificate (chain) file; needs --tls-key")
+	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
 	verbose := fs.Bool("v", false, "log debug messages")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if code, ok := noArgs(stderr, "serve", fs.Args()); !ok {
+		return code
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return usageError(stderr, "serve", "--tls-cert and --tls-key go together")
 	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := serve(ctx, serveArgs{addr: *addr, data: *data, nats: *natsURL, config: *config, idle: *idle}, stdout, logger); err != nil {
+	a := serveArgs{addr: *addr, data: *data, nats: *natsURL, config: *config, idle: *idle, tlsCert: *tlsCert, tlsKey: *tlsKey}
+	if err := serve(ctx, a, stdout, logger); err != nil {
 		fmt.Fprintln(stderr, "brain serve:", err)
-		return 1
+		return exitFail
 	}
-	return 0
+	return exitOK
 }
 
 type serveArgs struct {
 	addr, data, nats, config string
+	tlsCert, tlsKey          string
 	idle                     time.Duration
 	ready                    func(addr string) // tests: called once listening
 }
 
 func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logger) error {
+	// Everything that can fail on the command line's say-so fails before
+	// anything is created: the TLS files, the address, the config.
+	var tlsConfig *tls.Config
+	if a.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(a.tlsCert, a.tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	l, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.addr, unwrapOp(err))
+	}
+	defer l.Close()
+	warnPlaintext(logger, l.Addr(), tlsConfig != nil)
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
+	}
 	cfg, err := loadServeConfig(a.config, a.data)
 	if err != nil {
 		return err
@@ -69,7 +102,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	}
 	st, err := store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger})
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return fmt.Errorf("open the session store in %s: %w", filepath.Join(a.data, "nats"), err)
 	}
 	defer st.Close()
 
@@ -99,12 +132,12 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	})
 	srv := server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint})
 
-	l, err := net.Listen("tcp", a.addr)
-	if err != nil {
-		return err
+	httpScheme, wsScheme := "http", "ws"
+	if tlsConfig != nil {
+		httpScheme, wsScheme = "https", "wss"
 	}
-	fmt.Fprintf(stdout, "brain serve: listening on http://%s\n", l.Addr())
-	fmt.Fprintf(stdout, "  WebSocket: ws://%s/v1/sessions/<id>/ws   MCP: http://%s/v1/sessions/<id>/mcp\n", l.Addr(), l.Addr())
+	fmt.Fprintf(stdout, "brain serve: listening on %s://%s\n", httpScheme, l.Addr())
+	fmt.Fprintf(stdout, "  WebSocket: %s://%s/v1/sessions/<id>/ws   MCP: %s://%s/v1/sessions/<id>/mcp\n", wsScheme, l.Addr(), httpScheme, l.Addr())
 	fmt.Fprintf(stdout, "  tools: %v\n", toolList(env))
 	if a.ready != nil {
 		a.ready(l.Addr().String())
@@ -126,7 +159,8 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	// Requests inherit ctx, so that long-lived ones (WebSockets, MCP
 	// event streams) end when the server shuts down.
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelDebug)} // TLS handshake noise and the like
 	err = server.Serve(ctx, hs, l)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -136,13 +170,19 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 }
 
 // buildEnvironment sets up the config's environment and attaches its tools
-// and artifacts; any attach failure is an error naming the tool.
+// and artifacts, with the config's policy. If any tool fails to attach, the
+// error lists every failure, each with its tool, code and reason, and
+// nothing is started.
 func buildEnvironment(ctx context.Context, cfg *serveConfig, data string, logger *slog.Logger) (*kernel.Environment, func(), error) {
+	rules, err := cfg.policyRules()
+	if err != nil {
+		return nil, nil, err
+	}
 	g, err := provide.Load(cfg.path(cfg.Grants))
 	if err != nil {
 		return nil, nil, err
 	}
-	env, setup, err := provide.Environment(ctx, g, &kernel.Options{Logger: logger, Workspace: "workspace"})
+	env, setup, err := provide.Environment(ctx, g, &kernel.Options{Logger: logger, Workspace: "workspace", Policies: rules})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -185,10 +225,23 @@ func buildEnvironment(ctx context.Context, cfg *serveConfig, data string, logger
 	}
 	if rec := env.Attach(ctx, atts...); !rec.OK() {
 		cleanup()
-		f := rec.Failures[0]
-		return nil, nil, fmt.Errorf("attach %s: %s: %s", f.Name, f.Code, f.Reason)
+		return nil, nil, attachError(rec, len(atts))
+	}
+	if err := cfg.checkPoliciesMatch(rules, toolList(env)); err != nil {
+		cleanup()
+		return nil, nil, err
 	}
 	return env, cleanup, nil
+}
+
+// attachError lists every failure of an attach receipt, one per line.
+func attachError(rec kernel.AttachReceipt, total int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "attach: %d of %d tools failed", len(rec.Failures), total)
+	for _, f := range rec.Failures {
+		fmt.Fprintf(&b, "\n  %s: %s: %s", f.Name, f.Code, f.Reason)
+	}
+	return errors.New(b.String())
 }
 
 func toolList(env *kernel.Environment) []string {
@@ -229,4 +282,30 @@ func (is *importSet) release(s *session.Session) {
 	for _, im := range ims {
 		_ = im.Close()
 	}
+}
+
+// warnPlaintext warns when brain serves plain HTTP beyond loopback.
+func warnPlaintext(logger *slog.Logger, addr net.Addr, tls bool) {
+	if tls || isLoopback(addr) {
+		return
+	}
+	logger.Warn("listening beyond loopback without TLS: traffic, tokens included, is unencrypted; "+
+		"serve TLS with --tls-cert and --tls-key, or put a TLS-terminating proxy (Caddy, nginx) in front and keep --addr on loopback",
+		slog.String("addr", addr.String()))
+}
+
+// isLoopback reports whether addr is a loopback address.
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// unwrapOp drops the *net.OpError's own "listen tcp <addr>:" prefix, which
+// the caller's context already says.
+func unwrapOp(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	return err
 }

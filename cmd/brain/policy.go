@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/brainrt/brain/kernel"
+	"github.com/brainrt/brain/protocol"
+)
+
+// policyConfig is one entry of the config's policy list (docs/serve.md):
+// how the environment's tools matching Match are offered as capabilities.
+type policyConfig struct {
+	// Match is a tool name or a glob ("fs.*", "*").
+	Match            string   `yaml:"match"`
+	RequiresApproval *bool    `yaml:"requiresApproval"`
+	Audience         []string `yaml:"audience"`
+	CallTimeoutMs    *int64   `yaml:"callTimeoutMs"`
+	DisplayName      string   `yaml:"displayName"`
+	PromptFragment   string   `yaml:"promptFragment"`
+}
+
+// maxCallTimeoutMs bounds a policy's callTimeoutMs: one day.
+const maxCallTimeoutMs = 24 * 60 * 60 * 1000
+
+// positions finds where a YAML path is in the config file, for errors
+// that name a line.
+type positions struct {
+	file string
+	ast  *ast.File
+}
+
+func newPositions(file string, b []byte) positions {
+	f, _ := parser.ParseBytes(b, 0) // the strict decode already reported syntax errors
+	return positions{file: file, ast: f}
+}
+
+// at returns "file:line:column" of the node at p (a YAML path such as
+// $.policy[0].match), or of its nearest ancestor found; "file" if none.
+func (ps positions) at(p string) string {
+	for ps.ast != nil && p != "" && p != "$" {
+		if yp, err := yaml.PathString(p); err == nil {
+			if n, err := yp.FilterFile(ps.ast); err == nil && n != nil && n.GetToken() != nil {
+				pos := n.GetToken().Position
+				return fmt.Sprintf("%s:%d:%d", ps.file, pos.Line, pos.Column)
+			}
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i <= 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return ps.file
+}
+
+// errorf is an error about the config at the YAML path p.
+func (ps positions) errorf(p, format string, args ...any) error {
+	return fmt.Errorf("%s: %s: %s", ps.at(p), strings.TrimPrefix(p, "$."), fmt.Sprintf(format, args...))
+}
+
+// policyRules validates the config's policy list and turns it into the
+// kernel's rules. Every error names the file, line and field.
+func (c *serveConfig) policyRules() ([]kernel.PolicyRule, error) {
+	var rules []kernel.PolicyRule
+	for i, p := range c.Policy {
+		at := fmt.Sprintf("$.policy[%d]", i)
+		switch {
+		case p.Match == "":
+			return nil, c.pos.errorf(at, "match: a tool name or a glob such as \"fs.*\" is required")
+		case strings.ContainsFunc(p.Match, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+			return nil, c.pos.errorf(at+".match", "%q must not contain spaces or control characters", p.Match)
+		}
+		if _, err := path.Match(p.Match, ""); err != nil {
+			return nil, c.pos.errorf(at+".match", "%q is not a valid glob: %v", p.Match, err)
+		}
+		r := kernel.PolicyRule{Pattern: p.Match, Policy: kernel.Policy{
+			RequiresApproval: p.RequiresApproval, DisplayName: p.DisplayName, PromptFragment: p.PromptFragment}}
+		if p.Audience != nil {
+			if len(p.Audience) == 0 {
+				return nil, c.pos.errorf(at+".audience", "must not be empty (nobody could invoke the tool); leave it out for the default [llm, user]")
+			}
+			for j, a := range p.Audience {
+				switch aa := protocol.Audience(a); aa {
+				case protocol.AudienceLLM, protocol.AudienceUser, protocol.AudienceRuntime:
+					if slices.Contains(r.Audience, aa) {
+						return nil, c.pos.errorf(fmt.Sprintf("%s.audience[%d]", at, j), "%q is listed twice", a)
+					}
+					r.Audience = append(r.Audience, aa)
+				default:
+					return nil, c.pos.errorf(fmt.Sprintf("%s.audience[%d]", at, j), "unknown audience %q (want llm, user or runtime)", a)
+				}
+			}
+		}
+		if p.CallTimeoutMs != nil {
+			if ms := *p.CallTimeoutMs; ms <= 0 || ms > maxCallTimeoutMs {
+				return nil, c.pos.errorf(at+".callTimeoutMs", "%d is out of range (1 to %d milliseconds)", ms, maxCallTimeoutMs)
+			}
+			r.CallTimeout = time.Duration(*p.CallTimeoutMs) * time.Millisecond
+		}
+		if p.RequiresApproval == nil && p.Audience == nil && p.CallTimeoutMs == nil && p.DisplayName == "" && p.PromptFragment == "" {
+			return nil, c.pos.errorf(at, "sets nothing: give at least one of requiresApproval, audience, callTimeoutMs, displayName, promptFragment")
+		}
+		if err := r.Validate(); err != nil { // the kernel's own check, a backstop
+			return nil, c.pos.errorf(at, "%v", err)
+		}
+		rules = append(rules, r)
+	}
+	return rules, nil
+}
+
+// checkPoliciesMatch refuses a policy entry that matches none of the
+// environment's tools: a typo there would silently leave a tool without
+// the approval it was meant to need.
+func (c *serveConfig) checkPoliciesMatch(rules []kernel.PolicyRule, tools []string) error {
+	for i, r := range rules {
+		if !slices.ContainsFunc(tools, r.Matches) {
+			return c.pos.errorf(fmt.Sprintf("$.policy[%d].match", i), "%q matches none of this environment's tools %v", r.Pattern, tools)
+		}
+	}
+	return nil
+}
