@@ -1,0 +1,97 @@
+// dom.js: the one way text reaches the page. h() builds elements and puts
+// every child string in a text node (never HTML); attributes are set by
+// name, and no attribute this console sets takes a peer-provided URL
+// except the sandboxed iframe's src (render.js) and a markdown link's
+// http(s) href (markdown.js).
+
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v == null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else if (k === 'style') Object.assign(el.style, v); // CSSOM: allowed by the CSP, unlike a style attribute
+    else if (k === 'value' || k === 'checked' || k === 'selected') el[k] = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el, children) {
+  for (const c of [children].flat(Infinity)) {
+    if (c == null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+export function clear(el) { el.replaceChildren(); return el; }
+
+// api calls the kernel's HTTP API with the sign-in cookie; errors carry
+// the kernel's code.
+export async function api(method, path, body) {
+  const opts = { method, headers: {}, credentials: 'same-origin' };
+  if (body !== undefined) {
+    opts.headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, opts);
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!r.ok) {
+    const e = new Error((data && data.message) || r.statusText);
+    e.code = data && data.code;
+    e.status = r.status;
+    e.data = data;
+    throw e;
+  }
+  return data;
+}
+
+// json pretty-prints a value for a <pre>.
+export function json(v) {
+  try { return JSON.stringify(v, null, 2); } catch { return String(v); }
+}
+
+// short is a one-line, bounded rendering of a value.
+export function short(v, n = 120) {
+  let s;
+  try { s = typeof v === 'string' ? v : JSON.stringify(v); } catch { s = String(v); }
+  if (s === undefined) s = '';
+  return s.length > n ? s.slice(0, n - 1) + '…' : s;
+}
+
+export function age(iso) {
+  if (!iso) return '—';
+  const ms = Date.now() - Date.parse(iso);
+  if (!(ms >= 0)) return '—';
+  if (ms < 1000) return 'now';
+  if (ms < 60e3) return Math.floor(ms / 1e3) + 's';
+  if (ms < 3600e3) return Math.floor(ms / 60e3) + 'm';
+  if (ms < 86400e3) return Math.floor(ms / 3600e3) + 'h';
+  return Math.floor(ms / 86400e3) + 'd';
+}
+
+export function route(...parts) {
+  return '#/' + parts.map(encodeURIComponent).join('/');
+}
+
+// isUserInvokable is the spec's rule (capabilities.d.ts): audience when
+// set, then the deprecated userInvokable, then the per-origin default.
+export function isUserInvokable(c) {
+  if (Array.isArray(c.audience)) return c.audience.includes('user');
+  if (typeof c.userInvokable === 'boolean') return c.userInvokable;
+  const kind = c.origin && c.origin.kind;
+  if (kind === 'mcp') return c.kind === 'effect';
+  if (kind === 'skill') return c.kind === 'effect' || c.kind === 'render';
+  return false;
+}
+
+export function originLabel(o) {
+  if (!o) return '';
+  const id = o.appId || o.flowId || o.skillId || o.serverId || o.connectorId || o.mountId;
+  return id ? o.kind + ':' + id : o.kind;
+}

@@ -1,0 +1,76 @@
+// markdown.js: a render capability's markdown fallback. The template's
+// {{prop}} placeholders are filled from the props as plain text, the result
+// is parsed by markdown-it with raw HTML disabled, and the token stream is
+// turned into DOM nodes here — tag by tag from a fixed list, text through
+// text nodes, links only http(s) and mailto — so no string ever becomes
+// HTML.
+import markdownit from './vendor/markdown-it-15.0.3.esm.min.mjs';
+
+const md = markdownit({ html: false, linkify: false, typographer: false });
+
+const TAGS = new Set(['p', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'ul', 'ol', 'li', 'blockquote',
+  'strong', 'em', 's', 'a', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'hr', 'br', 'code', 'pre']);
+
+// fill replaces {{name}} (or {{a.b}}) with the prop's value as text.
+export function fill(template, props) {
+  return String(template).replace(/\{\{\s*([A-Za-z0-9_.$-]+)\s*\}\}/g, (_, path) => {
+    let v = props;
+    for (const k of path.split('.')) {
+      if (v == null || typeof v !== 'object' || !Object.prototype.hasOwnProperty.call(v, k)) return '';
+      v = v[k];
+    }
+    if (v == null) return '';
+    return typeof v === 'string' ? v : JSON.stringify(v);
+  });
+}
+
+function safeHref(href) {
+  try {
+    const u = new URL(href, 'http://invalid.invalid/');
+    if (u.protocol === 'http:' || u.protocol === 'https:' || u.protocol === 'mailto:') return u.href;
+  } catch { /* not a URL */ }
+  return null;
+}
+
+function build(tokens, root) {
+  const stack = [root];
+  const top = () => stack[stack.length - 1];
+  for (const t of tokens) {
+    if (t.type === 'inline') { build(t.children || [], top()); continue; }
+    if (t.nesting === 1) {
+      const tag = TAGS.has(t.tag) ? t.tag : 'span';
+      const el = document.createElement(tag);
+      if (tag === 'a') {
+        const href = safeHref(t.attrGet('href') || '');
+        if (href) { el.setAttribute('href', href); el.setAttribute('rel', 'noopener noreferrer'); el.setAttribute('target', '_blank'); }
+      }
+      if (tag === 'ol' && t.attrGet('start')) el.setAttribute('start', String(parseInt(t.attrGet('start'), 10) || 1));
+      top().append(el);
+      stack.push(el);
+    } else if (t.nesting === -1) {
+      if (stack.length > 1) stack.pop();
+    } else {
+      switch (t.type) {
+        case 'text': top().append(document.createTextNode(t.content)); break;
+        case 'code_inline': { const c = document.createElement('code'); c.textContent = t.content; top().append(c); break; }
+        case 'code_block': case 'fence': {
+          const pre = document.createElement('pre'); const c = document.createElement('code');
+          c.textContent = t.content; pre.append(c); top().append(pre); break;
+        }
+        case 'softbreak': top().append(document.createTextNode('\n')); break;
+        case 'hardbreak': top().append(document.createElement('br')); break;
+        case 'hr': top().append(document.createElement('hr')); break;
+        case 'image': top().append(document.createTextNode(t.content || '')); break; // alt text only: no fetch
+        default: if (t.content) top().append(document.createTextNode(t.content));
+      }
+    }
+  }
+}
+
+// renderMarkdown returns a <div class="md"> for the filled template.
+export function renderMarkdown(template, props) {
+  const div = document.createElement('div');
+  div.className = 'md';
+  build(md.parse(fill(template, props), {}), div);
+  return div;
+}

@@ -1,0 +1,90 @@
+// render.js: render surfaces. On render_invoked the console draws the
+// capability's render.source: an iframe in a sandbox without
+// allow-same-origin (props are posted to it as
+// {type:"brain.render", callId, props, seq}); a web component only when its
+// URL's origin is allowed in the serve config (console.web_component_origins,
+// none by default); otherwise the markdown fallback with {{prop}} filled.
+// A later render_invoked for the same call updates the props in place
+// (streaming: props may be partial until the call ends).
+import { h, json, originLabel } from './dom.js';
+import { renderMarkdown } from './markdown.js';
+
+const TAG = /^[a-z][a-z0-9._]*-[a-z0-9._-]*$/;
+
+function originOf(url) {
+  try { const u = new URL(url); return (u.protocol === 'http:' || u.protocol === 'https:') ? u.origin : null; } catch { return null; }
+}
+
+export class Surfaces {
+  constructor(container, config) {
+    this.el = container;
+    this.config = config || { frameOrigins: [], webComponentOrigins: [] };
+    this.byCall = new Map();
+  }
+
+  // show draws (or updates) the surface of one render_invoked.
+  show(cap, ev, seq) {
+    const existing = this.byCall.get(ev.callId);
+    if (existing) { existing.update(ev.props, seq); return existing; }
+    const s = this.create(cap, ev, seq);
+    this.byCall.set(ev.callId, s);
+    this.el.prepend(s.card);
+    return s;
+  }
+
+  create(cap, ev, seq) {
+    const render = cap && cap.render;
+    const target = render && render.targets && render.targets[0];
+    const updates = h('span', { class: 'muted updates' }, 'props #1');
+    const body = h('div', { class: 'surface-body' });
+    const card = h('section', { class: 'surface', dataset: { call: ev.callId } },
+      h('header', {}, h('strong', {}, (cap && (cap.displayName || cap.name)) || ev.capabilityName), ' ',
+        h('span', { class: 'muted' }, 'call ', ev.callId, ' · target ', target || '—', ' · ', cap ? originLabel(cap.origin) : ''), ' ',
+        render && render.streaming ? h('span', { class: 'badge' }, 'streaming') : null, ' ', updates),
+      body);
+    let n = 1;
+    let update = () => {};
+    const fallback = (why) => {
+      const box = h('div', { class: 'fallback' });
+      const draw = (props) => box.replaceChildren(
+        why ? h('p', { class: 'muted' }, why) : null,
+        render && render.fallback ? renderMarkdown(render.fallback, props) : h('pre', {}, json(props)));
+      draw(ev.props);
+      body.append(box);
+      return draw;
+    };
+    const src = render && render.source;
+    if (!render || !src) {
+      update = fallback('no render spec');
+    } else if (src.kind === 'iframe') {
+      const origin = originOf(src.url);
+      if (!origin || !this.config.frameOrigins.includes(origin)) {
+        update = fallback(`iframe origin ${origin || '(invalid)'} is not in this page's frame-src; reload the console to allow newly registered origins`);
+      } else {
+        const frame = h('iframe', { sandbox: 'allow-scripts', src: src.url, referrerpolicy: 'no-referrer', class: 'render-frame', title: ev.capabilityName });
+        let props = ev.props;
+        const post = () => frame.contentWindow && frame.contentWindow.postMessage({ type: 'brain.render', callId: ev.callId, props, seq: n }, '*');
+        frame.addEventListener('load', post);
+        body.append(frame);
+        update = (p) => { props = p; post(); };
+      }
+    } else if (src.kind === 'web-component') {
+      const origin = originOf(src.url);
+      if (!origin || !this.config.webComponentOrigins.includes(origin) || !TAG.test(src.tagName || '')) {
+        update = fallback(`web component from ${origin || '(invalid)'} is not allowed (serve config console.web_component_origins)`);
+      } else {
+        const el = document.createElement(src.tagName);
+        el.props = ev.props;
+        body.append(el);
+        import(src.url).catch((e) => body.append(h('p', { class: 'error' }, 'cannot load the component: ', String(e))));
+        update = (p) => { el.props = p; };
+      }
+    } else {
+      update = fallback('unknown render source');
+    }
+    return {
+      card,
+      update: (props) => { n++; updates.textContent = 'props #' + n; update(props); },
+    };
+  }
+}
