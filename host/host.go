@@ -7,15 +7,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/protocol"
@@ -24,9 +28,16 @@ import (
 
 // Options configure a [Host]. A nil *Options means the defaults.
 type Options struct {
-	// CacheDir holds compiled code, keyed by module; "" compiles in memory
-	// only. It must be private to the host (compiled code is trusted).
+	// CacheDir holds compiled code, one entry per payload identity; ""
+	// compiles in memory only. The host refuses a directory that group or
+	// others can write, and checks every entry's MAC (under a key it keeps
+	// in the directory, mode 0600) before wazero reads it: a bad entry is
+	// deleted and its payload recompiled, with a warning.
 	CacheDir string
+	// InitTimeout bounds the instantiation and initialisation of one
+	// instance (_initialize and brain_init), at attach and whenever the
+	// pool grows, within the deadline of the context given. Default 30 s.
+	InitTimeout time.Duration
 	// MemoryLimitMiB bounds each instance's linear memory. Default 128.
 	MemoryLimitMiB int
 	// PoolSize bounds the instances per attached artifact, and so its
@@ -42,8 +53,11 @@ type Host struct {
 	log  *slog.Logger
 	rt   wazero.Runtime
 
+	cache *codeCache // nil without a CacheDir
+
 	mu       sync.RWMutex
 	payloads map[string][]byte // identity → verified bytes
+	pools    map[*pool]struct{}
 }
 
 // New starts a host: a wazero runtime with the compilation cache, memory
@@ -60,6 +74,9 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 	if o.PoolSize <= 0 {
 		o.PoolSize = 4
 	}
+	if o.InitTimeout <= 0 {
+		o.InitTimeout = 30 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -70,31 +87,46 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(uint32(o.MemoryLimitMiB) * 16). // 64 KiB pages
 		WithCloseOnContextDone(true)
+	var cache *codeCache
 	if o.CacheDir != "" {
-		if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
-			return nil, fmt.Errorf("host: cache dir: %w", err)
+		var err error
+		if cache, err = openCache(o.CacheDir, o.Logger); err != nil {
+			return nil, fmt.Errorf("host: %w", err)
 		}
-		cache, err := wazero.NewCompilationCacheWithDir(o.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("host: cache dir: %w", err)
-		}
-		cfg = cfg.WithCompilationCache(cache)
+		cfg = cfg.WithCompilationCache(cache.wcache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	h := &Host{opts: o, log: o.Logger, rt: rt, payloads: map[string][]byte{}}
+	h := &Host{opts: o, log: o.Logger, rt: rt, cache: cache, payloads: map[string][]byte{}, pools: map[*pool]struct{}{}}
+	fail := func(err error) (*Host, error) {
+		_ = h.Close(ctx)
+		return nil, err
+	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		_ = rt.Close(ctx)
-		return nil, fmt.Errorf("host: wasi: %w", err)
+		return fail(fmt.Errorf("host: wasi: %w", err))
 	}
 	if err := instantiateHostModules(ctx, rt); err != nil {
-		_ = rt.Close(ctx)
-		return nil, fmt.Errorf("host: host modules: %w", err)
+		return fail(fmt.Errorf("host: host modules: %w", err))
 	}
 	return h, nil
 }
 
 // Close closes every instance and the runtime.
-func (h *Host) Close(ctx context.Context) error { return h.rt.Close(ctx) }
+func (h *Host) Close(ctx context.Context) error {
+	err := h.rt.Close(ctx)
+	if h.cache != nil {
+		h.cache.close(ctx)
+	}
+	return err
+}
+
+// compile compiles a payload whose identity the caller verified, through
+// the verified cache when there is one.
+func (h *Host) compile(ctx context.Context, identity string, payload []byte) (wazero.CompiledModule, error) {
+	if h.cache == nil {
+		return h.rt.CompileModule(ctx, payload)
+	}
+	return h.cache.compile(ctx, h.rt, identity, payload)
+}
 
 // Identity returns a payload's identity: "sha256:<hex>".
 func Identity(payload []byte) string {
@@ -122,23 +154,15 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 	if !strings.HasSuffix(path, ".tool.json") {
 		return m, nil, fmt.Errorf("%s: an artifact is named <name>.tool.json", path)
 	}
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path, maxManifestBytes)
 	if err != nil {
 		return m, nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
+	if m, err = decodeManifest(b); err != nil {
 		return m, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := m.Validate(); err != nil {
-		return m, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if m.Payload == "" {
-		return m, nil, fmt.Errorf("%s: manifest has no payload identity", path)
 	}
 	payloadPath := strings.TrimSuffix(path, ".tool.json") + ".wasm"
-	payload, err := os.ReadFile(payloadPath)
+	payload, err := readBounded(payloadPath, maxPayloadBytes)
 	if err != nil {
 		return m, nil, fmt.Errorf("%s: payload: %w", path, err)
 	}
@@ -146,6 +170,61 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 		return m, nil, fmt.Errorf("%s does not match its identity: the manifest names %s, the bytes are %s", payloadPath, m.Payload, got)
 	}
 	return m, payload, nil
+}
+
+// Bounds on what ReadArtifact reads.
+const (
+	maxManifestBytes = 4 << 20
+	maxPayloadBytes  = 512 << 20
+)
+
+// decodeManifest decodes a tool.json strictly: one JSON object, no unknown
+// fields, a valid manifest with a well-formed payload identity.
+func decodeManifest(b []byte) (tool.Manifest, error) {
+	var m tool.Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return tool.Manifest{}, err
+	}
+	if dec.More() {
+		return tool.Manifest{}, errors.New("trailing data after the manifest")
+	}
+	if err := m.Validate(); err != nil {
+		return tool.Manifest{}, err
+	}
+	if m.Payload == "" {
+		return tool.Manifest{}, errors.New("manifest has no payload identity")
+	}
+	if !isIdentity(m.Payload) {
+		return tool.Manifest{}, fmt.Errorf("payload identity %q is not sha256:<64 lower-case hex digits>", m.Payload)
+	}
+	return m, nil
+}
+
+func isIdentity(s string) bool {
+	hexPart, ok := strings.CutPrefix(s, "sha256:")
+	return ok && isWazeroKey(hexPart)
+}
+
+// readBounded reads a regular file of at most limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s has %d bytes, more than the %d allowed", path, fi.Size(), limit)
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // LoadManifest reads an artifact (see [ReadArtifact]) and registers its
@@ -194,10 +273,26 @@ func allowedModules(requires []handle.Kind) map[string]bool {
 // guestConfig is how every instance is configured: anonymous (so a compiled
 // module instantiates many times), the reactor's _initialize as start
 // function, real clocks and randomness, and nothing else — no files,
-// environment or arguments.
-func guestConfig() wazero.ModuleConfig {
+// environment or arguments. A guest's sleep (WASI poll_oneoff, the only
+// WASI function that blocks: stdin is empty) ends when abort is closed, so
+// that an instance stopped at its deadline does not sleep on.
+func guestConfig(abort <-chan struct{}) wazero.ModuleConfig {
 	return wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize").
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+		WithSysWalltime().WithSysNanotime().WithNanosleep(interruptibleSleep(abort)).WithRandSource(rand.Reader)
+}
+
+func interruptibleSleep(abort <-chan struct{}) sys.Nanosleep {
+	return func(ns int64) {
+		if ns <= 0 {
+			return
+		}
+		t := time.NewTimer(time.Duration(ns))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-abort:
+		}
+	}
 }
 
 // errf returns an attach error with a code.

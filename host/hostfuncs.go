@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,13 +141,13 @@ func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
 }
 
 // handleOp is the host function of one operation: read the request from
-// guest memory, run it against the call's handle, keep the outcome as the
-// pending response and return its length.
+// guest memory, run it against the call's handle within the call's
+// deadline, keep the outcome as the pending response and return its length.
 func handleOp(kind handle.Kind, name string, fn op) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		st, _ := ctx.Value(stateKey{}).(*callState)
 		if st == nil {
-			stack[0] = 0 // called outside a call (during init): an empty response fails to decode in the guest
+			stack[0] = 0 // called outside a call: an empty response fails to decode in the guest
 			return
 		}
 		out := runOp(ctx, st, mod, kind, name, fn, uint32(stack[0]), uint32(stack[1]))
@@ -160,6 +161,9 @@ func handleOp(kind handle.Kind, name string, fn op) api.GoModuleFunc {
 }
 
 func runOp(ctx context.Context, st *callState, mod api.Module, kind handle.Kind, name string, fn op, ptr, n uint32) protocol.Outcome {
+	if err := ctx.Err(); err != nil {
+		return deadlineOutcome(err, kind, name)
+	}
 	h := st.handles.Get(kind)
 	if h == nil {
 		return protocol.Fail(protocol.CodeDenied, "the %s handle was not given to this call", kind)
@@ -167,23 +171,55 @@ func runOp(ctx context.Context, st *callState, mod api.Module, kind handle.Kind,
 	if n > MaxRequestBytes {
 		return protocol.Fail(protocol.CodeTooLarge, "%s %s: the request is %d bytes, more than %d", kind, name, n, MaxRequestBytes)
 	}
-	req, ok := mod.Memory().Read(ptr, n)
+	view, ok := mod.Memory().Read(ptr, n)
 	if !ok {
 		return protocol.Fail(protocol.CodeInvalidArgument, "%s %s: the request is outside the guest's memory", kind, name)
 	}
-	v, err := fn(ctx, h, req)
-	if err != nil {
-		var ce *handle.CapabilityError
-		if errors.As(err, &ce) {
-			return protocol.Outcome{Err: &protocol.Error{Code: ce.Code, Message: ce.Message}}
+	req := bytes.Clone(view) // the operation may outlive the guest's interest in it
+	return bounded(ctx, kind, name, func() protocol.Outcome {
+		v, err := fn(ctx, h, req)
+		if err != nil {
+			var ce *handle.CapabilityError
+			if errors.As(err, &ce) {
+				return protocol.Outcome{Err: &protocol.Error{Code: ce.Code, Message: ce.Message}}
+			}
+			return protocol.OutcomeOf(err)
 		}
-		return protocol.OutcomeOf(err)
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return protocol.Fail(protocol.CodeInternal, "%s %s: the result does not encode: %v", kind, name, err)
+		}
+		return protocol.OK(raw)
+	})
+}
+
+// bounded runs f, but returns at ctx's deadline (or cancellation) even if f
+// does not: a host function never holds a guest, and so its pool slot,
+// past the call's deadline, whatever the handle behind it does. f runs on
+// its own goroutine, and a panic in it becomes an internal outcome.
+func bounded(ctx context.Context, kind handle.Kind, name string, f func() protocol.Outcome) protocol.Outcome {
+	done := make(chan protocol.Outcome, 1) // f never blocks on a caller that left
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- protocol.Fail(protocol.CodeInternal, "%s %s: the handle panicked", kind, name)
+			}
+		}()
+		done <- f()
+	}()
+	select {
+	case out := <-done:
+		return out
+	case <-ctx.Done():
+		return deadlineOutcome(ctx.Err(), kind, name)
 	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return protocol.Fail(protocol.CodeInternal, "%s %s: the result does not encode: %v", kind, name, err)
+}
+
+func deadlineOutcome(err error, kind handle.Kind, name string) protocol.Outcome {
+	if errors.Is(err, context.Canceled) {
+		return protocol.Fail(protocol.CodeCancelled, "%s %s: the call was cancelled", kind, name)
 	}
-	return protocol.OK(raw)
+	return protocol.Fail(protocol.CodeTimeout, "%s %s: the call's deadline passed", kind, name)
 }
 
 func response(ctx context.Context, mod api.Module, stack []uint64) {
@@ -195,9 +231,11 @@ func response(ctx context.Context, mod api.Module, stack []uint64) {
 	st.pending = nil
 }
 
+// progress reports a guest's progress through the call's callback, within
+// the call's deadline.
 func progress(ctx context.Context, mod api.Module, stack []uint64) {
 	st, _ := ctx.Value(stateKey{}).(*callState)
-	if st == nil || st.progress == nil {
+	if st == nil || st.progress == nil || ctx.Err() != nil {
 		return
 	}
 	raw, ok := mod.Memory().Read(uint32(stack[0]), uint32(stack[1]))
@@ -205,7 +243,12 @@ func progress(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	var p tool.Progress
-	if json.Unmarshal(raw, &p) == nil {
-		st.progress(p)
+	if json.Unmarshal(raw, &p) != nil {
+		return
 	}
+	report := st.progress
+	bounded(ctx, "brain", abi.ImportProgress, func() protocol.Outcome {
+		report(p)
+		return protocol.Outcome{}
+	})
 }

@@ -1,0 +1,159 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/provide/fsroot"
+	"github.com/brainrt/brain/tool"
+)
+
+// slack is how late a stopped call or init may return in these tests: the
+// host does not wait for anything at the deadline, but a test binary built
+// with -race on two busy cores is slow to schedule.
+const slack = 3 * time.Second
+
+// blockingFS is an fs handle whose ReadFile of "block" ignores its context
+// and blocks until the test ends: a handle behind a brain host function
+// that never returns.
+type blockingFS struct {
+	handle.FS
+	release <-chan struct{}
+}
+
+func (b blockingFS) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	if path == "block" {
+		<-b.release
+		return nil, errors.New("released")
+	}
+	return b.FS.ReadFile(ctx, path)
+}
+
+// stallFS returns an fs handle over a fresh workspace (whose path it
+// returns) that blocks on "block".
+func stallFS(t *testing.T) (handle.FS, string) {
+	t.Helper()
+	ws := t.TempDir()
+	fs, err := fsroot.New(fsroot.Grants{Root: ws})
+	must(t, err)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release); _ = fs.Close() })
+	return blockingFS{FS: fs, release: release}, ws
+}
+
+// provisionStall provisions the stall tool directly (no kernel in between,
+// so that nothing but the host bounds the calls).
+func provisionStall(t *testing.T, opts *host.Options) (*host.Host, tool.Instance, tool.Handles, string) {
+	t.Helper()
+	h := newHost(t, opts)
+	fs, ws := stallFS(t)
+	hs := tool.Handles{FS: fs}
+	inst, err := load(t, h, "stall").Provision(context.Background(), hs, nil)
+	must(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	return h, inst, hs, ws
+}
+
+// invokeWithin calls inst with a deadline d and returns the error code ("" for
+// a value) and how long the call took.
+func invokeWithin(inst tool.Instance, hs tool.Handles, input string, d time.Duration) (json.RawMessage, protocol.Code, time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	v, err := inst.Invoke(ctx, &tool.Call{ID: "c", Input: json.RawMessage(input), Handles: hs})
+	took := time.Since(start)
+	if err != nil {
+		return nil, protocol.OutcomeOf(err).Err.Code, took
+	}
+	return v, "", took
+}
+
+// TestBlockedGuestReleasesSlot: a guest blocked inside a host call — WASI's
+// poll_oneoff sleeping an hour, or a brain host function whose handle
+// never returns — is stopped at its deadline: the call ends with timeout,
+// its instance is discarded, and with a pool of one the next call of the
+// same tool gets a fresh instance and succeeds at once.
+func TestBlockedGuestReleasesSlot(t *testing.T) {
+	tests := []struct{ name, input string }{
+		{"sleeping in poll_oneoff", `{"do":"sleep"}`},
+		{"blocked in a brain host function", `{"do":"read","path":"block"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, inst, hs, _ := provisionStall(t, &host.Options{PoolSize: 1})
+			const deadline = 300 * time.Millisecond
+			for i := range 2 { // twice: the replacement instance is stopped as well
+				_, code, took := invokeWithin(inst, hs, tt.input, deadline)
+				if code != protocol.CodeTimeout || took > deadline+slack {
+					t.Fatalf("call %d: code %q after %v, want timeout within %v", i, code, took, deadline+slack)
+				}
+				v, code, took := invokeWithin(inst, hs, `{"do":"answer"}`, 30*time.Second)
+				if code != "" || string(v) != `"awake"` || took > slack {
+					t.Fatalf("next call: %s %q after %v, want \"awake\" within %v", v, code, took, slack)
+				}
+			}
+			st := h.Stats()
+			if len(st) != 1 || st[0].Discards != 2 || st[0].Stopping != 0 || st[0].InUse != 0 || st[0].Size != 1 {
+				t.Fatalf("stats = %+v, want one pool of size 1 with 2 discards, none stopping", st)
+			}
+		})
+	}
+}
+
+// TestInitDeadline: instantiation and initialisation are bounded like a
+// call, at attach and when the pool grows; the tool recovers once its init
+// does.
+func TestInitDeadline(t *testing.T) {
+	const initTimeout = 500 * time.Millisecond
+	for _, mode := range []string{"spin", "sleep"} {
+		t.Run("at attach: init "+mode+"s", func(t *testing.T) {
+			h := newHost(t, &host.Options{InitTimeout: initTimeout})
+			fs, ws := stallFS(t)
+			must(t, os.WriteFile(filepath.Join(ws, "mode"), []byte(mode), 0o644))
+			start := time.Now()
+			_, err := load(t, h, "stall").Provision(context.Background(), tool.Handles{FS: fs}, nil)
+			if took := time.Since(start); protocol.OutcomeOf(err).IsOK() || protocol.OutcomeOf(err).Err.Code != protocol.CodeTimeout || took > initTimeout+slack {
+				t.Fatalf("provision: %v after %v, want timeout within %v", err, took, initTimeout+slack)
+			}
+		})
+		t.Run("at attach: the attach context bounds an init that "+mode+"s", func(t *testing.T) {
+			h := newHost(t, nil) // the default InitTimeout is long
+			fs, ws := stallFS(t)
+			must(t, os.WriteFile(filepath.Join(ws, "mode"), []byte(mode), 0o644))
+			ctx, cancel := context.WithTimeout(context.Background(), initTimeout)
+			defer cancel()
+			start := time.Now()
+			_, err := load(t, h, "stall").Provision(ctx, tool.Handles{FS: fs}, nil)
+			if took := time.Since(start); protocol.OutcomeOf(err).IsOK() || protocol.OutcomeOf(err).Err.Code != protocol.CodeTimeout || took > initTimeout+slack {
+				t.Fatalf("provision: %v after %v, want timeout within %v", err, took, initTimeout+slack)
+			}
+		})
+		t.Run("when the pool grows: init "+mode+"s", func(t *testing.T) {
+			h, inst, hs, ws := provisionStall(t, &host.Options{PoolSize: 1, InitTimeout: time.Minute})
+			must(t, os.WriteFile(filepath.Join(ws, "mode"), []byte(mode), 0o644))
+			// Stop the only instance, so that the next call makes one.
+			if _, code, _ := invokeWithin(inst, hs, `{"do":"sleep"}`, 200*time.Millisecond); code != protocol.CodeTimeout {
+				t.Fatalf("sleep: %q", code)
+			}
+			const deadline = time.Second
+			if _, code, took := invokeWithin(inst, hs, `{"do":"answer"}`, deadline); code != protocol.CodeTimeout || took > deadline+slack {
+				t.Fatalf("call growing the pool: %q after %v, want timeout within %v", code, took, deadline+slack)
+			}
+			must(t, os.WriteFile(filepath.Join(ws, "mode"), []byte("ok"), 0o644))
+			if v, code, _ := invokeWithin(inst, hs, `{"do":"answer"}`, 30*time.Second); code != "" || string(v) != `"awake"` {
+				t.Fatalf("after init recovers: %s %q", v, code)
+			}
+			if st := h.Stats(); len(st) != 1 || st[0].Discards != 2 || st[0].Size != 1 {
+				t.Fatalf("stats = %+v", st)
+			}
+		})
+	}
+}

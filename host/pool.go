@@ -1,0 +1,357 @@
+package host
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/brainrt/brain/internal/abi"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/tool"
+)
+
+// pool is a provisioned artifact: a bounded set of initialised instances.
+//
+// A slot (a token of sem) is held from the moment a call takes or makes an
+// instance until the call ends — or until its context is done, whichever
+// comes first: at the deadline the instance is given up (its sleep woken,
+// never reused) and the slot handed back at once, even while the guest is
+// still inside a host function; the instance is closed when its guest
+// returns.
+type pool struct {
+	h        *Host
+	cm       wazero.CompiledModule
+	bindings []byte
+	name     string
+	payload  string
+	sem      chan struct{} // one token per instance in use or being made
+
+	mu       sync.Mutex
+	idle     []*instance
+	inUse    int // instances holding a slot: running a call or being made
+	stopping int // instances given up at a deadline whose guest has not returned
+	discards uint64
+	closed   bool
+}
+
+// instance is one initialised guest. Not safe for concurrent use: a Go
+// guest runs one call at a time.
+type instance struct {
+	mod    api.Module
+	mem    api.Memory
+	alloc  api.Function
+	invoke api.Function
+	stack  []uint64
+	abort  chan struct{} // closed when the instance is given up: ends its sleep
+	once   sync.Once
+	gaveUp chan struct{} // closed when abandon has handed the slot back
+}
+
+func (in *instance) wake() { in.once.Do(func() { close(in.abort) }) }
+
+// newInstance instantiates the module, runs _initialize (the Go runtime and
+// the tool's package initialisation) and brain_init with the bindings, all
+// within ctx and Options.InitTimeout. st gives the host functions the
+// handles of the attach or the call that grows the pool.
+func (p *pool) newInstance(ctx context.Context, st *callState) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.h.opts.InitTimeout)
+	defer cancel()
+	in := &instance{abort: make(chan struct{}), gaveUp: make(chan struct{}), stack: make([]uint64, 2)}
+	stop := context.AfterFunc(ctx, in.wake)
+	err := p.initialise(withCallState(ctx, st), in)
+	if !stop() && err == nil { // the deadline came as it finished: its sleep is broken
+		_ = in.mod.Close(context.Background())
+		err = initStopped(ctx, p.name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+func (p *pool) initialise(ctx context.Context, in *instance) error {
+	mod, err := p.h.rt.InstantiateModule(ctx, p.cm, guestConfig(in.abort))
+	if err != nil {
+		if ctx.Err() != nil {
+			return initStopped(ctx, p.name)
+		}
+		return errf(protocol.CodeInternal, "instantiate: %v", trapMessage(err))
+	}
+	in.mod, in.mem = mod, mod.Memory()
+	in.alloc, in.invoke = mod.ExportedFunction(abi.ExportAlloc), mod.ExportedFunction(abi.ExportInvoke)
+	if in.mem == nil {
+		_ = mod.Close(context.Background())
+		return errf(protocol.CodeInvalidRequest, "payload exports no memory")
+	}
+	out, err := in.call(ctx, mod.ExportedFunction(abi.ExportInit), p.bindings)
+	if err != nil {
+		_ = mod.Close(context.Background())
+		if ctx.Err() != nil {
+			return initStopped(ctx, p.name)
+		}
+		return errf(protocol.CodeInternal, "init trapped: %v", trapMessage(err))
+	}
+	if out.Err != nil {
+		_ = mod.Close(context.Background())
+		return out.Err
+	}
+	return nil
+}
+
+func initStopped(ctx context.Context, name string) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return errf(protocol.CodeCancelled, "initialising an instance of %q was cancelled", name)
+	}
+	return errf(protocol.CodeTimeout, "initialising an instance of %q did not finish before its deadline", name)
+}
+
+// call writes data into the guest, calls fn(ptr, len) and decodes the
+// Outcome it returns.
+func (in *instance) call(ctx context.Context, fn api.Function, data []byte) (protocol.Outcome, error) {
+	in.stack[0] = uint64(len(data))
+	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
+		return protocol.Outcome{}, err
+	}
+	ptr := uint32(in.stack[0])
+	if !in.mem.Write(ptr, data) {
+		return protocol.Outcome{}, fmt.Errorf("brain_alloc returned %d, outside memory", ptr)
+	}
+	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(data))
+	if err := fn.CallWithStack(ctx, in.stack); err != nil {
+		return protocol.Outcome{}, err
+	}
+	rp, rn := abi.Unpack(in.stack[0])
+	raw, ok := in.mem.Read(rp, rn)
+	if !ok {
+		return protocol.Outcome{}, fmt.Errorf("the result (%d bytes at %d) is outside memory", rn, rp)
+	}
+	return decodeOutcome(raw)
+}
+
+// decodeOutcome decodes the Outcome a guest returned; raw aliases guest
+// memory, so nothing of it is kept.
+func decodeOutcome(raw []byte) (protocol.Outcome, error) {
+	var out protocol.Outcome
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return protocol.Outcome{}, fmt.Errorf("the result is not an outcome: %v", err)
+	}
+	out.Value = slices.Clone(out.Value)
+	return out, nil
+}
+
+// get returns an idle instance or makes one, waiting while PoolSize calls
+// are running. A new instance is initialised with st's handles, within the
+// call's context.
+func (p *pool) get(ctx context.Context, st *callState) (*instance, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.sem
+		return nil, errf(protocol.CodeUnavailable, "the tool %q was detached", p.name)
+	}
+	p.inUse++
+	if n := len(p.idle); n > 0 {
+		in := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return in, nil
+	}
+	p.mu.Unlock()
+	in, err := p.newInstance(ctx, st)
+	if err != nil {
+		p.mu.Lock()
+		p.inUse--
+		p.discards++
+		p.mu.Unlock()
+		<-p.sem
+		return nil, err
+	}
+	return in, nil
+}
+
+func (p *pool) put(in *instance) {
+	p.mu.Lock()
+	p.inUse--
+	if p.closed {
+		p.mu.Unlock()
+		_ = in.mod.Close(context.Background())
+	} else {
+		p.idle = append(p.idle, in)
+		p.mu.Unlock()
+	}
+	<-p.sem
+}
+
+// discard closes an instance that trapped or was stopped: it is never
+// reused, and the next call makes a fresh one.
+func (p *pool) discard(in *instance) {
+	_ = in.mod.Close(context.Background())
+	p.mu.Lock()
+	p.inUse--
+	p.discards++
+	p.mu.Unlock()
+	<-p.sem
+}
+
+// abandon gives up an instance whose call's context is done, whatever its
+// guest is doing: the slot comes back now, the guest's sleep ends, and
+// reap closes the instance when its guest returns. It runs on its own
+// goroutine (context.AfterFunc) and never touches the module, which the
+// call's goroutine may still be running.
+func (p *pool) abandon(in *instance) {
+	in.wake()
+	p.mu.Lock()
+	p.inUse--
+	p.stopping++
+	p.discards++
+	p.mu.Unlock()
+	<-p.sem
+	close(in.gaveUp)
+}
+
+func (p *pool) reap(in *instance) {
+	<-in.gaveUp
+	_ = in.mod.Close(context.Background())
+	p.mu.Lock()
+	p.stopping--
+	p.mu.Unlock()
+}
+
+// Invoke runs one call on an instance of the pool. The handles of the call
+// are reachable by the host functions through the call's context, and only
+// for the duration of the call.
+func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error) {
+	st := &callState{handles: c.Handles, progress: c.Progress}
+	in, err := p.get(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	req, err := json.Marshal(abi.InvokeRequest{ID: c.ID, Input: c.Input, Workspace: c.Workspace})
+	if err != nil {
+		p.put(in)
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { p.abandon(in) })
+	out, err := in.call(withCallState(ctx, st), in.invoke, req)
+	if !stop() {
+		p.reap(in)
+		p.h.log.Warn("tool instance stopped at its call's deadline and replaced", slog.String("tool", p.name), slog.String("call", c.ID))
+		return nil, stoppedErr(ctx, p.name)
+	}
+	if err != nil {
+		p.discard(in)
+		return nil, mapTrap(ctx, p.name, err)
+	}
+	p.put(in)
+	if out.Err != nil {
+		return nil, out.Err
+	}
+	return out.Value, nil
+}
+
+// Close closes the idle instances; busy ones close when their call ends.
+func (p *pool) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	p.h.mu.Lock()
+	delete(p.h.pools, p)
+	p.h.mu.Unlock()
+	for _, in := range idle {
+		_ = in.mod.Close(context.Background())
+	}
+	return nil
+}
+
+func stoppedErr(ctx context.Context, name string) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return errf(protocol.CodeCancelled, "the call to %q was cancelled", name)
+	}
+	return errf(protocol.CodeTimeout, "the tool %q did not finish before its deadline", name)
+}
+
+// mapTrap turns what stopped a guest into an error with a code: the
+// deadline is timeout, a cancellation cancelled, anything else (a trap, a
+// panic, running out of memory) internal.
+func mapTrap(ctx context.Context, name string, err error) error {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return errf(protocol.CodeTimeout, "the tool %q did not finish before its deadline", name)
+		case sys.ExitCodeContextCanceled:
+			return errf(protocol.CodeCancelled, "the call to %q was cancelled", name)
+		}
+	}
+	if ctx.Err() != nil {
+		return stoppedErr(ctx, name)
+	}
+	return errf(protocol.CodeInternal, "the tool %q crashed: %s; the environment is unaffected", name, trapMessage(err))
+}
+
+// trapMessage shortens a wazero error to its first line.
+func trapMessage(err error) string {
+	s := err.Error()
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// PoolStats is a snapshot of the instance pool of one attached artifact.
+type PoolStats struct {
+	Tool    string // the tool's name
+	Payload string // its payload identity
+	Limit   int    // Options.PoolSize: the most instances, and so concurrent calls
+	Size    int    // instances alive and usable: idle or in use
+	InUse   int    // instances running a call or being initialised
+	// Stopping counts instances given up at their call's deadline whose
+	// guest has not yet come back from a host function. They hold no slot
+	// and are closed as soon as it does.
+	Stopping int
+	// Discards counts instances closed and never reused since the attach:
+	// trapped, out of memory, stopped at a deadline or cancelled, or failed
+	// to initialise when the pool grew.
+	Discards uint64
+}
+
+// Stats returns a snapshot of the pool of every artifact attached through
+// this host and not yet detached, sorted by tool name. It is safe to call
+// concurrently with calls, for example from a metrics collector.
+func (h *Host) Stats() []PoolStats {
+	h.mu.RLock()
+	pools := make([]*pool, 0, len(h.pools))
+	for p := range h.pools {
+		pools = append(pools, p)
+	}
+	h.mu.RUnlock()
+	out := make([]PoolStats, 0, len(pools))
+	for _, p := range pools {
+		p.mu.Lock()
+		out = append(out, PoolStats{Tool: p.name, Payload: p.payload, Limit: cap(p.sem), Size: len(p.idle) + p.inUse,
+			InUse: p.inUse, Stopping: p.stopping, Discards: p.discards})
+		p.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b PoolStats) int {
+		return cmp.Or(cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Payload, b.Payload))
+	})
+	return out
+}
