@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,6 +53,16 @@ type pending struct {
 func (j *journal) Append(e session.Event) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if f := j.s.opts.OnAppend; f != nil {
+		start := time.Now()
+		err := j.appendLocked(e)
+		f(time.Since(start), err)
+		return err
+	}
+	return j.appendLocked(e)
+}
+
+func (j *journal) appendLocked(e session.Event) error {
 	if j.broken != nil {
 		return j.broken
 	}

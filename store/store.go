@@ -78,6 +78,10 @@ type Options struct {
 	// Logger receives the store's and the embedded server's logs; nil
 	// discards them.
 	Logger *slog.Logger
+	// OnAppend, if set, is told how long each journal Append took and its
+	// error (nil when the event was acknowledged), for metrics. It is
+	// called with the journal's lock held: it must be quick.
+	OnAppend func(d time.Duration, err error)
 }
 
 func (o *Options) withDefaults() (Options, error) {
