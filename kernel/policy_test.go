@@ -94,7 +94,7 @@ func TestPolicyApproval(t *testing.T) {
 				t.Fatalf("the tool ran %d times before any decision", n)
 			}
 			must(t, s.Approve(session.Client, &protocol.CapabilityApprove{CallID: req.CallID, Decision: tt.decision,
-				Feedback: "checked", DecidedBy: "ada"}))
+				Feedback: "checked", DecidedBy: "ada", InputDigest: req.InputDigest}))
 			out := testutil.Recv(t, outc, "outcome")
 			if tt.wantCode == "" && !out.IsOK() || tt.wantCode != "" && (out.IsOK() || out.Err.Code != tt.wantCode) {
 				t.Fatalf("outcome = %+v %s, want code %q", out.Err, out.Value, tt.wantCode)

@@ -161,7 +161,7 @@ func TestExportApproval(t *testing.T) {
 					}
 
 					must(t, f.s.Approve(session.Client, &protocol.CapabilityApprove{
-						CallID: req.CallID, Decision: c.decision, Feedback: c.feedback, DecidedBy: "ada",
+						CallID: req.CallID, Decision: c.decision, Feedback: c.feedback, DecidedBy: "ada", InputDigest: req.InputDigest,
 					}))
 					a := recv(t, done, "the call's result")
 					must(t, a.err)

@@ -25,6 +25,10 @@ const (
 	CodeInvalidOutput Code = "invalid_output"
 	// CodeRejected: a user rejected the call at approval.
 	CodeRejected Code = "rejected"
+	// CodeStaleApproval: a decision that does not match the pending approval
+	// request (its inputDigest is another request's), or an approval request
+	// withdrawn because the capability was re-registered differently.
+	CodeStaleApproval Code = "stale_approval"
 	// CodeTimeout: the call's deadline passed.
 	CodeTimeout Code = "timeout"
 	// CodeCancelled: the call was cancelled.
@@ -56,7 +60,7 @@ const (
 func Codes() []Code {
 	return []Code{
 		CodeNotFound, CodeForbidden, CodeInvalidInput, CodeInvalidOutput, CodeInvalidRequest,
-		CodeRejected, CodeTimeout, CodeCancelled, CodeConflict,
+		CodeRejected, CodeStaleApproval, CodeTimeout, CodeCancelled, CodeConflict,
 		CodePathEscape, CodeDenied, CodeTooLarge, CodeQuotaExceeded, CodeUnavailable,
 		CodeInvalidArgument, CodeToolError, CodeInternal,
 	}

@@ -49,6 +49,7 @@ func init() {
 		&CapabilityApprove{}, &CapabilityInvoked{}, &RenderInvoked{},
 		&CapabilityInvoke{}, &CapabilityCancel{}, &ApprovalRequested{},
 		&CapabilityOutcome{}, &Resume{}, &Snapshot{}, &Ack{}, &ErrorReply{},
+		&ApprovalDecided{}, &ApprovalWithdrawn{},
 	} {
 		t := reflect.TypeOf(m).Elem()
 		allowed, required := jsonFields(t)

@@ -22,6 +22,8 @@ const (
 	TypeCapabilityInvoke  Type = "capability_invoke"  // peer → kernel: a user invocation
 	TypeCapabilityCancel  Type = "capability_cancel"  // peer → kernel: cancel one call
 	TypeApprovalRequested Type = "approval_requested" // kernel → peer: show a confirm UI
+	TypeApprovalDecided   Type = "approval_decided"   // kernel → peer: who decided an approval, journaled first
+	TypeApprovalWithdrawn Type = "approval_withdrawn" // kernel → peer: an approval request that can no longer be decided
 	TypeCapabilityOutcome Type = "capability_outcome" // kernel → peer: a call's terminal outcome
 	TypeResume            Type = "resume"             // peer → kernel: replay after a seq
 	TypeSnapshot          Type = "snapshot"           // kernel → peer: state when replay is impossible
@@ -64,11 +66,17 @@ const (
 )
 
 // CapabilityApprove approves or rejects a call that requires approval.
+//
+// InputDigest (extension) echoes the inputDigest of the approval_requested
+// being answered: it is required to approve, and a decision whose digest is
+// not the pending request's is refused (code stale_approval). A rejection
+// may omit it.
 type CapabilityApprove struct {
-	CallID    string   `json:"callId"`
-	Decision  Decision `json:"decision"`
-	Feedback  string   `json:"feedback,omitempty"`
-	DecidedBy string   `json:"decidedBy"`
+	CallID      string   `json:"callId"`
+	Decision    Decision `json:"decision"`
+	Feedback    string   `json:"feedback,omitempty"`
+	DecidedBy   string   `json:"decidedBy"`
+	InputDigest string   `json:"inputDigest,omitempty"`
 }
 
 // InvokedByAgent is the only value of CapabilityInvoked.InvokedBy in the seed.
@@ -109,11 +117,53 @@ type CapabilityCancel struct {
 
 // ApprovalRequested (extension) tells peers that a call waits for a
 // capability_approve, so a client knows to show its confirm UI.
+//
+// InputDigest, "sha256:<hex>", binds the request to exactly this input and
+// this registration of the capability (Revision): an approving
+// capability_approve must echo it. Both are omitted only in events journaled
+// before they existed.
 type ApprovalRequested struct {
-	CallID  string          `json:"callId"`
-	Name    string          `json:"name"`
-	Input   json.RawMessage `json:"input"`
-	Invoker Audience        `json:"invoker"`
+	CallID      string          `json:"callId"`
+	Name        string          `json:"name"`
+	Input       json.RawMessage `json:"input"`
+	Invoker     Audience        `json:"invoker"`
+	InputDigest string          `json:"inputDigest,omitempty"`
+	Revision    string          `json:"revision,omitempty"`
+}
+
+// Decider is who decided an approval, as the kernel authenticated the
+// connection: its side ("client", "operator", "runtime") and the name of
+// its credentials, when they have one.
+type Decider struct {
+	Side string `json:"side"`
+	Name string `json:"name,omitempty"`
+}
+
+// ApprovalDecided (extension) records a decision on an approval request. It
+// is journaled before the decision takes effect, and a call has at most one.
+// DecidedBy is what the deciding frame claimed; Decider is who the
+// connection authenticated as.
+type ApprovalDecided struct {
+	CallID      string   `json:"callId"`
+	Name        string   `json:"name"`
+	Decision    Decision `json:"decision"`
+	DecidedBy   string   `json:"decidedBy"`
+	Decider     Decider  `json:"decider"`
+	Feedback    string   `json:"feedback,omitempty"`
+	InputDigest string   `json:"inputDigest,omitempty"`
+}
+
+// ApprovalWithdrawn (extension) ends an approval request that can no longer
+// be decided, although its call goes on: the capability was re-registered
+// with a different definition, and a new approval_requested for the same
+// call follows. A decision echoing the withdrawn request's digest is
+// refused.
+type ApprovalWithdrawn struct {
+	CallID      string `json:"callId"`
+	Name        string `json:"name"`
+	InputDigest string `json:"inputDigest,omitempty"`
+	Code        Code   `json:"code"`
+	Message     string `json:"message"`
 }
 
 // CapabilityOutcome (extension) is the terminal outcome of one call. Every
@@ -140,12 +190,17 @@ const (
 )
 
 // PendingCall describes a call that has not finished, in a [Snapshot].
+//
+// InputDigest and Revision are those of the call's approval request, for a
+// call awaiting approval.
 type PendingCall struct {
-	CallID  string          `json:"callId"`
-	Name    string          `json:"name"`
-	Input   json.RawMessage `json:"input"`
-	Invoker Audience        `json:"invoker"`
-	State   CallState       `json:"state"`
+	CallID      string          `json:"callId"`
+	Name        string          `json:"name"`
+	Input       json.RawMessage `json:"input"`
+	Invoker     Audience        `json:"invoker"`
+	State       CallState       `json:"state"`
+	InputDigest string          `json:"inputDigest,omitempty"`
+	Revision    string          `json:"revision,omitempty"`
 }
 
 // Snapshot (extension) is the session's state as of Seq, sent instead of a
@@ -180,6 +235,8 @@ func (*RenderInvoked) MessageType() Type        { return TypeRenderInvoked }
 func (*CapabilityInvoke) MessageType() Type     { return TypeCapabilityInvoke }
 func (*CapabilityCancel) MessageType() Type     { return TypeCapabilityCancel }
 func (*ApprovalRequested) MessageType() Type    { return TypeApprovalRequested }
+func (*ApprovalDecided) MessageType() Type      { return TypeApprovalDecided }
+func (*ApprovalWithdrawn) MessageType() Type    { return TypeApprovalWithdrawn }
 func (*CapabilityOutcome) MessageType() Type    { return TypeCapabilityOutcome }
 func (*Resume) MessageType() Type               { return TypeResume }
 func (*Snapshot) MessageType() Type             { return TypeSnapshot }

@@ -169,7 +169,7 @@ func TestClientCapabilityRoundTrip(t *testing.T) {
 		t.Fatalf("outcome = %+v", out.Err)
 	}
 	// A second decision is refused, the connection is still usable.
-	c.send("a2", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada"})
+	c.send("a2", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
 	if r := c.reply("a2").Msg.(*protocol.ErrorReply); r.Code != protocol.CodeConflict {
 		t.Fatalf("second decision reply = %+v", r)
 	}
@@ -347,7 +347,7 @@ func TestSlowPeerDisconnected(t *testing.T) {
 	big := base64.StdEncoding.EncodeToString(noise) // incompressible: the connection may be compressed
 	for i := range 48 {                             // 12 MiB of events: more than the socket buffers hold
 		c := clientCap(fmt.Sprint("big.", i%8), false)
-		c.Description = big
+		c.Description = big + fmt.Sprint(i) // a change each time: an unchanged re-registration emits nothing
 		if err := s.Register(session.Client, c); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"slices"
@@ -51,9 +50,16 @@ type call struct {
 	id, name string
 	input    json.RawMessage
 	invoker  protocol.Audience
-	reg      *registration
+	started  time.Time
+
+	// reg is the registration the call was made to. It changes only while
+	// the call awaits an undecided approval (a re-registration with another
+	// definition issues a new request), under Session.mu; once decided it
+	// is fixed.
+	reg *registration
 
 	// Guarded by Session.mu.
+	digest           string // of the current approval request: the decision must echo it
 	awaitingApproval bool
 	decided          bool
 	dispatched       bool // capability_invoked is out
@@ -121,9 +127,18 @@ func (s *Session) start(invoker protocol.Audience, name string, input json.RawMe
 		s.logInfo("invocation forbidden", slog.String(keyCapability, r.logKey), slog.String(keyInvoker, string(invoker)))
 		return nil, protocol.Fail(protocol.CodeForbidden, "capability %q is not available to the %s", name, invoker)
 	}
-	if len(input) == 0 {
+	switch {
+	case len(input) == 0:
 		input = json.RawMessage(`{}`)
-	} else {
+	case r.cap.RequiresApproval:
+		// The input of a call that needs approval is kept in its wire form
+		// (compact, as events encode it), so that the approver sees, the
+		// digest covers and the handler runs exactly the same bytes.
+		var err error
+		if input, err = canonicalInput(input); err != nil {
+			return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q is not valid JSON: %v", name, err)
+		}
+	default:
 		// The call keeps its own copy, taken before validation: the caller
 		// may reuse its buffer once Start returns, and the handler must run
 		// on exactly the input that was validated (and events report it).
@@ -132,12 +147,25 @@ func (s *Session) start(invoker protocol.Audience, name string, input json.RawMe
 	if err := r.input.ValidateJSON(input); err != nil {
 		return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
 	}
-	c := &call{id: s.nextCallID(), name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{})}
+	c := &call{id: s.nextCallID(), name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now()}
 	if r.cap.RequiresApproval {
 		c.awaitingApproval = true
 		c.approval = make(chan protocol.CapabilityApprove, 1)
 	}
 	s.mu.Lock()
+	if r.cap.RequiresApproval {
+		r = s.caps[name] // the registration may have changed since the lookup
+		if r == nil || !r.cap.RequiresApproval || r.input.ValidateJSON(input) != nil {
+			s.mu.Unlock()
+			return nil, protocol.Fail(protocol.CodeConflict, "capability %q changed while the call was starting; try again", name)
+		}
+		c.reg, c.digest = r, inputDigest(r, input)
+	}
+	if n := len(s.calls); n >= s.opts.MaxPendingCalls {
+		s.mu.Unlock()
+		s.logInfo("invocation refused: quota", slog.String(keyCapability, r.logKey), slog.Int("pending", n))
+		return nil, protocol.Fail(protocol.CodeQuotaExceeded, "the session already has %d pending calls, its limit (MaxPendingCalls); wait for some to finish", n)
+	}
 	s.calls[c.id] = c
 	s.mu.Unlock()
 	return c, protocol.Outcome{}
@@ -154,13 +182,21 @@ func (s *Session) nextCallID() string {
 
 // run does steps 3 to 7 for a published call and returns its outcome.
 func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
-	r := c.reg
 	if c.approval != nil && !s.awaitApproval(ctx, c) { // approval is set once, before the call is published
 		<-c.done
 		return c.outcome
 	}
+	s.mu.Lock()
+	r := c.reg // fixed from here on: decided, or never needed a decision
+	s.mu.Unlock()
 	c.parent = ctx
 	c.deadline = time.Now().Add(r.timeout)
+	if r.handler == nil {
+		if out, gone := s.ownerGone(r); gone {
+			s.finish(c, out)
+			return c.outcome
+		}
+	}
 	s.mu.Lock()
 	if c.finished { // cancelled between approval and dispatch
 		s.mu.Unlock()
@@ -191,40 +227,6 @@ func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
 	}
 	s.await(ctx, c)
 	return c.outcome
-}
-
-// awaitApproval publishes approval_requested and waits for the decision.
-// It reports whether the call was approved; otherwise the call is finished.
-func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
-	s.mu.Lock()
-	if c.finished {
-		s.mu.Unlock()
-		return false
-	}
-	if !c.resumed {
-		s.emitLocked(entry{typ: protocol.TypeApprovalRequested, call: c})
-	}
-	s.mu.Unlock()
-	s.observe(ApprovalRequested, c, nil)
-	timer := time.NewTimer(s.opts.ApprovalTimeout)
-	defer timer.Stop()
-	select {
-	case d := <-c.approval:
-		if d.Decision == protocol.DecisionApproved {
-			return true
-		}
-		msg := fmt.Sprintf("the user (%s) rejected the call", d.DecidedBy)
-		if d.Feedback != "" {
-			msg += ": " + d.Feedback
-		}
-		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", msg))
-	case <-c.done:
-	case <-timer.C:
-		s.finish(c, protocol.Fail(protocol.CodeTimeout, "no approval within %s", s.opts.ApprovalTimeout))
-	case <-ctx.Done():
-		s.finish(c, contextOutcome(ctx, 0))
-	}
-	return false
 }
 
 // runBackground runs the handler of a fire-and-forget call, whose outcome
@@ -290,8 +292,18 @@ func contextOutcome(ctx context.Context, timeout time.Duration) protocol.Outcome
 // outcome wins. It reports whether out was the one.
 func (s *Session) finish(c *call, out protocol.Outcome) bool {
 	s.mu.Lock()
+	ok := s.finishLocked(c, out)
+	s.mu.Unlock()
+	if ok {
+		s.afterFinish(c, out)
+	}
+	return ok
+}
+
+// finishLocked is the part of finish done under the lock: the outcome, its
+// event, and waking the call's waiters.
+func (s *Session) finishLocked(c *call, out protocol.Outcome) bool {
 	if c.finished {
-		s.mu.Unlock()
 		return false
 	}
 	c.finished = true
@@ -299,13 +311,31 @@ func (s *Session) finish(c *call, out protocol.Outcome) bool {
 	delete(s.calls, c.id)
 	s.rememberFinishedLocked(c.id, out)
 	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
-	s.mu.Unlock()
 	close(c.done)
-	s.observe(CallFinished, c, func(e *CallEvent) { e.Outcome = out })
-	if !out.IsOK() {
-		s.logDebug("call failed", slog.String(keyCapability, c.reg.logKey), slog.String(keyCall, c.id), slog.String(keyCode, string(out.Err.Code)))
-	}
 	return true
+}
+
+// endLocked finishes c from code that holds the lock; what must run
+// without it (Observe, the log line) runs on its own goroutine.
+func (s *Session) endLocked(c *call, out protocol.Outcome) {
+	if s.finishLocked(c, out) && (s.opts.Observe != nil || s.log.Enabled(context.Background(), slog.LevelInfo)) {
+		go s.afterFinish(c, out)
+	}
+}
+
+// afterFinish reports a finished call to Observe and logs it at info: its
+// capability, invoker, outcome code and duration.
+func (s *Session) afterFinish(c *call, out protocol.Outcome) {
+	s.observe(CallFinished, c, func(e *CallEvent) { e.Outcome = out })
+	if s.log.Enabled(context.Background(), slog.LevelInfo) {
+		code := "ok"
+		if !out.IsOK() {
+			code = string(out.Err.Code)
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "call finished", slog.String(keyCapability, c.reg.logKey),
+			slog.String(keyCall, c.id), slog.String(keyInvoker, string(c.invoker)), slog.String(keyCode, code),
+			slog.Duration("duration", time.Since(c.started)))
+	}
 }
 
 // finishedRing remembers how recent calls ended, so that a late result or
@@ -390,42 +420,6 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 	if !s.finish(c, out) {
 		return protocol.Errorf(protocol.CodeConflict, "call %q finished before its result arrived; the result was dropped", m.CallID)
 	}
-	return nil
-}
-
-// Approve delivers a capability_approve. Only the client (where users
-// decide) and the runtime may approve. It fails, changing nothing, for an
-// unknown or finished call, a call that needs no approval or was already
-// decided (the first decision wins), or an unknown decision.
-func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
-	if !p.mayDecide() {
-		return protocol.Errorf(protocol.CodeForbidden, "%s may not approve calls; approvals come from the client or an operator", p)
-	}
-	if m.Decision != protocol.DecisionApproved && m.Decision != protocol.DecisionRejected {
-		return protocol.Errorf(protocol.CodeInvalidRequest, "decision %q is neither approved nor rejected", m.Decision)
-	}
-	s.mu.Lock()
-	c, err := s.lookupCallLocked(m.CallID)
-	switch {
-	case err != nil:
-		s.mu.Unlock()
-		s.logInfo("approval dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()), slog.String("reason", err.Message))
-		return err
-	case c.approval == nil:
-		s.mu.Unlock()
-		return protocol.Errorf(protocol.CodeConflict, "call %q does not require approval", m.CallID)
-	case c.decided:
-		s.mu.Unlock()
-		return protocol.Errorf(protocol.CodeConflict, "call %q was already decided; the first decision stands", m.CallID)
-	}
-	c.decided = true
-	c.awaitingApproval = false
-	c.approval <- *m
-	s.mu.Unlock()
-	decidedBy := p.String() + " (" + m.DecidedBy + ")"
-	s.logInfo("call decided", slog.String(keyCapability, c.reg.logKey), slog.String(keyCall, c.id),
-		slog.String("decision", string(m.Decision)), slog.String("decidedBy", decidedBy))
-	s.observe(ApprovalDecided, c, func(e *CallEvent) { e.Decision, e.DecidedBy = m.Decision, decidedBy })
 	return nil
 }
 

@@ -275,7 +275,7 @@ func TestApprovalGatesDispatch(t *testing.T) {
 			}
 
 			approved.Store(true)
-			if err := s.Approve(session.Client, &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}); err != nil {
+			if err := s.Approve(session.Client, approvalOf(req, protocol.DecisionApproved, "ada")); err != nil {
 				t.Fatalf("Approve: %v", err)
 			}
 			if side != "agent" {
@@ -378,7 +378,7 @@ func TestApprovalEnds(t *testing.T) {
 				}
 			}
 			neverDispatched(t, s, req.CallID, ran, out)
-			err := s.Approve(session.Client, &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "bob"})
+			err := s.Approve(session.Client, approvalOf(req, protocol.DecisionApproved, "bob"))
 			wantErrCode(t, err, protocol.CodeConflict) // too late: the call is over
 			if len(s.Snapshot().PendingCalls) != 0 {
 				t.Errorf("the call is still pending")
@@ -390,9 +390,7 @@ func TestApprovalEnds(t *testing.T) {
 // TestApprove: the first decision wins; approvals come only from the client
 // (or the runtime) for a pending call that requires one.
 func TestApprove(t *testing.T) {
-	approve := func(id string) *protocol.CapabilityApprove {
-		return &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionApproved, DecidedBy: "ada"}
-	}
+	approve := func(s *session.Session, id string) *protocol.CapabilityApprove { return approveOf(s, id, "ada") }
 	reject := func(id string) *protocol.CapabilityApprove {
 		return &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionRejected, DecidedBy: "bob", Feedback: "no"}
 	}
@@ -402,11 +400,26 @@ func TestApprove(t *testing.T) {
 		code   protocol.Code                             // its error code, "" for none
 		after  protocol.Code                             // "" when the call then is approved and runs, else its outcome code
 	}{
-		{name: "approve", decide: func(s *session.Session, id string) error { return s.Approve(session.Client, approve(id)) }},
-		{name: "runtime approves", decide: func(s *session.Session, id string) error { return s.Approve(session.Runtime, approve(id)) }},
+		{name: "approve", decide: func(s *session.Session, id string) error { return s.Approve(session.Client, approve(s, id)) }},
+		{name: "runtime approves", decide: func(s *session.Session, id string) error { return s.Approve(session.Runtime, approve(s, id)) },
+			code: protocol.CodeForbidden, after: protocol.CodeCancelled},
+		{name: "environment approves", decide: func(s *session.Session, id string) error { return s.Approve(session.Environment, approve(s, id)) },
+			code: protocol.CodeForbidden, after: protocol.CodeCancelled},
+		{name: "operator approves", decide: func(s *session.Session, id string) error { return s.Approve(session.Operator("ops"), approve(s, id)) }},
+		{name: "approve without the digest", decide: func(s *session.Session, id string) error {
+			return s.Approve(session.Client, &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionApproved, DecidedBy: "ada"})
+		}, code: protocol.CodeInvalidRequest, after: protocol.CodeCancelled},
+		{name: "approve with another digest", decide: func(s *session.Session, id string) error {
+			m := approve(s, id)
+			m.InputDigest = "sha256:" + strings.Repeat("0", 64)
+			return s.Approve(session.Client, m)
+		}, code: protocol.CodeStaleApproval, after: protocol.CodeCancelled},
+		{name: "reject without the digest", decide: func(s *session.Session, id string) error {
+			return s.Approve(session.Client, &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionRejected, DecidedBy: "ada"})
+		}, after: protocol.CodeRejected},
 		{name: "second decision rejects",
 			decide: func(s *session.Session, id string) error {
-				if err := s.Approve(session.Client, approve(id)); err != nil {
+				if err := s.Approve(session.Client, approve(s, id)); err != nil {
 					return err
 				}
 				return s.Approve(session.Client, reject(id))
@@ -416,14 +429,14 @@ func TestApprove(t *testing.T) {
 				if err := s.Approve(session.Client, reject(id)); err != nil {
 					return err
 				}
-				return s.Approve(session.Client, approve(id))
+				return s.Approve(session.Client, approve(s, id))
 			}, code: protocol.CodeConflict, after: protocol.CodeRejected},
-		{name: "app approves", decide: func(s *session.Session, id string) error { return s.Approve(session.App("files"), approve(id)) },
+		{name: "app approves", decide: func(s *session.Session, id string) error { return s.Approve(session.App("files"), approve(s, id)) },
 			code: protocol.CodeForbidden, after: protocol.CodeCancelled},
 		{name: "unknown decision", decide: func(s *session.Session, id string) error {
 			return s.Approve(session.Client, &protocol.CapabilityApprove{CallID: id, Decision: "maybe", DecidedBy: "ada"})
 		}, code: protocol.CodeInvalidRequest, after: protocol.CodeCancelled},
-		{name: "unknown call", decide: func(s *session.Session, id string) error { return s.Approve(session.Client, approve(id+"x")) },
+		{name: "unknown call", decide: func(s *session.Session, id string) error { return s.Approve(session.Client, approve(s, id+"x")) },
 			code: protocol.CodeNotFound, after: protocol.CodeCancelled},
 	}
 	for _, tt := range tests {
@@ -469,7 +482,7 @@ func TestApprove(t *testing.T) {
 			t.Fatal(perr)
 		}
 		recv(t, g.started, "the handler")
-		wantErrCode(t, s.Approve(session.Client, approve(id)), protocol.CodeConflict)
+		wantErrCode(t, s.Approve(session.Client, approve(s, id)), protocol.CodeConflict)
 		close(g.release)
 	})
 	t.Run("concurrent decisions", func(t *testing.T) {
@@ -482,7 +495,7 @@ func TestApprove(t *testing.T) {
 		var winner atomic.Value
 		for i := range 8 {
 			wg.Go(func() {
-				m := approve(req.CallID)
+				m := approve(s, req.CallID)
 				if i%2 == 1 {
 					m = reject(req.CallID)
 				}
@@ -526,7 +539,7 @@ func TestApprove(t *testing.T) {
 		if err := s.Cancel(id, ""); err != nil {
 			t.Fatal(err)
 		}
-		wantErrCode(t, s.Approve(session.Client, approve(id)), protocol.CodeConflict)
+		wantErrCode(t, s.Approve(session.Client, approve(s, id)), protocol.CodeConflict)
 		if _, ok := rec.find("approval dropped", map[string]string{"call": id}); !ok {
 			t.Errorf("a late approval was not logged; logs:\n%s", rec)
 		}

@@ -18,6 +18,7 @@ type frameSession struct {
 	s                    *session.Session
 	sub                  *session.Subscription
 	clientCall, apprCall string
+	apprDigest           string
 }
 
 func newFrameSession(t *testing.T) *frameSession {
@@ -54,7 +55,8 @@ func newFrameSession(t *testing.T) *frameSession {
 	if fs.apprCall, err = s.Start(protocol.AudienceLLM, "a.delete", textInput); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, sub, func(m *protocol.ApprovalRequested) bool { return m.CallID == fs.apprCall })
+	req, _ := waitFor(t, sub, func(m *protocol.ApprovalRequested) bool { return m.CallID == fs.apprCall })
+	fs.apprDigest = req.InputDigest
 	t.Cleanup(func() { // end what the case left pending
 		_ = s.Cancel(fs.clientCall, "")
 		_ = s.Cancel(fs.apprCall, "")
@@ -150,7 +152,7 @@ func TestHandleFrame(t *testing.T) {
 			return fmt.Sprintf(`{"type":"capability_result","callId":%q,"result":{}}`, fs.apprCall)
 		}, code: protocol.CodeForbidden}, // agent side: no peer answers it
 		{name: "approve", peer: session.Client, msg: func(fs ids) string {
-			return fmt.Sprintf(`{"type":"capability_approve","callId":%q,"decision":"approved","decidedBy":"ada"}`, fs.apprCall)
+			return fmt.Sprintf(`{"type":"capability_approve","callId":%q,"decision":"approved","decidedBy":"ada","inputDigest":%q}`, fs.apprCall, fs.apprDigest)
 		}, check: func(t *testing.T, fs *frameSession, _ uint64, _ *protocol.Frame) {
 			o, _ := waitFor(t, fs.sub, func(o *protocol.CapabilityOutcome) bool { return o.CallID == fs.apprCall })
 			wantValue(t, o.Outcome, string(textInput))
@@ -303,7 +305,7 @@ func TestHandleFrameInvokeFlow(t *testing.T) {
 		t.Errorf("approval_requested invoker %q, want user", req.Invoker)
 	}
 	reply = s.HandleFrame(session.Client, decodeFrame(t, "2",
-		fmt.Sprintf(`{"type":"capability_approve","callId":%q,"decision":"approved","decidedBy":"ada"}`, ack.CallID)))
+		fmt.Sprintf(`{"type":"capability_approve","callId":%q,"decision":"approved","decidedBy":"ada","inputDigest":%q}`, ack.CallID, req.InputDigest)))
 	if _, ok := reply.Msg.(*protocol.Ack); !ok {
 		t.Fatalf("approve: %s", jsonOf(t, reply.Msg))
 	}

@@ -160,7 +160,7 @@ func TestHammer(t *testing.T) {
 					var err error
 					switch j % 3 {
 					case 0:
-						err = s.Approve(session.Client, &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionApproved, DecidedBy: "h"})
+						err = s.Approve(session.Client, approveOf(s, id, "h"))
 					case 1:
 						err = s.Approve(session.Client, &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionRejected, DecidedBy: "h"})
 					default:

@@ -421,3 +421,19 @@ func inBubble(t *testing.T, f func(t *testing.T)) {
 		f(t)
 	})
 }
+
+// digestOf returns the inputDigest of s's pending call id, as a snapshot
+// shows it to an approver ("" when the call is not awaiting approval).
+func digestOf(s *session.Session, id string) string {
+	for _, pc := range s.Snapshot().PendingCalls {
+		if pc.CallID == id {
+			return pc.InputDigest
+		}
+	}
+	return ""
+}
+
+// approveOf approves s's pending call id, echoing its digest.
+func approveOf(s *session.Session, id, by string) *protocol.CapabilityApprove {
+	return &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionApproved, DecidedBy: by, InputDigest: digestOf(s, id)}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 )
@@ -20,6 +21,9 @@ type Journal interface {
 // emitLocked gives an event the next seq, journals it, and makes it
 // visible to subscribers.
 func (s *Session) emitLocked(e entry) {
+	if e.call != nil && e.owner == nil {
+		e.owner = &e.call.reg.owner
+	}
 	if j := s.opts.Journal; j != nil {
 		seq := s.events.last + 1
 		if err := j.Append(Event{Seq: seq, Msg: e.message()}); err != nil {
@@ -32,6 +36,21 @@ func (s *Session) emitLocked(e entry) {
 	s.events.appendLocked(e)
 }
 
+// emitDurableLocked is emitLocked for an event that must be journaled
+// before it takes effect (a decision): when the journal refuses it, the
+// event does not happen and the error says why.
+func (s *Session) emitDurableLocked(e entry) error {
+	if j := s.opts.Journal; j != nil {
+		seq := s.events.last + 1
+		if err := j.Append(Event{Seq: seq, Msg: e.message()}); err != nil {
+			s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+			return protocol.Errorf(protocol.CodeUnavailable, "the decision could not be recorded (%v); nothing changed, try again", err)
+		}
+	}
+	s.events.appendLocked(e)
+	return nil
+}
+
 // Restore rebuilds a session from the events its journal stored (in seq
 // order, starting at 1 or at any later seq the journal kept):
 //
@@ -39,13 +58,22 @@ func (s *Session) emitLocked(e entry) {
 //     the runtime (agent, flow, skill, mcp, connector, mount) hold Go
 //     handlers that no journal can store, so reattach — called after the
 //     registrations are rebuilt and before pending calls resume — must
-//     register them again (an environment re-attaching its tools);
+//     register them again (an environment re-attaching its tools); doing
+//     so with an unchanged definition emits nothing;
 //   - a call awaiting approval waits again, and can still be approved or
-//     rejected; a client- or app-side call already dispatched waits again for
-//     its result, with a fresh timeout; an agent-side call that was running
-//     ends with code internal, since its handler died with the process;
+//     rejected — unless the journal holds its decision, which is never
+//     asked for or applied twice: an approved call that had not been
+//     dispatched is dispatched now, a rejected one ends rejected; a call
+//     whose capability is no longer registered as it was when the call was
+//     made ends without running;
+//   - a client- or app-side call already dispatched waits again for its
+//     result, with a fresh timeout, for at most Options.PeerGrace unless
+//     its owner reconnects; an agent-side call that was running ends with
+//     code internal, since its handler died with the process;
 //   - the event log holds the replayed events, so a subscriber resuming from
-//     its last seq misses nothing; new events continue the seq.
+//     its last seq misses nothing; new events continue the seq. A replayed
+//     call event belongs to the owner of its capability at that point of
+//     the journal (see [Event]).
 //
 // The restored session journals to opts.Journal like any other.
 func Restore(id string, events []Event, opts *Options, reattach func(*Session) error) (*Session, error) {
@@ -57,21 +85,32 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 		id, name string
 		input    []byte
 		invoker  protocol.Audience
-		approval bool // still awaiting approval
+		rev      string // of the registration the call was made to ("" if unknown)
+		approval bool   // still awaiting approval
+		decision *protocol.ApprovalDecided
 		invoked  bool
 	}
 	var calls []*pending
 	byID := map[string]*pending{}
+	revs := map[string]string{} // name → revision of its latest registration, of any origin
 	for i, e := range events {
 		if e.Seq != s.events.last+1 && !(i == 0 && e.Seq > 0) {
 			return nil, fmt.Errorf("restore session %q: event %d has seq %d after %d", id, i, e.Seq, s.events.last)
 		}
 		s.mu.Lock()
 		s.events.last = e.Seq - 1
+		var owner *Peer
+		ownerOf := func(name string) {
+			if r, ok := s.caps[name]; ok && revs[name] == r.rev {
+				owner = &r.owner
+			}
+		}
 		switch m := e.Msg.(type) {
 		case *protocol.CapabilityRegister:
 			for _, c := range m.Capabilities {
-				if p, ok := ownerOf(c.Origin); ok {
+				revs[c.Name], _ = revisionOf(&c)
+				delete(s.caps, c.Name) // a registration of another origin ends the old one
+				if p, ok := restoredOwner(c.Origin); ok {
 					if r, err := s.prepare(p, c, nil); err == nil {
 						s.caps[c.Name] = r
 					}
@@ -79,30 +118,66 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			}
 		case *protocol.CapabilityDeregister:
 			for _, n := range m.Names {
-				if r, ok := s.caps[n]; ok && r.cap.Origin.Kind != protocol.OriginFramework {
+				if r, ok := s.caps[n]; !ok || r.cap.Origin.Kind != protocol.OriginFramework {
 					delete(s.caps, n)
+					delete(revs, n)
 				}
 			}
 		case *protocol.ApprovalRequested:
-			p := &pending{id: m.CallID, name: m.Name, input: m.Input, invoker: m.Invoker, approval: true}
-			calls, byID[m.CallID] = append(calls, p), p
+			ownerOf(m.Name)
+			if p := byID[m.CallID]; p != nil { // reissued after a re-registration
+				p.rev = revs[m.Name]
+			} else {
+				p := &pending{id: m.CallID, name: m.Name, input: m.Input, invoker: m.Invoker, approval: true, rev: revs[m.Name]}
+				calls, byID[m.CallID] = append(calls, p), p
+			}
+		case *protocol.ApprovalDecided:
+			ownerOf(m.Name)
+			if p := byID[m.CallID]; p != nil {
+				p.approval, p.decision = false, m
+			}
+		case *protocol.ApprovalWithdrawn:
+			ownerOf(m.Name)
 		case *protocol.CapabilityInvoked:
+			ownerOf(m.Name)
 			if p := byID[m.CallID]; p != nil {
 				p.approval, p.invoked = false, true
 			} else {
-				p := &pending{id: m.CallID, name: m.Name, input: m.Input, invoker: protocol.AudienceLLM, invoked: true}
+				p := &pending{id: m.CallID, name: m.Name, input: m.Input, invoker: protocol.AudienceLLM, invoked: true, rev: revs[m.Name]}
 				calls, byID[m.CallID] = append(calls, p), p
 			}
+		case *protocol.RenderInvoked:
+			ownerOf(m.CapabilityName)
 		case *protocol.CapabilityOutcome:
+			ownerOf(m.Name)
 			if p := byID[m.CallID]; p != nil {
 				delete(byID, m.CallID)
 				calls = slices.DeleteFunc(calls, func(q *pending) bool { return q == p })
 			}
 			s.rememberFinishedLocked(m.CallID, m.Outcome)
 		}
-		s.events.appendLocked(entry{typ: e.Msg.MessageType(), msg: e.Msg})
+		s.events.appendLocked(entry{typ: e.Msg.MessageType(), msg: e.Msg, owner: owner})
 		s.mu.Unlock()
 	}
+	s.mu.Lock()
+	for name, rev := range revs {
+		if _, ok := s.caps[name]; !ok {
+			if s.journaled == nil {
+				s.journaled = map[string]string{}
+			}
+			s.journaled[name] = rev
+		}
+	}
+	// The owners of restored registrations have no connection yet.
+	for _, r := range s.caps {
+		if r.handler == nil {
+			pr := s.presenceLocked(r.owner)
+			if pr.timer == nil {
+				s.goneLocked(party(r.owner), pr)
+			}
+		}
+	}
+	s.mu.Unlock()
 	s.opts.Journal = journal
 	if reattach != nil {
 		if err := reattach(s); err != nil {
@@ -110,14 +185,14 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 		}
 	}
 	for _, p := range calls {
-		s.resume(p.id, p.name, p.input, p.invoker, p.approval)
+		s.resume(p.id, p.name, p.input, p.invoker, p.rev, p.approval, p.invoked, p.decision)
 	}
 	return s, nil
 }
 
-// ownerOf returns the peer that registers origin o, for the origins a
-// journal can restore (client and app).
-func ownerOf(o protocol.Origin) (Peer, bool) {
+// restoredOwner returns the peer that registers origin o, for the origins
+// a journal can restore (client and app).
+func restoredOwner(o protocol.Origin) (Peer, bool) {
 	switch o.Kind {
 	case protocol.OriginClient:
 		return Client, true
@@ -128,12 +203,13 @@ func ownerOf(o protocol.Origin) (Peer, bool) {
 }
 
 // resume brings back one call that was pending when the session was
-// journaled.
-func (s *Session) resume(id, name string, input []byte, invoker protocol.Audience, awaitingApproval bool) {
+// journaled. rev is the revision of the registration it was made to;
+// decision is its journaled decision, if any.
+func (s *Session) resume(id, name string, input []byte, invoker protocol.Audience, rev string, awaitingApproval, invoked bool, decision *protocol.ApprovalDecided) {
 	s.mu.Lock()
 	r := s.caps[name]
 	s.mu.Unlock()
-	c := &call{id: id, name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{})}
+	c := &call{id: id, name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(), resumed: true}
 	if r == nil {
 		c.reg = &registration{logKey: "capability:?:" + name, timeout: s.opts.DefaultCallTimeout}
 	}
@@ -142,15 +218,36 @@ func (s *Session) resume(id, name string, input []byte, invoker protocol.Audienc
 	s.mu.Unlock()
 	switch {
 	case r == nil:
-		s.finish(c, protocol.Fail(protocol.CodeInternal, "the kernel restarted and the capability %q is no longer registered", name))
-	case awaitingApproval && r.cap.RequiresApproval:
-		c.awaitingApproval, c.resumed = true, true
-		c.approval = make(chan protocol.CapabilityApprove, 1)
+		s.finish(c, protocol.Fail(protocol.CodeInternal, "the kernel restarted and the capability %q is no longer registered; the call did not run", name))
+	case invoked && r.handler == nil:
+		c.dispatched = true // the peer has it: wait for its result, never dispatch again
 		go s.run(context.Background(), c)
-	case !awaitingApproval && r.handler == nil:
-		c.dispatched, c.resumed = true, true
-		go s.run(context.Background(), c)
-	default:
+	case invoked:
 		s.finish(c, protocol.Fail(protocol.CodeInternal, "the kernel restarted while %q was running; it may or may not have taken effect", name))
+	case decision != nil && decision.Decision == protocol.DecisionRejected:
+		msg := fmt.Sprintf("the user (%s) rejected the call", decision.DecidedBy)
+		if decision.Feedback != "" {
+			msg += ": " + decision.Feedback
+		}
+		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", msg))
+	case rev != "" && rev != r.rev:
+		s.finish(c, protocol.Fail(protocol.CodeStaleApproval, "capability %q changed while the kernel restarted; the call awaiting its approval did not run: invoke it again", name))
+	case !r.cap.RequiresApproval:
+		s.finish(c, protocol.Fail(protocol.CodeStaleApproval, "capability %q no longer requires approval after the restart; the call awaiting approval did not run: invoke it again", name))
+	case decision != nil:
+		// Approved and journaled, not dispatched: the decision is spent
+		// on this dispatch, never asked for again.
+		c.approval = make(chan protocol.CapabilityApprove, 1)
+		s.mu.Lock()
+		c.decided, c.digest = true, inputDigest(r, input)
+		s.mu.Unlock()
+		c.approval <- protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionApproved, DecidedBy: decision.DecidedBy, InputDigest: c.digest}
+		go s.run(context.Background(), c)
+	default: // awaiting approval
+		c.approval = make(chan protocol.CapabilityApprove, 1)
+		s.mu.Lock()
+		c.awaitingApproval, c.digest = true, inputDigest(r, input)
+		s.mu.Unlock()
+		go s.run(context.Background(), c)
 	}
 }

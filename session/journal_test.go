@@ -133,7 +133,7 @@ func TestRestore(t *testing.T) {
 		t.Fatalf("first outcome after restore = %+v, want internal for the running agent call", out)
 	}
 	// The pending approval can still be answered, and the call then runs.
-	must(r.Approve(session.Client, &protocol.CapabilityApprove{CallID: approvalID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}))
+	must(r.Approve(session.Client, approveOf(r, approvalID, "ada")))
 	inv := waitForType(t, sub2, protocol.TypeCapabilityInvoked).Msg.(*protocol.CapabilityInvoked)
 	if inv.CallID != approvalID {
 		t.Fatalf("invoked %s, want %s", inv.CallID, approvalID)
@@ -148,7 +148,7 @@ func TestRestore(t *testing.T) {
 		t.Fatalf("outcome = %+v", o)
 	}
 	// The agent call awaiting approval runs its re-attached handler.
-	must(r.Approve(session.Client, &protocol.CapabilityApprove{CallID: deleteID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}))
+	must(r.Approve(session.Client, approveOf(r, deleteID, "ada")))
 	if o := waitForType(t, sub2, protocol.TypeCapabilityOutcome).Msg.(*protocol.CapabilityOutcome); o.CallID != deleteID || string(o.Outcome.Value) != `"deleted after the restart"` {
 		t.Fatalf("outcome = %+v", o)
 	}

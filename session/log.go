@@ -10,9 +10,19 @@ import (
 
 // Event is one message a session emitted, with its place in the session's
 // log. Seq starts at 1 and grows by one per event.
+//
+// Owner, on a call event (approval_requested, approval_decided,
+// approval_withdrawn, capability_invoked, render_invoked,
+// capability_outcome), is the party that owned the called capability when
+// the call was made — not whoever holds the name now. A transport shows a
+// call's events to that party only (and to the client and operators). It is
+// the zero Peer on other events, and on call events restored from a journal
+// whose owner the journal cannot tell (agent-side capabilities): those are
+// for the client and operators only.
 type Event struct {
-	Seq uint64
-	Msg protocol.Message
+	Seq   uint64
+	Msg   protocol.Message
+	Owner Peer
 }
 
 // entry is an event as the log keeps it. Call events point at their call and
@@ -21,8 +31,12 @@ type Event struct {
 type entry struct {
 	seq  uint64
 	typ  protocol.Type
-	call *call            // approval_requested, capability_invoked, render_invoked, capability_outcome
+	call *call            // capability_invoked, render_invoked, capability_outcome
 	msg  protocol.Message // every other type
+	// owner is the owning party of a call event's capability at the time
+	// of the call (a registration's owner field, which never changes); nil
+	// when unknown or not a call event.
+	owner *Peer
 }
 
 // eventLog is a ring of the latest events, grown as events arrive up to
@@ -77,8 +91,6 @@ func (e entry) message() protocol.Message {
 	}
 	c := e.call
 	switch e.typ {
-	case protocol.TypeApprovalRequested:
-		return &protocol.ApprovalRequested{CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker}
 	case protocol.TypeCapabilityInvoked:
 		return &protocol.CapabilityInvoked{CallID: c.id, Name: c.name, Input: c.input, InvokedBy: protocol.InvokedByAgent}
 	case protocol.TypeRenderInvoked:
@@ -138,7 +150,11 @@ func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 			e := l.at(sub.next)
 			sub.next++
 			s.mu.Unlock()
-			return Event{Seq: e.seq, Msg: e.message()}, nil
+			ev := Event{Seq: e.seq, Msg: e.message()}
+			if e.owner != nil {
+				ev.Owner = *e.owner
+			}
+			return ev, nil
 		}
 		if l.wake == nil {
 			l.wake = make(chan struct{})
@@ -177,13 +193,11 @@ func (s *Session) snapshotLocked() *protocol.Snapshot {
 		PendingCalls: make([]protocol.PendingCall, 0, len(s.calls)),
 	}
 	for _, c := range s.sortedCallsLocked() {
-		state := protocol.CallRunning
+		pc := protocol.PendingCall{CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, State: protocol.CallRunning}
 		if c.awaitingApproval {
-			state = protocol.CallAwaitingApproval
+			pc.State, pc.InputDigest, pc.Revision = protocol.CallAwaitingApproval, c.digest, c.reg.rev
 		}
-		snap.PendingCalls = append(snap.PendingCalls, protocol.PendingCall{
-			CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, State: state,
-		})
+		snap.PendingCalls = append(snap.PendingCalls, pc)
 	}
 	return snap
 }

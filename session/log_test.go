@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,7 +145,10 @@ func TestSubscribeSnapshot(t *testing.T) {
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	waitFor(t, watcher, func(m *protocol.ApprovalRequested) bool { return m.CallID == awaiting })
+	req, _ := waitFor(t, watcher, func(m *protocol.ApprovalRequested) bool { return m.CallID == awaiting })
+	if !strings.HasPrefix(req.InputDigest, "sha256:") || !strings.HasPrefix(req.Revision, "sha256:") {
+		t.Fatalf("approval request without its digest and revision: %s", jsonOf(t, req))
+	}
 	running, perr := s.Start(protocol.AudienceUser, "platform.react", json.RawMessage(`{"text":"run"}`))
 	if perr != nil {
 		t.Fatal(perr)
@@ -172,7 +176,8 @@ func TestSubscribeSnapshot(t *testing.T) {
 			t.Errorf("snapshot capabilities %q, want %q", got, wantNames)
 		}
 		want := []protocol.PendingCall{
-			{CallID: awaiting, Name: "fs.delete", Input: textInput, Invoker: protocol.AudienceLLM, State: protocol.CallAwaitingApproval},
+			{CallID: awaiting, Name: "fs.delete", Input: textInput, Invoker: protocol.AudienceLLM, State: protocol.CallAwaitingApproval,
+				InputDigest: req.InputDigest, Revision: req.Revision},
 			{CallID: running, Name: "platform.react", Input: json.RawMessage(`{"text":"run"}`), Invoker: protocol.AudienceUser, State: protocol.CallRunning},
 		}
 		slices.SortFunc(want, func(a, b protocol.PendingCall) int {
@@ -241,16 +246,23 @@ func TestSubscribeSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantSnapshot(t, ev)
-		if err := s.Approve(session.Client, &protocol.CapabilityApprove{CallID: awaiting, Decision: protocol.DecisionApproved, DecidedBy: "ada"}); err != nil {
+		if err := s.Approve(session.Client, approveOf(s, awaiting, "ada")); err != nil {
 			t.Fatal(err)
 		}
 		ev, err = sub.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if d, ok := ev.Msg.(*protocol.ApprovalDecided); ev.Seq != last+1 || !ok || d.CallID != awaiting {
+			t.Fatalf("after the snapshot: seq %d %s, want approval_decided of %s at %d", ev.Seq, jsonOf(t, ev.Msg), awaiting, last+1)
+		}
+		ev, err = sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		inv, ok := ev.Msg.(*protocol.CapabilityInvoked)
-		if ev.Seq != last+1 || !ok || inv.CallID != awaiting {
-			t.Fatalf("after the snapshot: seq %d %s, want capability_invoked of %s at %d", ev.Seq, jsonOf(t, ev.Msg), awaiting, last+1)
+		if ev.Seq != last+2 || !ok || inv.CallID != awaiting {
+			t.Fatalf("after the snapshot: seq %d %s, want capability_invoked of %s at %d", ev.Seq, jsonOf(t, ev.Msg), awaiting, last+2)
 		}
 		if err := s.Cancel(running, ""); err != nil {
 			t.Fatal(err)

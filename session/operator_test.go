@@ -179,5 +179,5 @@ func TestObserve(t *testing.T) {
 
 // approvalOf answers an approval request, echoing what the request carries.
 func approvalOf(req *protocol.ApprovalRequested, d protocol.Decision, by string) *protocol.CapabilityApprove {
-	return &protocol.CapabilityApprove{CallID: req.CallID, Decision: d, DecidedBy: by}
+	return &protocol.CapabilityApprove{CallID: req.CallID, Decision: d, DecidedBy: by, InputDigest: req.InputDigest}
 }

@@ -23,6 +23,7 @@ type registration struct {
 	handler Handler // agent side only
 	timeout time.Duration
 	logKey  string // capability:<origin>:<name>
+	rev     string // revision: the digest of cap's definition (see revisionOf)
 }
 
 // RegisterError is a rejected registration: which capability, and the rule
@@ -50,7 +51,15 @@ func (e *RegisterError) ErrorCode() protocol.Code { return e.Code }
 // and checked against the trust rules (see [Peer]); the first failure is
 // returned as a *RegisterError and nothing changes. Re-registering a name
 // from the same origin replaces it; a name held by another origin is a
-// conflict. One capability_register event carries the batch.
+// conflict; more than Options.MaxCapabilities registrations is
+// quota_exceeded. One capability_register event carries the batch's
+// changes: re-registering a capability unchanged (same peer, the same
+// definition) emits and changes nothing.
+//
+// A replacement with another definition withdraws the approval requests
+// pending for the old one (approval_withdrawn, code stale_approval) and
+// issues new ones bound to the new definition; calls already dispatched
+// keep the definition they were made to.
 //
 // Agent-side capabilities need a Go handler: register them with
 // [Session.RegisterAgent].
@@ -127,6 +136,9 @@ func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registrati
 	if c.CallTimeoutMs != nil {
 		r.timeout = time.Duration(*c.CallTimeoutMs) * time.Millisecond
 	}
+	if r.rev, err = revisionOf(&r.cap); err != nil {
+		return nil, fail(protocol.CodeInvalidRequest, err)
+	}
 	return r, nil
 }
 
@@ -139,31 +151,77 @@ func (s *Session) commit(regs []*registration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(regs))
+	added := 0
 	for _, r := range regs {
 		name := r.cap.Name
 		if seen[name] {
 			return &RegisterError{Name: name, Code: protocol.CodeInvalidRequest, Err: fmt.Errorf("the name appears twice in one registration")}
 		}
 		seen[name] = true
-		if old, ok := s.caps[name]; ok && (old.cap.Origin != r.cap.Origin || !old.owner.Same(r.owner)) {
+		old, ok := s.caps[name]
+		if ok && (old.cap.Origin != r.cap.Origin || !old.owner.Same(r.owner)) {
 			return &RegisterError{Name: name, Code: protocol.CodeConflict,
 				Err: fmt.Errorf("the name is registered by origin %s (%s); only that peer may replace it", old.cap.Origin, old.owner)}
 		}
+		if !ok {
+			added++
+		}
 	}
-	msg := &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, len(regs))}
-	for i, r := range regs {
-		s.caps[r.cap.Name] = r
-		msg.Capabilities[i] = r.cap
+	if n := s.userCapsLocked(); n+added > s.opts.MaxCapabilities {
+		return &RegisterError{Name: regs[0].cap.Name, Code: protocol.CodeQuotaExceeded,
+			Err: fmt.Errorf("the session has %d capabilities and this adds %d, over its limit of %d (MaxCapabilities); deregister some first", n, added, s.opts.MaxCapabilities)}
+	}
+	var msg *protocol.CapabilityRegister
+	for _, r := range regs {
+		name := r.cap.Name
+		old := s.caps[name]
+		switch {
+		case old != nil && old.rev == r.rev:
+			// Unchanged: nothing to tell anyone. An agent-side one takes
+			// its new handler.
+			if r.handler != nil {
+				s.caps[name] = r
+			}
+			continue
+		case old == nil && s.journaled[name] == r.rev:
+			// Registered again unchanged after a restart.
+			delete(s.journaled, name)
+			s.caps[name] = r
+			continue
+		}
+		delete(s.journaled, name)
+		s.caps[name] = r
+		if old != nil {
+			s.reissueLocked(old, r)
+		}
+		if msg == nil {
+			msg = &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, 0, len(regs))}
+		}
+		msg.Capabilities = append(msg.Capabilities, r.cap)
 		s.logDebug("capability registered", slog.String(keyCapability, r.logKey), slog.String(keyOrigin, r.cap.Origin.String()))
 	}
-	s.emitLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
+	if msg != nil {
+		s.emitLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
+	}
 	return nil
+}
+
+// userCapsLocked counts the registrations that are not built in.
+func (s *Session) userCapsLocked() int {
+	n := 0
+	for _, r := range s.caps {
+		if r.cap.Origin.Kind != protocol.OriginFramework {
+			n++
+		}
+	}
+	return n
 }
 
 // Deregister removes capabilities by name on behalf of p. Names that are
 // not registered are ignored silently (the spec's rule); a name registered
 // by another peer, or a built-in, is forbidden and nothing is removed. One
-// capability_deregister event names what was removed.
+// capability_deregister event names what was removed. Calls still pending
+// to a removed capability end with unavailable.
 func (s *Session) Deregister(p Peer, names ...string) error {
 	if p.Side == SideOperator {
 		return &RegisterError{Name: firstName(names), Code: protocol.CodeForbidden, Err: fmt.Errorf("an operator may not deregister capabilities")}
@@ -189,15 +247,24 @@ func (s *Session) Deregister(p Peer, names ...string) error {
 // deregister event.
 func (s *Session) removeLocked(names []string) {
 	removed := make([]string, 0, len(names))
+	var regs []*registration
 	for _, n := range names {
 		if r, ok := s.caps[n]; ok {
 			delete(s.caps, n)
+			delete(s.journaled, n)
 			removed = append(removed, n)
+			regs = append(regs, r)
 			s.logDebug("capability deregistered", slog.String(keyCapability, r.logKey))
 		}
 	}
-	if len(removed) > 0 {
-		s.emitLocked(entry{typ: protocol.TypeCapabilityDeregister, msg: &protocol.CapabilityDeregister{Names: removed}})
+	if len(removed) == 0 {
+		return
+	}
+	s.emitLocked(entry{typ: protocol.TypeCapabilityDeregister, msg: &protocol.CapabilityDeregister{Names: removed}})
+	for _, c := range s.sortedCallsLocked() {
+		if slices.Contains(regs, c.reg) {
+			s.endLocked(c, protocol.Fail(protocol.CodeUnavailable, "capability %q was deregistered by %s while the call was pending", c.name, c.reg.owner))
+		}
 	}
 }
 
@@ -316,6 +383,7 @@ func (s *Session) registerBuiltins() {
 	s.caps[c.Name] = &registration{cap: c, owner: Peer{Side: "framework"}, input: in,
 		handler: HandlerFunc(s.listCapabilities), timeout: s.opts.DefaultCallTimeout,
 		logKey: "capability:framework:" + c.Name}
+	s.caps[c.Name].rev, _ = revisionOf(&c)
 }
 
 type listedCapability struct {

@@ -25,9 +25,26 @@ type Options struct {
 	// callTimeoutMs. Default 60 s (the spec's
 	// DEFAULT_CAPABILITY_CALL_TIMEOUT_MS).
 	DefaultCallTimeout time.Duration
-	// ApprovalTimeout bounds the wait for a capability_approve. Default 10
-	// minutes.
+	// ApprovalTimeout bounds the wait for a capability_approve; a call
+	// still undecided then ends with timeout, without running. Default 10
+	// minutes. After a restart a restored request waits a full
+	// ApprovalTimeout again.
 	ApprovalTimeout time.Duration
+	// PeerGrace is how long a call to a client, app or environment
+	// capability waits for its owning peer to reconnect when that peer has
+	// no live connection (see [Session.Attach]); after it the call ends
+	// with unavailable, naming the owner. A call made later than PeerGrace
+	// after the owner left fails at once. Default 5 s; negative means no
+	// grace.
+	PeerGrace time.Duration
+	// MaxCapabilities bounds the registered capabilities (built-ins not
+	// counted); a registration beyond it fails with quota_exceeded.
+	// Default 1024.
+	MaxCapabilities int
+	// MaxPendingCalls bounds the calls that have not finished (awaiting
+	// approval, dispatched or running); an invocation beyond it fails with
+	// quota_exceeded. Default 256.
+	MaxPendingCalls int
 	// Journal, if set, persists every event before it is visible (see
 	// [Journal] and [Restore]).
 	Journal Journal
@@ -61,6 +78,18 @@ func (o *Options) withDefaults() Options {
 	if out.FinishedMemory <= 0 {
 		out.FinishedMemory = 1024
 	}
+	switch {
+	case out.PeerGrace == 0:
+		out.PeerGrace = 5 * time.Second
+	case out.PeerGrace < 0:
+		out.PeerGrace = 0
+	}
+	if out.MaxCapabilities <= 0 {
+		out.MaxCapabilities = 1024
+	}
+	if out.MaxPendingCalls <= 0 {
+		out.MaxPendingCalls = 256
+	}
 	return out
 }
 
@@ -81,6 +110,11 @@ type Session struct {
 	finished finishedRing
 	events   eventLog
 	turn     int
+	presence map[Peer]*presence // by party (Side, AppID); see Attach
+	// journaled holds the revisions of registrations a journal replayed
+	// but [Restore] could not install (agent side: their handlers died with
+	// the process); registering one of them again unchanged emits nothing.
+	journaled map[string]string
 
 	workers *workers.Pool[*call] // run agent-side handlers
 	timers  sync.Pool            // stopped *time.Timer for await

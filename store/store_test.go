@@ -33,7 +33,7 @@ func TestRestoreThroughStore(t *testing.T) {
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	waitForType(t, sub, protocol.TypeApprovalRequested)
+	digest := waitForType(t, sub, protocol.TypeApprovalRequested).Msg.(*protocol.ApprovalRequested).InputDigest
 	sub.Close()
 	last := s.LastSeq()
 
@@ -50,7 +50,7 @@ func TestRestoreThroughStore(t *testing.T) {
 	}
 	sub2 := r.Subscribe(last)
 	defer sub2.Close()
-	if err := r.Approve(session.Client, &protocol.CapabilityApprove{CallID: callID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}); err != nil {
+	if err := r.Approve(session.Client, &protocol.CapabilityApprove{CallID: callID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: digest}); err != nil {
 		t.Fatal(err)
 	}
 	waitForType(t, sub2, protocol.TypeCapabilityInvoked)

@@ -90,7 +90,7 @@ replays the event log. No network, no files.`,
 					_ = s.Result(session.Client, &protocol.CapabilityResult{CallID: m.CallID, Result: json.RawMessage(`{"shown":true}`)})
 				}
 			case *protocol.ApprovalRequested:
-				d := protocol.CapabilityApprove{CallID: m.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}
+				d := protocol.CapabilityApprove{CallID: m.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: m.InputDigest}
 				if strings.Contains(string(m.Input), "secrets") {
 					d.Decision, d.Feedback = protocol.DecisionRejected, "not the secrets folder"
 				}

@@ -86,14 +86,14 @@ func TestDemoFramesInOrder(t *testing.T) {
 				}
 			}
 		}
-		if seq != 11 {
-			t.Fatalf("run %d: %d frames, want 11", i, seq)
+		if seq != 13 {
+			t.Fatalf("run %d: %d frames, want 13", i, seq)
 		}
 		for _, order := range [][2]string{
 			{"seq1", "2. "}, {"seq2", "3. "},
 			{"seq4", `   llm → platform.react {"emoji":"👍"}`},
-			{"seq9", `   llm → files.delete {"path":"secrets/"}`},
-			{"seq11", "6. "},
+			{"seq11", `   llm → files.delete {"path":"secrets/"}`},
+			{"seq13", "6. "},
 		} {
 			if pos[order[0]] >= pos[order[1]] {
 				t.Errorf("run %d: %s printed after %q:\n%s", i, order[0], order[1], stdout.String())

@@ -184,7 +184,7 @@ func TestServeEndToEnd(t *testing.T) {
 		resc <- r
 	}()
 	req := p.until(protocol.TypeApprovalRequested).Msg.(*protocol.ApprovalRequested)
-	p.send("a", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada"})
+	p.send("a", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
 	inv := p.until(protocol.TypeCapabilityInvoked).Msg.(*protocol.CapabilityInvoked)
 	p.send("x", &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"confirmed":true}`)})
 	if r := <-resc; r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, "confirmed") {
@@ -253,7 +253,7 @@ func TestRestartMidApproval(t *testing.T) {
 	}
 	p.send("u", &protocol.CapabilityInvoke{Name: "ui.confirm", Input: json.RawMessage(`{"what":"ship it"}`)})
 	req := p.until(protocol.TypeApprovalRequested)
-	callID := req.Msg.(*protocol.ApprovalRequested).CallID
+	callID, digest := req.Msg.(*protocol.ApprovalRequested).CallID, req.Msg.(*protocol.ApprovalRequested).InputDigest
 	lastSeen := req.Seq
 
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -266,7 +266,7 @@ func TestRestartMidApproval(t *testing.T) {
 		t.Fatal("the token changed across a restart")
 	}
 	p2 := dialPeer(t, ctx, addr2, token, "durable", fmt.Sprintf("?after=%d", lastSeen))
-	p2.send("a", &protocol.CapabilityApprove{CallID: callID, Decision: protocol.DecisionApproved, DecidedBy: "ada"})
+	p2.send("a", &protocol.CapabilityApprove{CallID: callID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: digest})
 	seq := lastSeen
 	var inv *protocol.CapabilityInvoked
 	for inv == nil {

@@ -1,0 +1,208 @@
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// Approvals are bound, single-use and unforgeable:
+//
+//   - an approval request names its call, the registration it was made to
+//     (revision, a digest of the capability's definition) and the exact
+//     input (inputDigest, over the revision, the name and the input bytes
+//     as events carry them); an approving decision must echo the digest;
+//   - a call has at most one decision: the first one is journaled as
+//     approval_decided before it takes effect, and every later one, and
+//     every decision of a call restored from a journal that holds one, is
+//     refused;
+//   - only the client and operators decide, never the invoker (the model,
+//     the runtime, an MCP caller), an app or an environment; the decision
+//     records who decided as the connection authenticated, and what the
+//     frame's decidedBy claimed;
+//   - a request expires after Options.ApprovalTimeout, and ends cancelled
+//     when its caller is gone.
+
+// revisionOf names a capability definition: the digest of its JSON.
+func revisionOf(c *protocol.Capability) (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("the definition does not encode as JSON: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// inputDigest binds an approval request to registration r and input:
+// sha256 of the revision, the name and the input, separated by newlines.
+func inputDigest(r *registration, input []byte) string {
+	h := sha256.New()
+	h.Write([]byte(r.rev))
+	h.Write([]byte{'\n'})
+	h.Write([]byte(r.cap.Name))
+	h.Write([]byte{'\n'})
+	h.Write(input)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// canonicalInput returns input as an event carries it on the wire: the
+// encoding of json.RawMessage(input), compact and HTML-escaped.
+func canonicalInput(input []byte) (json.RawMessage, error) {
+	b, err := json.Marshal(json.RawMessage(input))
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// requestLocked publishes the current approval request of c.
+func (s *Session) requestLocked(c *call) {
+	s.emitLocked(entry{typ: protocol.TypeApprovalRequested, owner: &c.reg.owner, msg: &protocol.ApprovalRequested{
+		CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, InputDigest: c.digest, Revision: c.reg.rev,
+	}})
+}
+
+// awaitApproval publishes approval_requested and waits for the decision.
+// It reports whether the call was approved; otherwise the call is finished.
+func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
+	s.mu.Lock()
+	if c.finished {
+		s.mu.Unlock()
+		return false
+	}
+	if !c.resumed {
+		s.requestLocked(c)
+	}
+	s.mu.Unlock()
+	s.observe(ApprovalRequested, c, nil)
+	timer := time.NewTimer(s.opts.ApprovalTimeout)
+	defer timer.Stop()
+	select {
+	case d := <-c.approval:
+		if d.Decision == protocol.DecisionApproved {
+			if ctx.Err() != nil { // approved, but nobody waits for the result any more
+				s.finish(c, protocol.Fail(protocol.CodeCancelled, "the call was approved after its caller had gone; it did not run"))
+				return false
+			}
+			return true
+		}
+		msg := fmt.Sprintf("the user (%s) rejected the call", d.DecidedBy)
+		if d.Feedback != "" {
+			msg += ": " + d.Feedback
+		}
+		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", msg))
+	case <-c.done:
+	case <-timer.C:
+		s.finish(c, protocol.Fail(protocol.CodeTimeout, "no approval within %s (ApprovalTimeout); the call did not run", s.opts.ApprovalTimeout))
+	case <-ctx.Done():
+		out := contextOutcome(ctx, 0)
+		out.Err.Message = "the caller went away while the call awaited approval; it did not run"
+		s.finish(c, out)
+	}
+	return false
+}
+
+// Approve delivers a capability_approve from peer p. Only the client and
+// operators decide; the runtime may reject (a policy) but never approve. It fails, changing nothing, for an unknown or finished
+// call, a call that needs no approval or was already decided (the first
+// decision wins, also across restarts), an unknown decision, an approval
+// without the request's inputDigest (invalid_request) or with another
+// request's (stale_approval), and a decision the journal could not record
+// (unavailable). The decision is journaled as approval_decided, naming p
+// and the frame's decidedBy, before it takes effect.
+func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
+	if m.Decision != protocol.DecisionApproved && m.Decision != protocol.DecisionRejected {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "decision %q is neither approved nor rejected", m.Decision)
+	}
+	switch {
+	case p.Side == SideClient || p.Side == SideOperator:
+	case p.Side == SideRuntime && m.Decision == protocol.DecisionRejected:
+		// Trusted code in the kernel's process (a policy) may refuse a call;
+		// it never approves one, since it may be the invoker.
+	default:
+		return protocol.Errorf(protocol.CodeForbidden, "%s may not %s calls; the client or an operator decides", p, verb(m.Decision))
+	}
+	s.mu.Lock()
+	c, err := s.lookupCallLocked(m.CallID)
+	switch {
+	case err != nil:
+		s.mu.Unlock()
+		s.logInfo("approval dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()), slog.String("reason", err.Message))
+		return err
+	case c.approval == nil:
+		s.mu.Unlock()
+		return protocol.Errorf(protocol.CodeConflict, "call %q does not require approval", m.CallID)
+	case c.decided:
+		s.mu.Unlock()
+		return protocol.Errorf(protocol.CodeConflict, "call %q was already decided; the first decision stands", m.CallID)
+	case m.Decision == protocol.DecisionApproved && m.InputDigest == "":
+		s.mu.Unlock()
+		return protocol.Errorf(protocol.CodeInvalidRequest, "approving call %q needs inputDigest: echo the one its approval_requested carries", m.CallID)
+	case m.InputDigest != "" && m.InputDigest != c.digest:
+		s.mu.Unlock()
+		s.logInfo("approval refused: stale digest", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()))
+		return protocol.Errorf(protocol.CodeStaleApproval,
+			"the decision's inputDigest %q is not that of the pending request for call %q (%q): the capability or its input changed; nothing was decided", m.InputDigest, m.CallID, c.digest)
+	}
+	rec := &protocol.ApprovalDecided{CallID: c.id, Name: c.name, Decision: m.Decision, DecidedBy: m.DecidedBy,
+		Decider: protocol.Decider{Side: string(p.Side), Name: p.Name}, Feedback: m.Feedback, InputDigest: m.InputDigest}
+	if err := s.emitDurableLocked(entry{typ: protocol.TypeApprovalDecided, owner: &c.reg.owner, msg: rec}); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	c.decided = true
+	c.awaitingApproval = false
+	c.approval <- *m
+	logKey := c.reg.logKey
+	s.mu.Unlock()
+	s.logInfo("call decided", slog.String(keyCapability, logKey), slog.String(keyCall, c.id),
+		slog.String("decision", string(m.Decision)), slog.String("decider", p.String()), slog.String("decidedBy", m.DecidedBy))
+	s.observe(ApprovalDecided, c, func(e *CallEvent) { e.Decision, e.DecidedBy = m.Decision, decidedBy(p, m.DecidedBy) })
+	return nil
+}
+
+func verb(d protocol.Decision) string {
+	if d == protocol.DecisionApproved {
+		return "approve"
+	}
+	return "reject"
+}
+
+// decidedBy is how a decision names who decided: the authenticated peer,
+// then what the frame claimed.
+func decidedBy(p Peer, claimed string) string {
+	return p.String() + " (" + claimed + ")"
+}
+
+// reissueLocked withdraws the approval requests of undecided calls made to
+// old, now replaced by r with another definition, and issues new ones
+// bound to r. Calls that r no longer fits (it needs no approval, or refuses
+// their input) end without running.
+func (s *Session) reissueLocked(old, r *registration) {
+	for _, c := range s.sortedCallsLocked() {
+		if c.reg != old || !c.awaitingApproval || c.decided || c.finished {
+			continue
+		}
+		s.emitLocked(entry{typ: protocol.TypeApprovalWithdrawn, owner: &old.owner, msg: &protocol.ApprovalWithdrawn{
+			CallID: c.id, Name: c.name, InputDigest: c.digest, Code: protocol.CodeStaleApproval,
+			Message: fmt.Sprintf("capability %q was re-registered with another definition; a decision on this request would not apply to it", c.name),
+		}})
+		switch {
+		case !r.cap.RequiresApproval:
+			s.endLocked(c, protocol.Fail(protocol.CodeStaleApproval,
+				"capability %q was re-registered while the call awaited approval; the call did not run: invoke it again", c.name))
+		case r.input.ValidateJSON(c.input) != nil:
+			s.endLocked(c, protocol.Fail(protocol.CodeInvalidInput,
+				"capability %q was re-registered while the call awaited approval, and its new inputSchema refuses the call's input; the call did not run", c.name))
+		default:
+			c.reg, c.digest = r, inputDigest(r, c.input)
+			s.requestLocked(c)
+		}
+	}
+}
