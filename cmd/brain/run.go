@@ -49,7 +49,7 @@ workspace that does not load, 2 for bad usage.`,
 	input := fs.String("input", "{}", "the call's input, as JSON")
 	grantsFile := fs.String("grants", "", "grants file (YAML, docs/grants.md); default: only fs, over --workspace")
 	workspace := fs.String("workspace", ".", "the fs root when no --grants file is given")
-	timeout := fs.Duration("timeout", 60*time.Second, "the call's deadline")
+	timeout := fs.Duration("timeout", 60*time.Second, "the deadline of the attach (the tool's init), and of the call")
 	cacheDir := fs.String("cache", defaultCacheDir(), "compilation cache directory")
 	bindings := bindingFlags{}
 	fs.Var(bindings, "binding", "a binding value, name=JSON (repeatable; a bare word is a string)")
@@ -97,7 +97,12 @@ workspace that does not load, 2 for bad usage.`,
 		fmt.Fprintf(stderr, "brain run: %s handle unavailable: %s\n", f.Name, f.Reason)
 	}
 	out := protocol.Outcome{}
-	if rec := env.Attach(ctx, kernel.Attachment{Tool: art, Bindings: bindings}); !rec.OK() {
+	// --timeout bounds the attach (instantiation and the tool's init) as
+	// well as the call, each.
+	attachCtx, cancel := context.WithTimeout(ctx, *timeout)
+	rec := env.Attach(attachCtx, kernel.Attachment{Tool: art, Bindings: bindings})
+	cancel()
+	if !rec.OK() {
 		f := rec.Failures[0]
 		out = protocol.Fail(f.Code, "attach %s: %s", f.Name, f.Reason)
 	} else {

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunTimeoutBoundsAttach: `brain run --timeout` bounds the attach, not
+// only the call: a tool whose init never returns (it spins, or sleeps an
+// hour) fails with timeout and exit status 1 soon after the deadline.
+func TestRunTimeoutBoundsAttach(t *testing.T) {
+	ctx := context.Background()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"build", "../../host/testdata/tools/stall", "-o", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("build: %d %s %s", code, stdout.String(), stderr.String())
+	}
+	artifact := filepath.Join(out, "stall.tool.json")
+	cache := t.TempDir()
+	for _, mode := range []string{"ok", "spin", "sleep"} { // ok first: it fills the compilation cache
+		t.Run("init "+mode, func(t *testing.T) {
+			ws := t.TempDir()
+			if err := os.WriteFile(filepath.Join(ws, "mode"), []byte(mode), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			const timeout = time.Second
+			var stdout, stderr bytes.Buffer
+			start := time.Now()
+			code := run(ctx, []string{"run", artifact, "--input", `{"do":"answer"}`, "--workspace", ws, "--cache", cache,
+				"--timeout", timeout.String()}, &stdout, &stderr)
+			took := time.Since(start)
+			if mode == "ok" {
+				if code != 0 || !strings.Contains(stdout.String(), `"awake"`) {
+					t.Fatalf("exit %d, stdout %s, stderr %s", code, stdout.String(), stderr.String())
+				}
+				return
+			}
+			// The host's own init bound is 30 s: this is --timeout's doing.
+			if code != 1 || !strings.Contains(stdout.String(), `"code":"timeout"`) || took > timeout+10*time.Second {
+				t.Fatalf("exit %d after %v, stdout %s, stderr %s; want exit 1 with a timeout", code, took, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
