@@ -45,6 +45,8 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 		_ = conn.Close(websocket.StatusPolicyViolation, err.Error())
 		return
 	}
+	s.Attach(p) // the session knows the peer is here to answer its calls
+	defer s.Detach(p)
 	c.subs = make(chan *session.Subscription, 1)
 	c.subs <- c.subscribe(after)
 	writerDone := make(chan struct{})
@@ -240,7 +242,7 @@ func (c *wsConn) pump(ctx context.Context, sub *session.Subscription, out chan<-
 		}
 		if snap, ok := ev.Msg.(*protocol.Snapshot); ok {
 			ev.Msg = filterSnapshot(c.s, c.peer, snap)
-		} else if !visibleTo(c.s, c.peer, ev.Msg) {
+		} else if !visibleTo(c.peer, ev) {
 			continue
 		}
 		b, err := protocol.EncodeFrame(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
@@ -269,45 +271,35 @@ func (c *wsConn) write(ctx context.Context, b []byte) bool {
 	return true
 }
 
-// visibleTo decides which events a peer sees. The client sees everything;
-// an app or an environment sees registrations and the call events of the
-// capabilities it owns, and nothing of anyone else's calls.
-func visibleTo(s *session.Session, p session.Peer, m protocol.Message) bool {
+// visibleTo decides which events a peer sees. The client and operators see
+// everything; an app or an environment sees registrations and the events of
+// the calls made to capabilities it owned when the call was made — never
+// those of calls made to an earlier owner of the same name — and nothing of
+// anyone else's calls.
+func visibleTo(p session.Peer, ev session.Event) bool {
 	if p.Side == session.SideClient || p.Side == session.SideOperator {
 		return true
 	}
-	name := ""
-	switch m := m.(type) {
-	case *protocol.CapabilityInvoked:
-		name = m.Name
-	case *protocol.RenderInvoked:
-		name = m.CapabilityName
-	case *protocol.ApprovalRequested:
-		name = m.Name
-	case *protocol.CapabilityOutcome:
-		name = m.Name
-	default:
-		return true
+	switch ev.Msg.(type) {
+	case *protocol.CapabilityInvoked, *protocol.RenderInvoked, *protocol.ApprovalRequested,
+		*protocol.ApprovalDecided, *protocol.ApprovalWithdrawn, *protocol.CapabilityOutcome:
+		return ev.Owner.Side != "" && ev.Owner.Same(p)
 	}
-	owner, ok := s.Owner(name)
-	return ok && owner.Same(p)
+	return true
 }
 
-// filterSnapshot narrows a snapshot for an app or environment: only its own
-// pending calls.
+// filterSnapshot narrows a snapshot for an app or environment: only the
+// pending calls made to capabilities it owns (see visibleTo).
 func filterSnapshot(s *session.Session, p session.Peer, snap *protocol.Snapshot) *protocol.Snapshot {
 	if p.Side == session.SideClient || p.Side == session.SideOperator {
 		return snap
 	}
 	out := *snap
-	out.PendingCalls = nil
+	out.PendingCalls = []protocol.PendingCall{}
 	for _, c := range snap.PendingCalls {
-		if visibleTo(s, p, &protocol.CapabilityInvoked{Name: c.Name}) {
+		if owner, ok := s.CallOwner(c.CallID); ok && owner.Same(p) {
 			out.PendingCalls = append(out.PendingCalls, c)
 		}
-	}
-	if out.PendingCalls == nil {
-		out.PendingCalls = []protocol.PendingCall{}
 	}
 	return &out
 }
@@ -316,7 +308,7 @@ func filterSnapshot(s *session.Session, p session.Peer, snap *protocol.Snapshot)
 func (c *wsConn) deregisterOwned() {
 	var names []string
 	for _, cp := range c.s.Snapshot().Capabilities {
-		if owner, ok := c.s.Owner(cp.Name); ok && owner == c.peer {
+		if owner, ok := c.s.Owner(cp.Name); ok && owner.Same(c.peer) {
 			names = append(names, cp.Name)
 		}
 	}

@@ -438,3 +438,16 @@ func cloneCapability(c protocol.Capability) protocol.Capability {
 	}
 	return c
 }
+
+// CallOwner returns the party that owns pending call id: the owner of the
+// registration the call was made to, which is not necessarily the current
+// owner of its name. It reports false for a call that is not pending.
+func (s *Session) CallOwner(id string) (Peer, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.calls[id]
+	if !ok {
+		return Peer{}, false
+	}
+	return c.reg.owner, true
+}
