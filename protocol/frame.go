@@ -50,6 +50,8 @@ func init() {
 		&CapabilityInvoke{}, &CapabilityCancel{}, &ApprovalRequested{},
 		&CapabilityOutcome{}, &Resume{}, &Snapshot{}, &Ack{}, &ErrorReply{},
 		&ApprovalDecided{}, &ApprovalWithdrawn{},
+		&TurnStart{}, &TurnEnd{}, &TurnCancel{}, &TurnStarted{}, &TurnEnded{}, // turn.go
+		&ConversationMessage{}, &AssistantDelta{},
 	} {
 		t := reflect.TypeOf(m).Elem()
 		allowed, required := jsonFields(t)
