@@ -1,0 +1,34 @@
+/**
+ * @brainrt/client — a TypeScript client for host platforms of brain: the
+ * Protocol v2 capability types (the seed's, exactly, plus brain's
+ * extensions), a resuming WebSocket client, and typed client-side
+ * capabilities with zod. See README.md.
+ *
+ * @packageDocumentation
+ */
+export * from "./types.js";
+export { isRenderCapability, isUserInvokable } from "./capability.js";
+export { BrainError, isIdentifierCode } from "./errors.js";
+export {
+  defineCapability,
+  errorEnvelope,
+  type CapabilityDefinition,
+  type DefinedCapability,
+  type Handler,
+  type HandlerContext,
+  type Infer,
+  type InferInput,
+  type StandardResult,
+  type StandardSchemaV1,
+} from "./define.js";
+export {
+  BrainClient,
+  type ApprovalRequest,
+  type BrainEvent,
+  type ClientOptions,
+  type ConnectionState,
+  type Decision,
+  type RenderRequest,
+  type WebSocketConstructor,
+  type WebSocketLike,
+} from "./client.js";

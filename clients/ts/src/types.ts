@@ -1,0 +1,338 @@
+// Wire types of brain's Protocol v2 capability layer.
+//
+// The first half is the seed, spec/capabilities.d.ts, with the same names
+// and shapes (test/assignable.ts proves that the two are assignable to each
+// other). The second half is the frame and every extension of
+// docs/protocol.md, whose source of truth is the Go package protocol.
+
+// ---------------------------------------------------------------- seed
+
+/** Who may see and invoke a capability: the LLM, a user surface, or trusted runtime code. */
+export type CapabilityAudience = "llm" | "user" | "runtime";
+
+/** Who registered a capability; used for trust enforcement and the `capability:<origin>:<name>` log taxonomy. */
+export type CapabilityOrigin =
+  | { kind: "framework" }
+  | { kind: "client" }
+  | { kind: "agent" }
+  | { kind: "flow"; flowId: string }
+  | { kind: "skill"; skillId: string }
+  | { kind: "mcp"; serverId: string }
+  | { kind: "connector"; connectorId: string }
+  | { kind: "mount"; mountId: string }
+  | { kind: "app"; appId: string };
+
+/** Render contract of a capability that draws a UI surface when invoked. */
+export type RenderSpec = {
+  /** Where the rendered component lives. */
+  source: { kind: "web-component"; url: string; tagName: string } | { kind: "iframe"; url: string };
+  /** Render placements supported by the component. */
+  targets: ("chat" | "preview" | "modal" | "input-extension")[];
+  /** Markdown template with `{{prop}}` placeholders for clients without a render layer. */
+  fallback?: string;
+  /** True when props may be partial during streaming. */
+  streaming?: boolean;
+  /** Interaction names the rendered component may fire back as state events. */
+  interactions?: string[];
+};
+
+/** A named, schema-typed entry point that the LLM (or a user, or runtime code) can invoke during a session. */
+export type Capability = {
+  /** Unique within a session, e.g. `platform.react`. */
+  name: string;
+  /** Label for user-facing surfaces; falls back to `name`. */
+  displayName?: string;
+  /** Summary shown to the LLM and to users. */
+  description: string;
+  /** JSON Schema validating the input. */
+  inputSchema: Record<string, unknown>;
+  /** Optional JSON Schema of the result. */
+  outputSchema?: Record<string, unknown>;
+  /** Where the handler runs. */
+  side: "client" | "agent" | "app";
+  /** Who registered it. */
+  origin: CapabilityOrigin;
+  /** `turn` capabilities are dropped when the turn ends; default `session`. */
+  scope?: "session" | "turn";
+  /** The bridge resolves `{}` at once and runs the handler in the background. */
+  fireAndForget?: boolean;
+  /** A user must approve each call before it is dispatched. */
+  requiresApproval?: boolean;
+  /** Documentation hint. */
+  kind?: "effect" | "render" | "query";
+  /** @deprecated Set `audience` instead; honoured by {@link isUserInvokable} when `audience` is absent. */
+  userInvokable?: boolean;
+  /** Default `["llm", "user"]`. */
+  audience?: CapabilityAudience[];
+  /** Appended to the system prompt's `<CAPABILITIES>` section. */
+  promptFragment?: string;
+  /** How long the kernel waits for the result; default 60 000. */
+  callTimeoutMs?: number;
+  /** Present exactly when this is a render capability. */
+  render?: RenderSpec;
+};
+
+/** A capability whose `render` is set. */
+export type RenderCapability = Capability & {
+  render: NonNullable<Capability["render"]>;
+};
+
+/** Register capabilities (peer → kernel). */
+export type CapabilityRegisterCommand = {
+  type: "capability_register";
+  capabilities: Capability[];
+};
+
+/** Deregister capabilities by name (peer → kernel); unknown names are ignored. */
+export type CapabilityDeregisterCommand = {
+  type: "capability_deregister";
+  names: string[];
+};
+
+/** The result of a client-side call (peer → kernel): a value or an error envelope. */
+export type CapabilityResultCommand = {
+  type: "capability_result";
+  /** The `callId` of the {@link CapabilityInvokedEvent}. */
+  callId: string;
+  /** The value, or an error envelope. */
+  result: unknown | { error: string };
+};
+
+/** Approve or reject a call that requires approval (peer → kernel). */
+export type CapabilityApproveCommand = {
+  type: "capability_approve";
+  callId: string;
+  decision: "approved" | "rejected";
+  /** Rationale; on a rejection it reaches the model. */
+  feedback?: string;
+  /** Who decided (informational; the kernel records the authenticated peer too). */
+  decidedBy: string;
+  /**
+   * Extension: the `inputDigest` of the approval request answered; required
+   * to approve. {@link BrainClient.approve} fills it in.
+   */
+  inputDigest?: string;
+};
+
+/** What was registered (kernel → peers). */
+export type CapabilityRegisterEvent = {
+  type: "capability_register";
+  capabilities: Capability[];
+};
+
+/** What was deregistered (kernel → peers). */
+export type CapabilityDeregisterEvent = {
+  type: "capability_deregister";
+  names: string[];
+};
+
+/** A capability was invoked (kernel → peers); the owning peer answers with {@link CapabilityResultCommand}. */
+export type CapabilityInvokedEvent = {
+  type: "capability_invoked";
+  callId: string;
+  name: string;
+  /** Already validated against the capability's `inputSchema`. */
+  input: unknown;
+  invokedBy: "agent";
+};
+
+/** A render capability should be drawn (kernel → peers); shares its `callId` with the {@link CapabilityInvokedEvent}. */
+export type RenderInvokedEvent = {
+  type: "render_invoked";
+  capabilityName: string;
+  props: unknown;
+  callId: string;
+};
+
+// ---------------------------------------------------------- extensions
+
+/** The protocol version every frame carries. */
+export const PROTOCOL_VERSION = 2;
+
+/** The envelope around exactly one message (docs/protocol.md, "Frames"). */
+export type Frame<M extends Message = Message> = {
+  /** Always 2. */
+  v: 2;
+  /** Set by the kernel: an event's place in the session's log, or on a reply the last seq emitted. */
+  seq?: number;
+  /** A peer's correlation id for a command, echoed as `ref` in the reply. */
+  id?: string;
+  /** On a reply: the `id` of the command answered. */
+  ref?: string;
+  msg: M;
+};
+
+/** Error codes brain itself produces; a tool's own identifier-shaped code is preserved, hence `string`. */
+export type ErrorCode =
+  | "not_found"
+  | "forbidden"
+  | "invalid_input"
+  | "invalid_output"
+  | "invalid_request"
+  | "rejected"
+  | "stale_approval"
+  | "timeout"
+  | "cancelled"
+  | "conflict"
+  | "path_escape"
+  | "denied"
+  | "too_large"
+  | "quota_exceeded"
+  | "unavailable"
+  | "invalid_argument"
+  | "tool_error"
+  | "internal"
+  | (string & {});
+
+/** The error of a failed call or command. */
+export type OutcomeError = { code: ErrorCode; message: string };
+
+/** How every call ends: a value, or an error with a code. */
+export type Outcome<T = unknown> = { ok: true; value: T } | { ok: false; error: OutcomeError };
+
+/** The error envelope a client-side handler answers with; `code` (extension) must be identifier-shaped to be kept. */
+export type ResultErrorEnvelope = { error: string; code?: string };
+
+/** A user invokes a capability, e.g. from a command palette (extension; client → kernel). The ack carries the `callId`. */
+export type CapabilityInvokeCommand = {
+  type: "capability_invoke";
+  name: string;
+  input: unknown;
+};
+
+/** Cancel one pending call (extension; client → kernel); it ends `cancelled`. */
+export type CapabilityCancelCommand = {
+  type: "capability_cancel";
+  callId: string;
+  reason?: string;
+};
+
+/** Replay every event after `afterSeq`, then continue live (extension; peer → kernel). */
+export type ResumeCommand = {
+  type: "resume";
+  afterSeq: number;
+};
+
+/** A call waits for a {@link CapabilityApproveCommand} (extension; kernel → peers). */
+export type ApprovalRequestedEvent = {
+  type: "approval_requested";
+  callId: string;
+  name: string;
+  input: unknown;
+  invoker: CapabilityAudience;
+  /**
+   * The digest of the call's input that an approval must echo, when the
+   * kernel sends one ("sha256:<hex>"); {@link BrainClient.approve} echoes it by itself.
+   */
+  inputDigest?: string;
+  /** The registration of the capability the request is bound to. */
+  revision?: string;
+};
+
+/** Who decided an approval, as the kernel authenticated the connection. */
+export type Decider = { side: string; name?: string };
+
+/** A decision on an approval request was recorded (extension; kernel → peers). */
+export type ApprovalDecidedEvent = {
+  type: "approval_decided";
+  callId: string;
+  name: string;
+  decision: "approved" | "rejected";
+  /** What the deciding frame claimed. */
+  decidedBy: string;
+  /** Who the connection authenticated as. */
+  decider: Decider;
+  feedback?: string;
+  inputDigest?: string;
+};
+
+/**
+ * An approval request can no longer be decided although its call goes on
+ * (extension; kernel → peers): a new `approval_requested` for the same call
+ * follows.
+ */
+export type ApprovalWithdrawnEvent = {
+  type: "approval_withdrawn";
+  callId: string;
+  name: string;
+  inputDigest?: string;
+  code: ErrorCode;
+  message: string;
+};
+
+/** The terminal outcome of a call (extension; kernel → peers). Every call ends with exactly one. */
+export type CapabilityOutcomeEvent = {
+  type: "capability_outcome";
+  callId: string;
+  name: string;
+  outcome: Outcome;
+};
+
+/** Where a pending call stands, in a {@link SnapshotEvent}. */
+export type CallState = "awaiting_approval" | "running";
+
+/** A call that has not finished, in a {@link SnapshotEvent}. */
+export type PendingCall = {
+  callId: string;
+  name: string;
+  input: unknown;
+  invoker: CapabilityAudience;
+  state: CallState;
+  /** As in {@link ApprovalRequestedEvent.inputDigest}. */
+  inputDigest?: string;
+  /** As in {@link ApprovalRequestedEvent.revision}. */
+  revision?: string;
+};
+
+/** The session's state as of `seq`, sent instead of a replay (extension; kernel → peer). */
+export type SnapshotEvent = {
+  type: "snapshot";
+  seq: number;
+  capabilities: Capability[];
+  pendingCalls: PendingCall[];
+};
+
+/** A command succeeded (extension; kernel → peer). */
+export type AckReply = {
+  type: "ack";
+  /** Set when the command started a call (`capability_invoke`). */
+  callId?: string;
+};
+
+/** A command failed and changed nothing (extension; kernel → peer). */
+export type ErrorReply = {
+  type: "error";
+  code: ErrorCode;
+  message: string;
+};
+
+/** Every message a peer may send. */
+export type Command =
+  | CapabilityRegisterCommand
+  | CapabilityDeregisterCommand
+  | CapabilityResultCommand
+  | CapabilityApproveCommand
+  | CapabilityInvokeCommand
+  | CapabilityCancelCommand
+  | ResumeCommand;
+
+/** Every event the kernel sends, in the session's log (each with a seq). */
+export type Event =
+  | CapabilityRegisterEvent
+  | CapabilityDeregisterEvent
+  | CapabilityInvokedEvent
+  | RenderInvokedEvent
+  | ApprovalRequestedEvent
+  | ApprovalDecidedEvent
+  | ApprovalWithdrawnEvent
+  | CapabilityOutcomeEvent
+  | SnapshotEvent;
+
+/** The kernel's replies to commands. */
+export type Reply = AckReply | ErrorReply;
+
+/** Any message a frame can carry. */
+export type Message = Command | Event | Reply;
+
+/** The `type` discriminants of {@link Event}. */
+export type EventType = Event["type"];
