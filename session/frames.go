@@ -60,6 +60,8 @@ func (s *Session) apply(p Peer, m protocol.Message) (*protocol.Ack, error) {
 			return nil, err
 		}
 		return &protocol.Ack{CallID: id}, nil
+	case *protocol.TurnStart, *protocol.TurnEnd, *protocol.TurnCancel:
+		return s.applyTurn(p, m) // turn.go
 	case *protocol.Resume:
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "resume is answered by the connection, not the session")
 	default:

@@ -189,7 +189,7 @@ func TestHammer(t *testing.T) {
 					default:
 					}
 					if g == 0 {
-						s.EndTurn()
+						s.EndTurn(protocol.TurnCompleted, "")
 					}
 				case 9: // a subscriber comes and goes; readers of the whole run join
 					from := s.LastSeq()

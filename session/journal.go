@@ -70,6 +70,8 @@ func (s *Session) emitDurableLocked(e entry) error {
 //     result, with a fresh timeout, for at most Options.PeerGrace unless
 //     its owner reconnects; an agent-side call that was running ends with
 //     code internal, since its handler died with the process;
+//   - a turn the journal shows running ends with reason interrupted, and
+//     the model's calls still pending in it are cancelled (turn.go);
 //   - the event log holds the replayed events, so a subscriber resuming from
 //     its last seq misses nothing; new events continue the seq. A replayed
 //     call event belongs to the owner of its capability at that point of
@@ -155,6 +157,8 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 				calls = slices.DeleteFunc(calls, func(q *pending) bool { return q == p })
 			}
 			s.rememberFinishedLocked(m.CallID, m.Outcome)
+		case *protocol.TurnStarted, *protocol.TurnEnded, *protocol.ConversationMessage:
+			s.replayTurnLocked(e.Seq, m) // turn.go
 		}
 		s.events.appendLocked(entry{typ: e.Msg.MessageType(), msg: e.Msg, owner: owner})
 		s.mu.Unlock()
@@ -187,6 +191,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 	for _, p := range calls {
 		s.resume(p.id, p.name, p.input, p.invoker, p.rev, p.approval, p.invoked, p.decision)
 	}
+	s.endInterruptedTurn() // turn.go
 	return s, nil
 }
 

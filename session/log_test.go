@@ -32,7 +32,7 @@ func busySession(t *testing.T, opts *session.Options) *session.Session {
 	turn := clientCap("c.turn")
 	turn.Scope = protocol.ScopeTurn
 	must(s.Register(session.Client, turn))
-	s.EndTurn()
+	s.EndTurn(protocol.TurnCompleted, "")
 	must(s.Deregister(session.Client, "c.two"))
 	wantCode(t, s.Invoke(waitCtx(t), protocol.AudienceLLM, "a.echo", json.RawMessage(`{}`)), protocol.CodeInvalidInput) // no event
 	return s
@@ -42,7 +42,7 @@ func busySession(t *testing.T, opts *session.Options) *session.Session {
 var busyTypes = []protocol.Type{
 	protocol.TypeCapabilityRegister, protocol.TypeCapabilityRegister,
 	protocol.TypeCapabilityInvoked, protocol.TypeCapabilityOutcome,
-	protocol.TypeCapabilityRegister, protocol.TypeCapabilityDeregister, protocol.TypeCapabilityDeregister,
+	protocol.TypeCapabilityRegister, protocol.TypeCapabilityDeregister, protocol.TypeTurnEnded, protocol.TypeCapabilityDeregister,
 }
 
 func types(evs []session.Event) []protocol.Type {

@@ -268,24 +268,6 @@ func (s *Session) removeLocked(names []string) {
 	}
 }
 
-// EndTurn ends the current turn: every capability with scope "turn" is
-// dropped, with one deregister event naming them. It returns the new turn
-// number.
-func (s *Session) EndTurn() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var names []string
-	for n, r := range s.caps {
-		if r.cap.Scope == protocol.ScopeTurn {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
-	s.removeLocked(names)
-	s.turn++
-	return s.turn
-}
-
 // Owner returns the peer that registered name and answers its calls.
 func (s *Session) Owner(name string) (Peer, bool) {
 	s.mu.Lock()

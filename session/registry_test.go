@@ -456,7 +456,7 @@ func TestBuiltinIsProtected(t *testing.T) {
 	}
 	t.Run("EndTurn keeps it", func(t *testing.T) {
 		s := session.New("test", nil)
-		s.EndTurn()
+		s.EndTurn(protocol.TurnCompleted, "")
 		if _, ok := s.Lookup(list); !ok {
 			t.Fatal("EndTurn dropped the built-in")
 		}
@@ -559,24 +559,24 @@ func TestEndTurn(t *testing.T) {
 		t.Fatalf("Turn() = %d before the first EndTurn, want 0", s.Turn())
 	}
 	seq := s.LastSeq()
-	if got := s.EndTurn(); got != 1 || s.Turn() != 1 {
+	if got := s.EndTurn(protocol.TurnCompleted, ""); got != 1 || s.Turn() != 1 {
 		t.Fatalf("EndTurn() = %d, Turn() = %d, want 1", got, s.Turn())
 	}
 	evs := eventsAfter(t, s, seq)
 	deregs := only[*protocol.CapabilityDeregister](evs)
-	if len(evs) != 1 || len(deregs) != 1 || !slices.Equal(deregs[0].Names, []string{"t.a", "t.b", "t.c"}) {
-		t.Fatalf("EndTurn emitted %s, want one capability_deregister naming t.a, t.b, t.c", jsonOf(t, evs))
+	if len(evs) != 2 || len(deregs) != 1 || !slices.Equal(deregs[0].Names, []string{"t.a", "t.b", "t.c"}) {
+		t.Fatalf("EndTurn emitted %s, want one capability_deregister naming t.a, t.b, t.c, then turn_ended", jsonOf(t, evs))
 	}
 	want := []string{session.CapabilitiesListName, "s.default", "s.explicit"}
 	if got := names(s.Snapshot().Capabilities); !slices.Equal(got, want) {
 		t.Fatalf("after EndTurn the session holds %q, want %q", got, want)
 	}
 	seq = s.LastSeq()
-	if got := s.EndTurn(); got != 2 {
+	if got := s.EndTurn(protocol.TurnCompleted, ""); got != 2 {
 		t.Fatalf("second EndTurn() = %d, want 2", got)
 	}
-	if s.LastSeq() != seq {
-		t.Errorf("an EndTurn with nothing to drop emitted %d events", s.LastSeq()-seq)
+	if s.LastSeq() != seq+1 {
+		t.Errorf("an EndTurn with nothing to drop emitted %d events, want only turn_ended", s.LastSeq()-seq)
 	}
 }
 

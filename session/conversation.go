@@ -1,0 +1,88 @@
+package session
+
+import (
+	"slices"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// ConversationEntry is one message of a session's conversation: the turn it
+// belongs to and the seq of the conversation_message event that added it.
+type ConversationEntry struct {
+	Seq     uint64               `json:"seq"`
+	Turn    int                  `json:"turn"`
+	Message protocol.ChatMessage `json:"message"`
+}
+
+// Conversation returns the session's conversation in order: user messages,
+// assistant messages with their tool calls, and tool results. It survives a
+// restart (the messages are journaled). The result is a copy.
+func (s *Session) Conversation() []ConversationEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ConversationEntry, len(s.turns.conv))
+	for i, e := range s.turns.conv {
+		e.Message = cloneChatMessage(e.Message)
+		out[i] = e
+	}
+	return out
+}
+
+// AppendMessage adds m to the conversation during turn, which must be the
+// running turn: a runner's late message after its turn was ended elsewhere
+// is refused (conflict) and changes nothing. An invalid message is
+// invalid_request. One conversation_message event carries it.
+func (s *Session) AppendMessage(turn int, m protocol.ChatMessage) error {
+	if err := m.Validate(); err != nil {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "conversation message: %v", err)
+	}
+	m = cloneChatMessage(m)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.turns.active || s.turn != turn {
+		return protocol.Errorf(protocol.CodeConflict, "turn %d is not running; the message was not added", turn)
+	}
+	s.appendMessageLocked(turn, m)
+	return nil
+}
+
+func (s *Session) appendMessageLocked(turn int, m protocol.ChatMessage) {
+	s.emitLocked(entry{typ: protocol.TypeConversationMessage, msg: &protocol.ConversationMessage{Turn: turn, Message: m}})
+	s.turns.conv = append(s.turns.conv, ConversationEntry{Seq: s.events.last, Turn: turn, Message: m})
+}
+
+// StreamText publishes a piece of assistant text while the model streams
+// it (an assistant_delta event). It reports false, publishing nothing, when
+// turn is not running. The whole text is added afterwards with
+// [Session.AppendMessage].
+func (s *Session) StreamText(turn int, text string) bool {
+	if text == "" {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.turns.active || s.turn != turn {
+		return false
+	}
+	s.emitLocked(entry{typ: protocol.TypeAssistantDelta, msg: &protocol.AssistantDelta{Turn: turn, Text: text}})
+	return true
+}
+
+func cloneChatMessage(m protocol.ChatMessage) protocol.ChatMessage {
+	if m.ToolCalls != nil {
+		m.ToolCalls = slices.Clone(m.ToolCalls)
+		for i := range m.ToolCalls {
+			m.ToolCalls[i].Input = slices.Clone(m.ToolCalls[i].Input)
+		}
+	}
+	if m.Outcome != nil {
+		o := *m.Outcome
+		o.Value = slices.Clone(o.Value)
+		if o.Err != nil {
+			e := *o.Err
+			o.Err = &e
+		}
+		m.Outcome = &o
+	}
+	return m
+}
