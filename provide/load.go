@@ -3,6 +3,7 @@ package provide
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,7 +28,14 @@ import (
 // Load reads the grants file at path and parses it with [Parse], naming
 // the file path in errors.
 func Load(path string) (Grants, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return Grants{}, fmt.Errorf("read grants: %w", err)
+	}
+	defer f.Close()
+	// Why a limit: a path such as /dev/zero would otherwise be read for
+	// ever. One byte more than Parse accepts lets it say so.
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
 		return Grants{}, fmt.Errorf("read grants: %w", err)
 	}
@@ -48,6 +56,10 @@ func Load(path string) (Grants, error) {
 // and field: syntax errors, unknown keys, values of the wrong type,
 // durations without a unit, and whatever Validate finds.
 func Parse(data []byte, name string) (Grants, error) {
+	if len(data) > maxFileBytes {
+		return Grants{}, &Error{File: name, Line: 1, Column: 1,
+			Msg: fmt.Sprintf("the file is %d bytes; a grants file may have at most %d", len(data), maxFileBytes)}
+	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return Grants{}, syntaxError(name, err)
@@ -156,7 +168,18 @@ type index struct {
 	// alias, while the value of an alias is walked, is where the alias
 	// is: every field inside is placed there.
 	alias *place
+	// visits counts the values walked, aliases expanded: an alias bomb
+	// (anchors that each use the one before twice) stops at maxValues
+	// instead of taking exponential time.
+	visits int
 }
+
+// Bounds on a grants file, far above any real one: the example has about
+// 60 values in 2 KiB.
+const (
+	maxFileBytes = 1 << 20
+	maxValues    = 100_000
+)
 
 // note notes that tk starts the value at path, unless it starts one
 // already (the value of an anchor, walked again at each alias).
@@ -286,6 +309,9 @@ var durationType = reflect.TypeFor[time.Duration]()
 func (x *index) walk(n ast.Node, t reflect.Type, path string) *Error {
 	if n == nil {
 		return nil
+	}
+	if x.visits++; x.visits > maxValues {
+		return x.at(path, "the file expands to more than %d values (through its aliases); a grants file needs far fewer", maxValues)
 	}
 	x.note(n.GetToken(), path) // an anchor's or a tag's
 	n = x.unwrap(n)

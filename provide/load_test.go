@@ -42,24 +42,15 @@ func writeGrants(t *testing.T, text string) string {
 }
 
 func TestLoadExample(t *testing.T) {
-	text, err := os.ReadFile(exampleFile)
+	// The example loads as shipped, in place: its ./workspace is
+	// examples/workspace, committed with a .gitkeep (issue 15).
+	ws, err := filepath.Abs("../examples/workspace")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The example names ./workspace, which a checkout does not hold: load a
-	// copy beside one.
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "workspace")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "grants.yaml")
-	if err := os.WriteFile(path, text, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g, err := provide.Load(path)
+	g, err := provide.Load(exampleFile)
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatalf("Load(%s) as shipped: %v", exampleFile, err)
 	}
 	want := provide.Grants{
 		Workspace: ws,
@@ -106,14 +97,20 @@ func TestLoadExample(t *testing.T) {
 		t.Errorf("Load(example) =\n%s\nwant\n%s", dump(g), dump(want))
 	}
 
-	// In place, without its workspace, the example fails where it names it.
-	if _, err := os.Stat("../examples/workspace"); err == nil {
-		return
+	// Moved away from its workspace, the example fails where it names it.
+	dir := t.TempDir()
+	text, err := os.ReadFile(exampleFile)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err = provide.Load(exampleFile)
+	path := filepath.Join(dir, "grants.yaml")
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = provide.Load(path)
 	var pe *provide.Error
 	if !errors.As(err, &pe) || pe.Field != "workspace" || pe.Line != 8 || pe.Column != 1 {
-		t.Errorf("Load(%s) = %v, want an error at 8:1 for workspace", exampleFile, err)
+		t.Errorf("Load(%s) = %v, want an error at 8:1 for workspace", path, err)
 	}
 }
 

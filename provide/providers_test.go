@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -317,5 +318,38 @@ func TestPageTabPerCall(t *testing.T) {
 		if out.Err != nil || string(out.Value) != "1" {
 			t.Errorf("call %d: %s %+v, want 1 (a tab of its own)", i, out.Value, out.Err)
 		}
+	}
+}
+
+// TestExampleSetsUp: examples/grants.yaml, as shipped and in place, sets
+// up every section it names, as `brain run --grants` and `brain serve`
+// (whose config names a grants file) do through Environment. Its exec
+// grant cuts programs off the network, which needs root; its page grant
+// needs Chromium.
+func TestExampleSetsUp(t *testing.T) {
+	g, err := provide.Load(exampleFile)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", exampleFile, err)
+	}
+	env, rec, err := provide.Environment(context.Background(), g, &kernel.Options{ID: "example"})
+	if err != nil {
+		t.Fatalf("Environment: %v", err)
+	}
+	defer env.Close()
+	want := kinds("exec", "fs", "js", "net", "page")
+	wantFailures := []failure{}
+	if os.Geteuid() != 0 {
+		want = kinds("fs", "js", "net", "page")
+		wantFailures = append(wantFailures, failure{"exec", protocol.CodeUnavailable})
+	}
+	if _, err := os.Stat(browser.DefaultBinary); err != nil {
+		want = slices.DeleteFunc(want, func(k handle.Kind) bool { return k == handle.KindPage })
+		wantFailures = append(wantFailures, failure{"page", protocol.CodeUnavailable})
+	}
+	if !reflect.DeepEqual(rec.Provides, want) {
+		t.Errorf("provides = %v, want %v (failures %+v)", rec.Provides, want, rec.Failures)
+	}
+	if got := failures(rec); len(got) != len(wantFailures) {
+		t.Errorf("failures = %+v, want %+v", rec.Failures, wantFailures)
 	}
 }
