@@ -23,9 +23,11 @@ type CapabilityError struct {
 	Err     error
 }
 
-// Error returns "<handle> <op>: <code>: <message>".
+// Error returns "<handle> <op>: <message>". The code is not repeated in
+// the text: it travels as Code (and ErrorCode), and an Outcome or a log line
+// shows it once beside the message.
 func (e *CapabilityError) Error() string {
-	return fmt.Sprintf("%s %s: %s: %s", e.Handle, e.Op, e.Code, e.Message)
+	return fmt.Sprintf("%s %s: %s", e.Handle, e.Op, e.Message)
 }
 
 // ErrorCode returns the code, so that the error keeps it in an Outcome.

@@ -53,6 +53,14 @@ func TestBuildInspectRun(t *testing.T) {
 		{"missing artifact", []string{"run", filepath.Join(out, "nope.tool.json")}, 1, ""},
 		{"bad grants file", []string{"run", artifact, "--grants", filepath.Join(out, "none.yaml")}, 1, ""},
 	}
+	t.Run("not_found once", func(t *testing.T) {
+		// The message does not repeat the code the outcome already carries.
+		code, stdout, stderr := run("run", artifact, "--input", `{"path":"notes.txt"}`, "--workspace", ws, "--cache", cache)
+		want := `{"ok":false,"error":{"code":"not_found","message":"fs read_file: \"notes.txt\" does not exist"}}`
+		if code != 1 || strings.TrimSpace(stdout) != want {
+			t.Fatalf("exit %d\nstdout: %s\nwant    %s\nstderr: %s", code, stdout, want, stderr)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stdout, stderr := run(tt.args...)

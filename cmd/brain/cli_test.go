@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/store"
 )
 
 // runCLI runs brain with args and returns the exit code and both outputs.
@@ -138,6 +139,23 @@ func TestServePortClash(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s exists after a failed start (%v)", p, err)
 		}
+	}
+}
+
+// TestServeStoreLocked: a data directory in use by another brain is an
+// error that says so once, with one context per layer.
+func TestServeStoreLocked(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ctx := testutil.Context(t)
+	st, err := store.Open(ctx, &store.Options{DataDir: filepath.Join("data", "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	code, _, stderr := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--data", "data")
+	want := "brain serve: open the session store: store: data directory in use: data/nats (is another brain using --data data?)\n"
+	if code != 1 || stderr != want {
+		t.Fatalf("exit %d, stderr %q\nwant %q", code, stderr, want)
 	}
 }
 

@@ -23,7 +23,10 @@ import (
 // (docs/serve.md): which handles under which grants, which tools, which
 // external MCP servers.
 type serveConfig struct {
-	// Grants is a grants file (docs/grants.md), relative to the config.
+	// Grants is a grants file (docs/grants.md), relative to the config;
+	// required when the config names tools or artifacts. Without it the
+	// environment provides no handles (a kernel whose tools come from
+	// clients, apps, brain env and MCP servers).
 	Grants string `yaml:"grants"`
 	// Tools names built-in example tools to attach.
 	Tools []string `yaml:"tools"`
@@ -86,12 +89,12 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 	}
 	var c serveConfig
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s: %s", path, yaml.FormatError(err, false, true))
+		return nil, decodeError(path, err)
 	}
 	c.dir = filepath.Dir(path)
 	c.pos = newPositions(path, b)
-	if c.Grants == "" {
-		return nil, c.pos.errorf("$.grants", "a grants file is required (docs/grants.md)")
+	if c.Grants == "" && (len(c.Tools) > 0 || c.Artifacts != "") {
+		return nil, c.pos.errorf("$.grants", "a grants file is required for tools and artifacts (docs/grants.md)")
 	}
 	for i, n := range c.Tools {
 		if _, ok := builtinTools[n]; !ok {

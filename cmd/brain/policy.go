@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -48,7 +49,11 @@ func (ps positions) at(p string) string {
 	for ps.ast != nil && p != "" && p != "$" {
 		if yp, err := yaml.PathString(p); err == nil {
 			if n, err := yp.FilterFile(ps.ast); err == nil && n != nil && n.GetToken() != nil {
-				pos := n.GetToken().Position
+				tk := n.GetToken()
+				if m, ok := n.(*ast.MappingNode); ok && len(m.Values) > 0 { // an entry: where its first key is
+					tk = m.Values[0].Key.GetToken()
+				}
+				pos := tk.Position
 				return fmt.Sprintf("%s:%d:%d", ps.file, pos.Line, pos.Column)
 			}
 		}
@@ -60,6 +65,18 @@ func (ps positions) at(p string) string {
 	}
 	return ps.file
 }
+
+// decodeError turns the YAML decoder's "[line:col] message" and source
+// excerpt into "file:line:col: message" and the excerpt.
+func decodeError(file string, err error) error {
+	msg := yaml.FormatError(err, false, true)
+	if m := decodePosRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s:%s:%s: %s", file, m[1], m[2], m[3])
+	}
+	return fmt.Errorf("%s: %s", file, msg)
+}
+
+var decodePosRE = regexp.MustCompile(`(?s)^\[(\d+):(\d+)\] (.*)$`)
 
 // errorf is an error about the config at the YAML path p.
 func (ps positions) errorf(p, format string, args ...any) error {

@@ -102,7 +102,11 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	}
 	st, err := store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger})
 	if err != nil {
-		return fmt.Errorf("open the session store in %s: %w", filepath.Join(a.data, "nats"), err)
+		// The store's errors name the directory themselves.
+		if errors.Is(err, store.ErrLocked) {
+			return fmt.Errorf("open the session store: %w (is another brain using --data %s?)", err, a.data)
+		}
+		return fmt.Errorf("open the session store: %w", err)
 	}
 	defer st.Close()
 
@@ -178,13 +182,20 @@ func buildEnvironment(ctx context.Context, cfg *serveConfig, data string, logger
 	if err != nil {
 		return nil, nil, err
 	}
-	g, err := provide.Load(cfg.path(cfg.Grants))
-	if err != nil {
-		return nil, nil, err
-	}
-	env, setup, err := provide.Environment(ctx, g, &kernel.Options{Logger: logger, Workspace: "workspace", Policies: rules})
-	if err != nil {
-		return nil, nil, err
+	kopts := &kernel.Options{Logger: logger, Workspace: "workspace", Policies: rules}
+	var env *kernel.Environment
+	var setup kernel.SetupReceipt
+	if cfg.Grants == "" { // no tools of its own: no handles to provide
+		env = kernel.New(kopts)
+		setup = env.Setup(ctx)
+	} else {
+		g, err := provide.Load(cfg.path(cfg.Grants))
+		if err != nil {
+			return nil, nil, err
+		}
+		if env, setup, err = provide.Environment(ctx, g, kopts); err != nil {
+			return nil, nil, err
+		}
 	}
 	for _, f := range setup.Failures {
 		logger.Warn("handle unavailable", slog.String("handle", f.Name), slog.String("reason", f.Reason))

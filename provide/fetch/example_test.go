@@ -45,7 +45,7 @@ func ExampleFetcher_Fetch() {
 	// Output:
 	// 200 hello from /items
 	// denied
-	// net fetch: denied: host "169.254.169.254" is not allowed (allow_hosts)
+	// net fetch: host "169.254.169.254" is not allowed (allow_hosts)
 }
 
 func ExampleGrants_Validate() {

@@ -50,7 +50,7 @@ func Example() {
 	// hello
 	// [notes/a.txt]
 	// path_escape
-	// fs read_file: path_escape: the path "notes/../../etc/passwd" leads outside the file tree through ".."; use a path inside it
+	// fs read_file: the path "notes/../../etc/passwd" leads outside the file tree through ".."; use a path inside it
 }
 
 func ExampleGrants_Validate() {

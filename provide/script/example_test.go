@@ -28,5 +28,5 @@ func ExampleRuntime_Call() {
 	// Output:
 	// ["tea"] <nil>
 	// too_large
-	// js call: invalid_argument: the function threw: TypeError: Cannot read property 'field' of undefined (line 1, column 24)
+	// js call: the function threw: TypeError: Cannot read property 'field' of undefined (line 1, column 24)
 }

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeConfig writes a config and a grants file (fs and js over a temp
+// workspace) into a temp dir and returns the config's path.
+func writeConfig(t *testing.T, config string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "grants.yaml"), []byte("workspace: ./workspace\nfs: {}\njs: {}\nnet: {allow_hosts: [api.example.com]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "brain.yaml")
+	if err := os.WriteFile(p, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConfigErrors: a bad config is an error naming the file, line and key.
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, config, want string
+	}{
+		{"unknown key", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    requireApproval: true\n",
+			`brain.yaml:5:5: unknown field "requireApproval"`},
+		{"wrong type", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    requiresApproval: maybe\n",
+			`brain.yaml:5:23: cannot unmarshal string into Go struct field`},
+		{"no match", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - requiresApproval: true\n",
+			`brain.yaml:4:5: policy[0]: match: a tool name or a glob`},
+		{"bad glob", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: \"fs.[\"\n    requiresApproval: true\n",
+			`brain.yaml:4:12: policy[0].match: "fs.[" is not a valid glob`},
+		{"bad audience", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    audience: [llm, robot]\n",
+			`brain.yaml:5:21: policy[0].audience[1]: unknown audience "robot" (want llm, user or runtime)`},
+		{"audience twice", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    audience: [user, user]\n",
+			`policy[0].audience[1]: "user" is listed twice`},
+		{"empty audience", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    audience: []\n",
+			`brain.yaml:5:15: policy[0].audience: must not be empty`},
+		{"zero timeout", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    callTimeoutMs: 0\n",
+			`brain.yaml:5:20: policy[0].callTimeoutMs: 0 is out of range`},
+		{"huge timeout", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    callTimeoutMs: 99999999999\n",
+			`policy[0].callTimeoutMs: 99999999999 is out of range`},
+		{"sets nothing", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n",
+			`brain.yaml:4:5: policy[0]: sets nothing`},
+		{"unknown tool", "grants: ./grants.yaml\ntools: [fs.read, fs.raed]\n",
+			`brain.yaml:2:18: tools[1]: no built-in tool "fs.raed"`},
+		{"tool twice", "grants: ./grants.yaml\ntools: [fs.read, fs.read]\n",
+			`brain.yaml:2:18: tools[1]: "fs.read" is listed twice`},
+		{"no grants", "tools: [fs.read]\n", `brain.yaml: grants: a grants file is required for tools and artifacts`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadServeConfig(writeConfig(t, tt.config), t.TempDir())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v\nwant %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestConfigPolicyMatchesNothing: a policy entry matching no tool stops the
+// start, naming its line.
+func TestConfigPolicyMatchesNothing(t *testing.T) {
+	cfg, err := loadServeConfig(writeConfig(t, "grants: ./grants.yaml\ntools: [fs.read, fs.search]\npolicy:\n  - match: \"fs.*\"\n    requiresApproval: true\n  - match: fs.raed\n    displayName: Read\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = buildEnvironment(context.Background(), cfg, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), `brain.yaml:6:12: policy[1].match: "fs.raed" matches none of this environment's tools [fs.read fs.search]`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestAttachReportsEveryFailure: every tool that fails to attach is in the
+// error, each with its code and reason, not just the first.
+func TestAttachReportsEveryFailure(t *testing.T) {
+	// api.get lacks its bindings; exec.run needs the exec handle, which the
+	// grants do not provide; fs.read attaches.
+	cfg, err := loadServeConfig(writeConfig(t, "grants: ./grants.yaml\ntools: [api.get, fs.read, exec.run]\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = buildEnvironment(context.Background(), cfg, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("attach succeeded")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"attach: 2 of 3 tools failed",
+		"\n  api.get: invalid_input: binding",
+		"\n  exec.run: unavailable: requires [exec]",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "fs.read") {
+		t.Errorf("error names fs.read, which attached:\n%s", msg)
+	}
+}
+
+// TestConfigWithoutTools: a kernel config with no tools needs no grants and
+// serves an empty environment.
+func TestConfigWithoutTools(t *testing.T) {
+	cfg, err := loadServeConfig(writeConfig(t, "tools: []\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, cleanup, err := buildEnvironment(context.Background(), cfg, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if n := len(env.Tools()); n != 0 {
+		t.Errorf("%d tools", n)
+	}
+}
+
+// TestExampleConfigsLoad: every config shipped in examples/ loads (the
+// docs test runs them; this is the fast check).
+func TestExampleConfigsLoad(t *testing.T) {
+	for _, name := range []string{"approval.yaml", "kernel.yaml", "env.yaml", "artifacts.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := loadServeConfig(filepath.Join("..", "..", "examples", name), t.TempDir()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	for _, name := range []string{"approval.yaml", "env.yaml"} {
+		t.Run(name+" attaches", func(t *testing.T) {
+			cfg, err := loadServeConfig(filepath.Join("..", "..", "examples", name), t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, cleanup, err := buildEnvironment(context.Background(), cfg, t.TempDir(), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cleanup()
+		})
+	}
+}
