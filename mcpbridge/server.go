@@ -31,6 +31,13 @@ type ServerOptions struct {
 	// never closed for idleness, a 4 MiB request limit and DNS-rebinding
 	// protection on loopback.
 	HTTP *mcp.StreamableHTTPOptions
+	// Admit, if set, is asked before every tools/call of a session's
+	// server ([NewServer], [Handler]): a non-nil error ends the call at once
+	// with that error as its outcome (isError, "<code>: <message>"), and
+	// the session is not called. A kernel uses it for quotas
+	// (server.Manager.Admit: quota_exceeded once a session's journal is
+	// full). Default nil: every call is admitted.
+	Admit func(*session.Session) *protocol.Error
 }
 
 func (o *ServerOptions) withDefaults() ServerOptions {
@@ -72,11 +79,12 @@ func newMCPServer(o *ServerOptions, listChanged bool) *mcp.Server {
 // Server is safe for concurrent use; connect any number of MCP sessions to
 // [Server.MCP].
 type Server struct {
-	s    *session.Session
-	mcp  *mcp.Server
-	log  *slog.Logger
-	sub  *session.Subscription
-	done chan struct{} // closed when follow returns
+	s     *session.Session
+	mcp   *mcp.Server
+	log   *slog.Logger
+	admit func(*session.Session) *protocol.Error
+	sub   *session.Subscription
+	done  chan struct{} // closed when follow returns
 
 	// exported maps each tool name to the JSON of the tool as last added.
 	// Owned by NewServer, then by the follow goroutine.
@@ -113,6 +121,7 @@ func NewServer(s *session.Session, opts *ServerOptions) *Server {
 		s:        s,
 		mcp:      newMCPServer(&o, true),
 		log:      o.Logger.With(slog.String(keySession, s.ID())),
+		admit:    o.Admit,
 		done:     make(chan struct{}),
 		exported: map[string]string{},
 	}
@@ -246,6 +255,11 @@ func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
 
 // callTool runs one tools/call through the session's bridge.
 func (srv *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if srv.admit != nil {
+		if err := srv.admit(srv.s); err != nil {
+			return resultOf(protocol.Outcome{Err: err}), nil
+		}
+	}
 	return resultOf(srv.s.Invoke(ctx, protocol.AudienceLLM, req.Params.Name, arguments(req))), nil
 }
 
