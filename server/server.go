@@ -3,12 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
 
@@ -29,6 +30,9 @@ type Options struct {
 	WriteTimeout time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
+	// Metrics, if set, is served at GET /metrics to operator tokens only
+	// (internal/telemetry's Handler).
+	Metrics http.Handler
 }
 
 // Server is the kernel's HTTP handler:
@@ -37,14 +41,17 @@ type Options struct {
 //	     /v1/sessions/{id}/mcp   MCP (Streamable HTTP) for agent drivers
 //	GET  /v1/sessions/{id}       the session's snapshot (JSON)
 //	GET  /healthz                liveness, unauthenticated
+//	GET  /metrics                Prometheus metrics (Options.Metrics), operator token
 //
 // Every /v1 endpoint needs a token — "Authorization: Bearer <token>", or
-// ?token= for WebSocket clients that cannot set headers — and the token
-// decides the side the connection speaks for.
+// ?token= on a WebSocket handshake (browsers cannot set headers there; no
+// other endpoint accepts a token in its URL) — and the token decides the
+// side the connection speaks for.
 type Server struct {
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	opts  Options
+	log   *slog.Logger
+	mux   *http.ServeMux
+	conns connCounts // open WebSocket connections by side (stats.go)
 }
 
 // New returns a server.
@@ -60,6 +67,9 @@ func New(opts Options) *Server {
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(srv.handleWS))
 	srv.mux.HandleFunc("GET /v1/sessions/{id}", srv.withSession(srv.handleSnapshot))
 	srv.mux.HandleFunc("/v1/sessions/{id}/mcp", srv.withSession(srv.handleMCP))
+	if opts.Metrics != nil {
+		srv.mux.HandleFunc("GET /metrics", srv.handleMetrics) // operator tokens only (stats.go)
+	}
 	return srv
 }
 
@@ -72,10 +82,7 @@ type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Sess
 // duration of the handler.
 func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if token == "" {
-			token = r.URL.Query().Get("token")
-		}
+		token := bearerToken(r) // ?token= on WebSocket handshakes only (auth.go)
 		p, ok := srv.opts.Tokens.Peer(token)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
@@ -87,7 +94,12 @@ func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
 			httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
 			return
 		}
-		s, release, err := srv.opts.Manager.Acquire(r.Context(), id)
+		s, release, err := srv.opts.Manager.Acquire(withOwner(r.Context(), ownerKey(token)), id)
+		var perr *protocol.Error
+		if errors.As(err, &perr) && perr.Code == protocol.CodeQuotaExceeded {
+			httpError(w, http.StatusTooManyRequests, string(perr.Code), perr.Message)
+			return
+		}
 		if err != nil {
 			srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
 			httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")

@@ -32,6 +32,9 @@ type ManagerOptions struct {
 	Session session.Options
 	// Logger receives the manager's logs; nil discards.
 	Logger *slog.Logger
+	// Limits are the quotas of sessions, connections and journals (see
+	// [Limits]); the zero value means the defaults.
+	Limits Limits
 }
 
 // Manager owns the sessions of a kernel: it creates a session on first use,
@@ -43,6 +46,10 @@ type Manager struct {
 
 	mu   sync.Mutex
 	live map[string]*managed
+
+	limits   Limits        // quotas, with defaults (limits.go)
+	sessions *sessionQuota // sessions per token
+	journals journals      // journal bytes per session
 }
 
 type managed struct {
@@ -58,7 +65,9 @@ func NewManager(opts ManagerOptions) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}}
+	l := opts.Limits.withDefaults()
+	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{},
+		limits: l, sessions: newSessionQuota(l.SessionsPerToken), journals: journals{limit: l.JournalBytesPerSession}}
 }
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -115,14 +124,19 @@ func (m *Manager) release(e *managed) {
 func (m *Manager) open(ctx context.Context, id string) (*session.Session, error) {
 	opts := m.opts.Session
 	var events []session.Event
+	var cj *countingJournal // counts journal bytes (limits.go)
 	if m.opts.Store != nil {
 		j, err := m.opts.Store.Journal(id)
 		if err != nil {
 			return nil, fmt.Errorf("session %s: journal: %w", id, err)
 		}
-		opts.Journal = j
+		cj = &countingJournal{j: j}
+		opts.Journal = cj
 		if events, err = m.opts.Store.Load(ctx, id); err != nil {
 			return nil, fmt.Errorf("session %s: load: %w", id, err)
+		}
+		for _, ev := range events {
+			cj.bytes.Add(eventBytes(ev))
 		}
 	}
 	if len(events) > 0 {
@@ -130,12 +144,23 @@ func (m *Manager) open(ctx context.Context, id string) (*session.Session, error)
 		if err != nil {
 			return nil, err
 		}
+		if cj != nil {
+			m.journals.track(s, cj)
+		}
 		m.log.Info("session restored", slog.String("session", id), slog.Int("events", len(events)))
 		return s, nil
 	}
+	if err := m.sessions.reserve(ownerOf(ctx), id); err != nil {
+		return nil, err
+	}
 	s := session.New(id, &opts)
+	if cj != nil {
+		m.journals.track(s, cj)
+	}
 	if m.opts.Attach != nil {
 		if err := m.opts.Attach(s); err != nil {
+			m.journals.untrack(s)
+			m.sessions.forget(id)
 			return nil, fmt.Errorf("session %s: attach: %w", id, err)
 		}
 	}
@@ -173,6 +198,7 @@ func (m *Manager) Hibernate(idle time.Duration) int {
 	}
 	m.mu.Unlock()
 	for _, e := range drop {
+		m.journals.untrack(e.s)
 		if m.opts.Release != nil {
 			m.opts.Release(e.s)
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -38,13 +39,16 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan []byte, replyQueue), cancel: cancel,
-		log: srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
+		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()),
+		log:    srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
 
 	after, err := parseAfter(r.URL.Query().Get("after"))
 	if err != nil {
 		_ = conn.Close(websocket.StatusPolicyViolation, err.Error())
 		return
 	}
+	srv.conns.add(p.Side, 1)
+	defer srv.conns.add(p.Side, -1)
 	s.Attach(p) // the session knows the peer is here to answer its calls
 	defer s.Detach(p)
 	c.subs = make(chan *session.Subscription, 1)
@@ -95,6 +99,7 @@ type wsConn struct {
 	subs     chan *session.Subscription // a new subscription replaces the current one (resume)
 	cancel   context.CancelCauseFunc
 	writeErr atomic.Value // error: why the writer gave up, if it did
+	bucket   *bucket      // frame rate (limits.go); nil: unlimited; reader only
 }
 
 // isNormalClose reports a peer closing the connection normally.
@@ -129,6 +134,7 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			c.cancel(fmt.Errorf("read: %w", err))
 			return
 		}
+		allowed := c.bucket.take(time.Now())
 		if len(data) > protocol.MaxFrameBytes {
 			n, _ := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
 			if n >= hardMessageLimit {
@@ -143,6 +149,17 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			continue
 		}
 		f, err := protocol.DecodePeerFrame(data)
+		if !allowed {
+			var de *protocol.DecodeError
+			var id *string
+			if f != nil {
+				id = &f.ID
+			} else if errors.As(err, &de) && de.ID != "" {
+				id = &de.ID
+			}
+			c.reply(id, c.srv.opts.Manager.limits.rateError())
+			continue
+		}
 		if err != nil {
 			var de *protocol.DecodeError
 			var id *string
@@ -168,6 +185,13 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			}
 			c.reply(&f.ID, nil)
 			continue
+		}
+		switch f.Msg.(type) {
+		case *protocol.CapabilityRegister, *protocol.CapabilityInvoke:
+			if perr := c.srv.opts.Manager.Admit(c.s); perr != nil {
+				c.reply(&f.ID, perr)
+				continue
+			}
 		}
 		c.send(c.s.HandleFrame(c.peer, f))
 	}

@@ -1,0 +1,252 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// Default limits; see [Limits].
+const (
+	DefaultSessionsPerToken       = 1000
+	DefaultFramesPerSecond        = 100
+	DefaultFrameBurst             = 200
+	DefaultJournalBytesPerSession = 64 << 20
+)
+
+// Limits are the quotas the server enforces on what one token, one
+// connection and one session may use. A zero field takes its default; a
+// negative one means unlimited. Exceeding a quota is an error with code
+// quota_exceeded naming the quota and its limit; nothing else changes, and
+// other sessions are not affected.
+type Limits struct {
+	// SessionsPerToken bounds the sessions one token may create (its first
+	// connection to an id that has no past). Reconnecting to a session
+	// already created does not count again. Default 1000.
+	SessionsPerToken int
+	// FramesPerSecond and FrameBurst are a token bucket per WebSocket
+	// connection: a connection may send FrameBurst frames at once, then
+	// FramesPerSecond on average. A frame over the rate is answered with
+	// quota_exceeded and not applied. Defaults 100 and 200.
+	FramesPerSecond float64
+	FrameBurst      int
+	// JournalBytesPerSession bounds the bytes of events a session journals
+	// (with a store). Once it is reached, new work — registering
+	// capabilities and invoking them, over WebSocket or MCP — is refused;
+	// results, approvals, cancellations and deregistrations still go
+	// through, so that every call already started ends and is journaled.
+	// Default 64 MiB.
+	JournalBytesPerSession int64
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.SessionsPerToken == 0 {
+		l.SessionsPerToken = DefaultSessionsPerToken
+	}
+	if l.FramesPerSecond == 0 {
+		l.FramesPerSecond = DefaultFramesPerSecond
+	}
+	if l.FrameBurst == 0 {
+		l.FrameBurst = DefaultFrameBurst
+	}
+	if l.JournalBytesPerSession == 0 {
+		l.JournalBytesPerSession = DefaultJournalBytesPerSession
+	}
+	return l
+}
+
+// quotaError is the error of a used-up quota.
+func quotaError(format string, args ...any) *protocol.Error {
+	return protocol.Errorf(protocol.CodeQuotaExceeded, format, args...)
+}
+
+// ownerKey names a token for the session quota without keeping the token
+// itself in memory longer than needed: a hash of it.
+func ownerKey(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:8])
+}
+
+type ownerCtxKey struct{}
+
+// withOwner tells Manager.Acquire which token a new session is created for.
+func withOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerCtxKey{}, owner)
+}
+
+func ownerOf(ctx context.Context) string {
+	o, _ := ctx.Value(ownerCtxKey{}).(string)
+	return o
+}
+
+// sessionQuota counts the sessions each token created.
+type sessionQuota struct {
+	limit int
+
+	mu     sync.Mutex
+	owner  map[string]string // session id → owner key
+	counts map[string]int    // owner key → sessions
+}
+
+func newSessionQuota(limit int) *sessionQuota {
+	return &sessionQuota{limit: limit, owner: map[string]string{}, counts: map[string]int{}}
+}
+
+// reserve counts session id against owner, unless the limit is reached.
+// An empty owner (a caller inside the process) is not limited.
+func (q *sessionQuota) reserve(owner, id string) error {
+	if owner == "" || q.limit < 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.owner[id]; ok {
+		return nil
+	}
+	if q.counts[owner] >= q.limit {
+		return quotaError("this token has created %d sessions, its limit (limits.sessions_per_token); delete one or use another token", q.limit)
+	}
+	q.owner[id] = owner
+	q.counts[owner]++
+	return nil
+}
+
+// forget releases the session id, as if it had never been created.
+func (q *sessionQuota) forget(id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if o, ok := q.owner[id]; ok {
+		delete(q.owner, id)
+		if q.counts[o]--; q.counts[o] <= 0 {
+			delete(q.counts, o)
+		}
+	}
+}
+
+// countingJournal counts the bytes a session's journal holds.
+type countingJournal struct {
+	j     session.Journal
+	bytes atomic.Int64
+}
+
+// Append journals e and counts its encoded size.
+func (c *countingJournal) Append(e session.Event) error {
+	if err := c.j.Append(e); err != nil {
+		return err
+	}
+	c.bytes.Add(eventBytes(e))
+	return nil
+}
+
+// eventBytes is the size of e as a journal stores it: one encoded frame.
+func eventBytes(e session.Event) int64 {
+	b, err := protocol.EncodeFrame(&protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+	if err != nil {
+		return 0
+	}
+	return int64(len(b))
+}
+
+// journals tracks the byte count of each live session's journal.
+type journals struct {
+	limit int64
+
+	mu sync.Mutex
+	by map[*session.Session]*countingJournal
+}
+
+// Admit reports whether session s may take new work: nil, or a
+// quota_exceeded error when its journal has reached
+// Limits.JournalBytesPerSession. The WebSocket endpoint asks before every
+// capability_register and capability_invoke; the MCP endpoint should ask
+// before every tools/call (mcpbridge.ServerOptions.Admit).
+func (m *Manager) Admit(s *session.Session) *protocol.Error {
+	if m.journals.limit < 0 {
+		return nil
+	}
+	m.journals.mu.Lock()
+	cj := m.journals.by[s]
+	m.journals.mu.Unlock()
+	if cj == nil {
+		return nil
+	}
+	if n := cj.bytes.Load(); n >= m.journals.limit {
+		return quotaError("session %s has journaled %d bytes, its limit of %d (limits.journal_bytes_per_session): it takes no new registrations or calls; delete it or start another", s.ID(), n, m.journals.limit)
+	}
+	return nil
+}
+
+// JournalBytes returns the bytes of events journaled for s, 0 without a
+// store.
+func (m *Manager) JournalBytes(s *session.Session) int64 {
+	m.journals.mu.Lock()
+	defer m.journals.mu.Unlock()
+	if cj := m.journals.by[s]; cj != nil {
+		return cj.bytes.Load()
+	}
+	return 0
+}
+
+func (js *journals) track(s *session.Session, cj *countingJournal) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.by == nil {
+		js.by = map[*session.Session]*countingJournal{}
+	}
+	js.by[s] = cj
+}
+
+func (js *journals) untrack(s *session.Session) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	delete(js.by, s)
+}
+
+// bucket is a token bucket: burst frames at once, then rate per second.
+// It is used by one connection's reader only.
+type bucket struct {
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newBucket(rate float64, burst int, now time.Time) *bucket {
+	return &bucket{rate: rate, burst: float64(burst), tokens: float64(burst), last: now}
+}
+
+// take spends one token at now, and reports whether there was one. A nil
+// bucket is unlimited.
+func (b *bucket) take(now time.Time) bool {
+	if b == nil {
+		return true
+	}
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(b.burst, b.tokens+d.Seconds()*b.rate)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// frameLimiter returns the bucket of a new connection; nil when unlimited.
+func (l Limits) frameLimiter(now time.Time) *bucket {
+	if l.FramesPerSecond < 0 || l.FrameBurst < 0 {
+		return nil
+	}
+	return newBucket(l.FramesPerSecond, l.FrameBurst, now)
+}
+
+// rateError is the reply to a frame over a connection's rate.
+func (l Limits) rateError() *protocol.Error {
+	return quotaError("more than %g frames per second (burst %d) on this connection (limits.frames_per_second): the frame was not applied; slow down and send it again", l.FramesPerSecond, l.FrameBurst)
+}

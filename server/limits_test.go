@@ -1,0 +1,460 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/server"
+	"github.com/brainrt/brain/session"
+)
+
+const (
+	otherClientToken = "client-token-other-0123456789"
+	opsToken         = "ops-token-limits-0123456789"
+)
+
+// newLimited is newFixture with manager options and more tokens.
+func newLimited(t testing.TB, mo server.ManagerOptions, o server.Options) (*fixture, *server.Server) {
+	t.Helper()
+	tokens, err := server.NewTokens(
+		server.Token{Token: clientToken, Side: "client"},
+		server.Token{Token: otherClientToken, Side: "client"},
+		server.Token{Token: appToken, Side: "app", App: "cal"},
+		server.Token{Token: opsToken, Side: "operator", Name: "ops"},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := server.NewManager(mo)
+	o.Tokens, o.Manager = tokens, mgr
+	srv := server.New(o)
+	ts := httptest.NewServer(srv) // listens on 127.0.0.1
+	t.Cleanup(ts.Close)
+	return &fixture{t: t, srv: ts, mgr: mgr}, srv
+}
+
+// get does a request with a token and returns the status and body.
+func (f *fixture) get(method, path, token string) (int, string) {
+	f.t.Helper()
+	req, _ := http.NewRequest(method, f.srv.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// dialStatus tries a WebSocket handshake and returns the HTTP status and
+// body of a refusal (0 when it succeeded).
+func (f *fixture) dialStatus(token, sessionID string) (int, string) {
+	f.t.Helper()
+	req, _ := http.NewRequest("GET", f.srv.URL+"/v1/sessions/"+sessionID+"/ws", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return 0, ""
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func errorCode(t testing.TB, r *protocol.Frame) protocol.Code {
+	t.Helper()
+	e, ok := r.Msg.(*protocol.ErrorReply)
+	if !ok {
+		t.Fatalf("reply %s, want an error", r.Msg.MessageType())
+	}
+	return e.Code
+}
+
+// TestSessionsPerToken: a token creates at most SessionsPerToken sessions;
+// reconnecting to one it created is fine, and another token is not
+// affected.
+func TestSessionsPerToken(t *testing.T) {
+	f, _ := newLimited(t, server.ManagerOptions{Limits: server.Limits{SessionsPerToken: 2}}, server.Options{})
+	f.dial(clientToken, "q1", "?after=0")
+	f.dial(clientToken, "q2", "?after=0")
+	status, body := f.dialStatus(clientToken, "q3")
+	if status != http.StatusTooManyRequests || !strings.Contains(body, `"code":"quota_exceeded"`) || !strings.Contains(body, "sessions_per_token") {
+		t.Fatalf("third session: %d %s, want 429 quota_exceeded naming the limit", status, body)
+	}
+	if f.mgr.Live() != 2 {
+		t.Errorf("%d sessions live, want 2: the refused one must not exist", f.mgr.Live())
+	}
+	f.dial(clientToken, "q1", "?after=0")      // its own session again
+	f.dial(otherClientToken, "q3", "?after=0") // another token
+	f.dial(otherClientToken, "q1", "?after=0") // joining a session someone else created costs nothing
+	f.dial(otherClientToken, "q4", "?after=0")
+	if status, _ := f.dialStatus(otherClientToken, "q5"); status != http.StatusTooManyRequests {
+		t.Fatalf("the other token's third session: status %d, want 429", status)
+	}
+}
+
+// TestFrameRate: a connection sends FrameBurst frames at once; the next
+// ones are refused with quota_exceeded (with their ref) and not applied.
+func TestFrameRate(t *testing.T) {
+	f, _ := newLimited(t, server.ManagerOptions{Limits: server.Limits{FramesPerSecond: 0.01, FrameBurst: 3}}, server.Options{})
+	c := f.dial(clientToken, "r1", "?after=0")
+	for i := range 5 {
+		c.send(fmt.Sprint("f", i), &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap(fmt.Sprint("c.", i), false)}})
+	}
+	for i := range 5 {
+		r := c.reply(fmt.Sprint("f", i))
+		if i < 3 {
+			if r.Msg.MessageType() != protocol.TypeAck {
+				t.Fatalf("frame %d: %+v, want ack", i, r.Msg)
+			}
+			continue
+		}
+		if code := errorCode(t, r); code != protocol.CodeQuotaExceeded || !strings.Contains(r.Msg.(*protocol.ErrorReply).Message, "frames_per_second") {
+			t.Fatalf("frame %d: %+v, want quota_exceeded naming the limit", i, r.Msg)
+		}
+	}
+	s, release, err := f.mgr.Acquire(context.Background(), "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if _, ok := s.Lookup("c.3"); ok {
+		t.Error("a frame over the rate was applied")
+	}
+	// A new connection has its own bucket.
+	c2 := f.dial(clientToken, "r1", "?after=0")
+	c2.send("n", &protocol.CapabilityDeregister{Names: []string{"nothing"}})
+	if r := c2.reply("n"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("a fresh connection: %+v", r.Msg)
+	}
+}
+
+// TestJournalQuota: once a session's journal holds JournalBytesPerSession,
+// new registrations and invocations are refused; results and
+// deregistrations still go through, so pending calls end.
+func TestJournalQuota(t *testing.T) {
+	st := &memStore{frames: map[string][][]byte{}}
+	f, _ := newLimited(t, server.ManagerOptions{Store: st, Limits: server.Limits{JournalBytesPerSession: 600}}, server.Options{})
+	c := f.dial(clientToken, "j1", "?after=0")
+	c.send("r0", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.a", false)}})
+	if r := c.reply("r0"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("first register: %+v", r.Msg)
+	}
+	s, release, err := f.mgr.Acquire(context.Background(), "j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	// A pending call, started before the quota is reached.
+	done := make(chan protocol.Outcome, 1)
+	go func() {
+		done <- s.Invoke(context.Background(), protocol.AudienceLLM, "ui.a", json.RawMessage(`{"n":1}`))
+	}()
+	inv := c.until(ofType(protocol.TypeCapabilityInvoked)).Msg.(*protocol.CapabilityInvoked)
+	var refused *protocol.Frame
+	for i := 1; i < 50 && refused == nil; i++ {
+		id := fmt.Sprint("r", i)
+		c.send(id, &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap(fmt.Sprint("ui.", i), false)}})
+		if r := c.reply(id); r.Msg.MessageType() == protocol.TypeError {
+			refused = r
+		}
+	}
+	if refused == nil {
+		t.Fatal("registrations never reached the journal quota")
+	}
+	if e := refused.Msg.(*protocol.ErrorReply); e.Code != protocol.CodeQuotaExceeded || !strings.Contains(e.Message, "journal_bytes_per_session") {
+		t.Fatalf("refusal %+v, want quota_exceeded naming the limit", e)
+	}
+	if n := f.mgr.JournalBytes(s); n < 600 {
+		t.Errorf("JournalBytes = %d, want at least the quota", n)
+	}
+	c.send("i", &protocol.CapabilityInvoke{Name: "ui.a", Input: json.RawMessage(`{"n":2}`)})
+	if code := errorCode(t, c.reply("i")); code != protocol.CodeQuotaExceeded {
+		t.Fatalf("invoke at the quota: %s, want quota_exceeded", code)
+	}
+	c.send("res", &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`"fine"`)})
+	if r := c.reply("res"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("result at the quota: %+v, want ack", r.Msg)
+	}
+	if out := testutil.Recv(t, done, "the pending call's outcome"); string(out.Value) != `"fine"` {
+		t.Fatalf("pending call ended %+v", out)
+	}
+	c.send("d", &protocol.CapabilityDeregister{Names: []string{"ui.a"}})
+	if r := c.reply("d"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("deregister at the quota: %+v", r.Msg)
+	}
+	// Another session is not affected.
+	c2 := f.dial(clientToken, "j2", "?after=0")
+	c2.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.a", false)}})
+	if r := c2.reply("r"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("another session: %+v", r.Msg)
+	}
+}
+
+// TestOtherSessionsServedAtLimits: while one session is flooded past its
+// frame rate, has its journal full and its pending calls at their limit,
+// another session on the same kernel completes every round trip.
+func TestOtherSessionsServedAtLimits(t *testing.T) {
+	st := &memStore{frames: map[string][][]byte{}}
+	f, _ := newLimited(t, server.ManagerOptions{
+		Store:   st,
+		Session: session.Options{MaxPendingCalls: 4},
+		Limits:  server.Limits{FramesPerSecond: 100, FrameBurst: 120, JournalBytesPerSession: 4000}, // the quiet client's 101 frames fit the burst
+	}, server.Options{})
+
+	// The noisy session: a client capability nobody answers, called until
+	// the pending calls are at their limit.
+	noisy := f.dial(clientToken, "noisy", "?after=0")
+	noisy.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.slow", false)}})
+	noisy.reply("r")
+	ns, release, err := f.mgr.Acquire(context.Background(), "noisy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	var refusedPending bool
+	for range 5 {
+		if _, perr := ns.Start(protocol.AudienceLLM, "ui.slow", json.RawMessage(`{"n":1}`)); perr != nil {
+			refusedPending = perr.Code == protocol.CodeQuotaExceeded
+		}
+	}
+	if !refusedPending {
+		t.Fatal("the fifth pending call was not refused with quota_exceeded")
+	}
+	// Fill its journal.
+	for i := 0; f.mgr.Admit(ns) == nil && i < 200; i++ {
+		c := clientCap(fmt.Sprint("ui.fill", i), false)
+		c.Description = strings.Repeat("x", 200)
+		if err := ns.Register(session.Client, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.mgr.Admit(ns) == nil {
+		t.Fatal("the journal never reached its quota")
+	}
+	// Flood it from two workers, each reading its replies and dialling
+	// again (at most 20 times) when the server drops a connection that
+	// lets its replies pile up.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var refusals sync.Map
+	refused := make(chan struct{})
+	var refusedOnce sync.Once
+	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/v1/sessions/noisy/ws?after="
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for dials := 0; ctx.Err() == nil && dials < 20; dials++ {
+				conn, _, err := websocket.Dial(ctx, u+fmt.Sprint(ns.LastSeq()), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + clientToken}}})
+				if err != nil {
+					return
+				}
+				conn.SetReadLimit(8 << 20)
+				readDone := make(chan struct{})
+				replies := make(chan struct{}, 64)
+				go func() {
+					defer close(readDone)
+					for {
+						_, b, err := conn.Read(ctx)
+						if err != nil {
+							return
+						}
+						fr, err := protocol.DecodeFrame(b)
+						if err != nil {
+							continue
+						}
+						if fr.Ref != "" {
+							select {
+							case replies <- struct{}{}:
+							default: // the writer has stopped waiting
+							}
+						}
+						if e, ok := fr.Msg.(*protocol.ErrorReply); ok {
+							switch {
+							case strings.Contains(e.Message, "frames_per_second"):
+								refusals.Store("rate", true)
+							case strings.Contains(e.Message, "journal_bytes_per_session"):
+								refusals.Store("journal", true)
+							}
+							refusedOnce.Do(func() { close(refused) })
+						}
+					}
+				}()
+			flood:
+				for i := 0; ctx.Err() == nil && i < 100000; i++ {
+					b, _ := protocol.EncodeFrame(&protocol.Frame{ID: fmt.Sprint(w, "-", i), Msg: &protocol.CapabilityInvoke{Name: "ui.slow", Input: json.RawMessage(`{"n":1}`)}})
+					if conn.Write(ctx, websocket.MessageText, b) != nil {
+						break
+					}
+					if i%32 == 31 { // far faster than the rate, slow enough to read every reply
+						for range 32 {
+							select {
+							case <-replies:
+							case <-readDone:
+								break flood
+							case <-ctx.Done():
+								break flood
+							}
+						}
+					}
+				}
+				conn.CloseNow()
+				<-readDone
+			}
+		}()
+	}
+	testutil.Recv(t, refused, "the flood's first refusal")
+
+	// The quiet session: 50 round trips, each bounded.
+	quiet := f.dial(otherClientToken, "quiet", "?after=0")
+	quiet.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.echo", false)}})
+	if r := quiet.reply("r"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("quiet register: %+v", r.Msg)
+	}
+	qs, qrelease, err := f.mgr.Acquire(context.Background(), "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qrelease()
+	var slowest time.Duration
+	for i := range 50 {
+		start := time.Now()
+		done := make(chan protocol.Outcome, 1)
+		go func() {
+			done <- qs.Invoke(testutil.Context(t), protocol.AudienceLLM, "ui.echo", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
+		}()
+		inv := quiet.until(ofType(protocol.TypeCapabilityInvoked)).Msg.(*protocol.CapabilityInvoked)
+		quiet.send(fmt.Sprint("res", i), &protocol.CapabilityResult{CallID: inv.CallID, Result: inv.Input})
+		if r := quiet.reply(fmt.Sprint("res", i)); r.Msg.MessageType() != protocol.TypeAck {
+			t.Fatalf("quiet result %d: %+v", i, r.Msg)
+		}
+		out := testutil.Recv(t, done, "the quiet session's outcome")
+		if out.Err != nil || string(out.Value) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("round trip %d: %+v", i, out)
+		}
+		slowest = max(slowest, time.Since(start))
+	}
+	stop()
+	wg.Wait()
+	for _, kind := range []string{"rate", "journal"} {
+		if _, ok := refusals.Load(kind); !ok {
+			t.Errorf("the flood was never refused for its %s", kind)
+		}
+	}
+	t.Logf("quiet session: 50 round trips while the noisy one was at its limits, slowest %s", slowest)
+}
+
+// TestTokenInURL: ?token= authenticates a WebSocket handshake only; the
+// MCP endpoint and the sessions API refuse a token in the URL.
+func TestTokenInURL(t *testing.T) {
+	f, _ := newLimited(t, server.ManagerOptions{}, server.Options{MCP: func(*session.Session) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	}})
+	f.dial("", "u1", "?token="+clientToken) // a browser's WebSocket
+	for _, path := range []string{"/v1/sessions/u1/mcp", "/v1/sessions/u1"} {
+		if status, _ := f.get("GET", path+"?token="+clientToken, ""); status != http.StatusUnauthorized {
+			t.Errorf("%s?token=: status %d, want 401", path, status)
+		}
+	}
+	if status, _ := f.get("GET", "/v1/sessions/u1/mcp", clientToken); status != http.StatusNoContent {
+		t.Errorf("MCP with the header: status %d, want the handler's 204", status)
+	}
+}
+
+// TestMetricsEndpoint: /metrics answers operator tokens only.
+func TestMetricsEndpoint(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "brain_up 1\n") })
+	f, _ := newLimited(t, server.ManagerOptions{}, server.Options{Metrics: metrics})
+	tests := []struct {
+		name, token string
+		status      int
+	}{
+		{"operator", opsToken, http.StatusOK},
+		{"client", clientToken, http.StatusForbidden},
+		{"app", appToken, http.StatusForbidden},
+		{"none", "", http.StatusUnauthorized},
+		{"wrong", "wrong-token-0123456789", http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := f.get("GET", "/metrics", tt.token)
+			if status != tt.status || (status == http.StatusOK) != strings.Contains(body, "brain_up 1") {
+				t.Fatalf("status %d body %q, want %d", status, body, tt.status)
+			}
+		})
+	}
+	if status, _ := f.get("GET", "/metrics?token="+opsToken, ""); status != http.StatusUnauthorized {
+		t.Errorf("?token= on /metrics: status %d, want 401", status)
+	}
+	g, _ := newLimited(t, server.ManagerOptions{}, server.Options{})
+	if status, _ := g.get("GET", "/metrics", opsToken); status != http.StatusNotFound {
+		t.Errorf("without Options.Metrics: status %d, want 404", status)
+	}
+}
+
+// TestStats: connections are counted by side while open; sessions live
+// and hibernated are counted from memory and the store.
+func TestStats(t *testing.T) {
+	st := &listingStore{memStore: memStore{frames: map[string][][]byte{}}}
+	f, srv := newLimited(t, server.ManagerOptions{Store: st}, server.Options{})
+	c := f.dial(clientToken, "t1", "?after=0")
+	a := f.dial(appToken, "t1", "?after=0")
+	c.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.a", false)}})
+	c.reply("r")
+	a.send("p", &protocol.CapabilityDeregister{Names: []string{}})
+	a.reply("p") // both connections are being served
+	if got := srv.Connections(); got["client"] != 1 || got["app"] != 1 {
+		t.Fatalf("Connections = %v, want a client and an app", got)
+	}
+	st.extra = []string{"old1", "old2"}
+	if live, hib := f.mgr.Counts(context.Background()); live != 1 || hib != 2 {
+		t.Fatalf("Counts = %d live %d hibernated, want 1 and 2", live, hib)
+	}
+	a.conn.CloseNow()
+	deadline := time.Now().Add(testutil.WaitLimit)
+	for srv.Connections()["app"] != 0 { // the server notices the close on its own goroutine
+		if time.Now().After(deadline) {
+			t.Fatalf("Connections = %v after the app closed", srv.Connections())
+		}
+		time.Sleep(5 * time.Millisecond) // polling a counter, not synchronising
+	}
+}
+
+// listingStore is a memStore that lists its sessions (plus extra ones).
+type listingStore struct {
+	memStore
+	extra []string
+}
+
+func (st *listingStore) Sessions(context.Context) ([]string, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := append([]string(nil), st.extra...)
+	for id := range st.frames {
+		out = append(out, id)
+	}
+	return out, nil
+}
