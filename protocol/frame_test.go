@@ -57,6 +57,7 @@ func TestGoldenRoundTrip(t *testing.T) {
 		protocol.TypeCapabilityApprove, protocol.TypeCapabilityInvoked, protocol.TypeRenderInvoked,
 		protocol.TypeCapabilityInvoke, protocol.TypeCapabilityCancel, protocol.TypeApprovalRequested,
 		protocol.TypeCapabilityOutcome, protocol.TypeResume, protocol.TypeSnapshot, protocol.TypeAck, protocol.TypeError,
+		protocol.TypeApprovalDecided, protocol.TypeApprovalWithdrawn,
 	} {
 		if !covered[typ] {
 			t.Errorf("no golden fixture for message type %q", typ)
