@@ -16,6 +16,7 @@ import (
 	"github.com/brainrt/brain/examples/tools/jseval"
 	"github.com/brainrt/brain/examples/tools/netfetchjson"
 	"github.com/brainrt/brain/examples/tools/pagetext"
+	"github.com/brainrt/brain/host"
 	"github.com/brainrt/brain/tool"
 )
 
@@ -39,9 +40,12 @@ type serveConfig struct {
 	// Policy sets, per tool or glob, how the environment's tools are
 	// offered as capabilities (policy.go).
 	Policy []policyConfig `yaml:"policy"`
+	// Limits are the kernel's quotas (limits.go, docs/operations.md).
+	Limits limitsConfig `yaml:"limits"`
 
-	dir string    // the config file's directory
-	pos positions // where each key is, for errors naming a line
+	dir  string     // the config file's directory
+	pos  positions  // where each key is, for errors naming a line
+	host *host.Host // set by buildEnvironment when it hosts artifacts (pool metrics)
 }
 
 type mcpServerConfig struct {
@@ -110,6 +114,9 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		}
 	}
 	if _, err := c.policyRules(); err != nil {
+		return nil, err
+	}
+	if err := c.Limits.validate(c.pos); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/telemetry"
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/mcpbridge"
+	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
@@ -100,7 +102,25 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if created {
 		fmt.Fprintf(stdout, "created a client token (saved in %s):\n\n    %s\n\n", filepath.Join(a.data, "tokens.json"), client)
 	}
-	st, err := store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger})
+	// Metrics and traces (docs/operations.md); tracing only when the
+	// OTEL_* variables ask for it.
+	tp, stopTracing, err := telemetry.TracerProviderFromEnv(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(sctx)
+	}()
+	var mgr *server.Manager
+	var srv *server.Server
+	tel := telemetry.New(&telemetry.Options{TracerProvider: tp, Logger: logger,
+		Sessions:    func() (int, int) { return mgr.Counts(ctx) },
+		Connections: func() map[string]int { return srv.Connections() },
+		Pools:       func() []telemetry.PoolStat { return poolStats(cfg.host) },
+	})
+	st, err := store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger, OnAppend: tel.ObserveAppend})
 	if err != nil {
 		// The store's errors name the directory themselves.
 		if errors.Is(err, store.ErrLocked) {
@@ -117,10 +137,15 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	defer closeEnv()
 
 	imports := &importSet{cfg: cfg, log: logger, bySession: map[*session.Session][]*mcpbridge.Imported{}}
-	mcpHandler := mcpbridge.Handler(func(*http.Request) *session.Session { return nil }, nil)
+	mcpHandler := mcpbridge.Handler(func(*http.Request) *session.Session { return nil },
+		&mcpbridge.ServerOptions{Admit: func(s *session.Session) *protocol.Error { return mgr.Admit(s) }})
 	defer mcpHandler.Close()
-	mgr := server.NewManager(server.ManagerOptions{
-		Store: st,
+	sessionOpts := session.Options{Logger: logger, Observe: tel.Observe}
+	cfg.Limits.session(&sessionOpts)
+	mgr = server.NewManager(server.ManagerOptions{
+		Store:   st,
+		Session: sessionOpts,
+		Limits:  cfg.Limits.server(),
 		Attach: func(s *session.Session) error {
 			if err := env.Expose(s); err != nil {
 				return err
@@ -134,7 +159,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		},
 		Logger: logger,
 	})
-	srv := server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint})
+	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler()})
 
 	httpScheme, wsScheme := "http", "ws"
 	if tlsConfig != nil {
@@ -143,6 +168,10 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	fmt.Fprintf(stdout, "brain serve: listening on %s://%s\n", httpScheme, l.Addr())
 	fmt.Fprintf(stdout, "  WebSocket: %s://%s/v1/sessions/<id>/ws   MCP: %s://%s/v1/sessions/<id>/mcp\n", wsScheme, l.Addr(), httpScheme, l.Addr())
 	fmt.Fprintf(stdout, "  tools: %v\n", toolList(env))
+	fmt.Fprintf(stdout, "  metrics: %s://%s/metrics (operator token)\n", httpScheme, l.Addr())
+	if tp != nil {
+		logger.Info("tracing: exporting spans over OTLP (OTEL_* variables)")
+	}
 	if a.ready != nil {
 		a.ready(l.Addr().String())
 	}
@@ -225,6 +254,7 @@ func buildEnvironment(ctx context.Context, cfg *serveConfig, data string, logger
 			cleanup()
 			return nil, nil, err
 		}
+		cfg.host = h // for the pool metrics
 		arts, err := h.LoadDir(cfg.path(cfg.Artifacts))
 		if err != nil {
 			cleanup()

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// TestServeMetricsAndLimits: `brain serve` with a `limits:` config serves
+// /metrics to the operator token only, counts an MCP call there, and
+// applies the configured quota of sessions per token.
+func TestServeMetricsAndLimits(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.MkdirAll("workspace", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("workspace/notes.txt", []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if err := os.WriteFile("grants.yaml", []byte("workspace: "+wd+"/workspace\nfs: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("brain.yaml", []byte("grants: grants.yaml\ntools: [fs.read]\nlimits:\n  sessions_per_token: 2\n  pending_calls_per_session: 8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addrc := make(chan string, 1)
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour, ready: func(a string) { addrc <- a }},
+			&out, slog.New(slog.DiscardHandler))
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	raw, err := os.ReadFile("data/tokens.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tf struct {
+		Tokens []struct{ Token, Side string }
+	}
+	if err := json.Unmarshal(raw, &tf); err != nil {
+		t.Fatal(err)
+	}
+	var client, operator []string // [_, token], as a regexp match would be
+	for _, tk := range tf.Tokens {
+		switch tk.Side {
+		case "client":
+			client = []string{"", tk.Token}
+		case "operator":
+			operator = []string{"", tk.Token}
+		}
+	}
+	if client == nil || operator == nil {
+		t.Fatalf("tokens.json lacks a client or an operator token:\n%s", raw)
+	}
+	if !strings.Contains(out.String(), "/metrics (operator token)") {
+		t.Errorf("the start banner does not say where the metrics are:\n%s", out.String())
+	}
+
+	cs := mcpSession(t, ctx, addr, client[1], "m1")
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": "notes.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	metrics := func(token string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, _ := metrics(client[1]); status != http.StatusForbidden {
+		t.Errorf("/metrics with the client token: %d, want 403", status)
+	}
+	// The call's CallFinished may be reported just after its result.
+	var body string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var status int
+		status, body = metrics(operator[1])
+		if status != http.StatusOK {
+			t.Fatalf("/metrics with the operator token: %d %s", status, body)
+		}
+		if strings.Contains(body, `brain_capability_calls_total{capability="fs.read",code="ok",origin="agent",side="agent"} 1`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling a scrape, not synchronising
+	}
+	for _, want := range []string{
+		`brain_capability_calls_total{capability="fs.read",code="ok",origin="agent",side="agent"} 1`,
+		`brain_sessions{state="live"} 1`,
+		`brain_journal_append_duration_seconds_count`,
+		`brain_capability_call_duration_seconds_bucket{capability="fs.read"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// limits.sessions_per_token: 2 — m1 is one, m2 the second, m3 refused.
+	p := dialPeer(t, ctx, addr, client[1], "m2", "?after=0")
+	p.send("d", &protocol.CapabilityDeregister{Names: []string{}})
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/sessions/m3/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+client[1])
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct{ Code, Message string }
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || e.Code != "quota_exceeded" {
+		t.Fatalf("a third session: %d %+v, want 429 quota_exceeded", resp.StatusCode, e)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve ended with %v", err)
+	}
+}
+
+// TestLimitsConfig: bad limits are errors naming the key and its line.
+func TestLimitsConfig(t *testing.T) {
+	tests := []struct {
+		name, limits, want string
+	}{
+		{"negative", "  sessions_per_token: -5\n", "limits.sessions_per_token"},
+		{"unlimited not allowed", "  capabilities_per_session: -1\n", "limits.capabilities_per_session"},
+		{"unknown key", "  sessions: 3\n", "sessions"},
+		{"not a number", "  frames_per_second: fast\n", "frames_per_second"},
+		{"half unlimited", "  frames_per_second: -1\n  frame_burst: 5\n", "together"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, "limits:\n"+tt.limits)
+			_, err := loadServeConfig(path, t.TempDir())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one naming %q", err, tt.want)
+			}
+		})
+	}
+	path := writeConfig(t, "limits:\n  sessions_per_token: -1\n  frames_per_second: 50\n  journal_bytes_per_session: 1048576\n  pending_calls_per_session: 16\n")
+	cfg, err := loadServeConfig(path, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Limits.server(); l.SessionsPerToken != -1 || l.FramesPerSecond != 50 || l.JournalBytesPerSession != 1<<20 {
+		t.Errorf("server limits %+v", l)
+	}
+}
