@@ -75,12 +75,6 @@ func (p Peer) String() string {
 	return s
 }
 
-// mayDecide reports whether p may approve or reject calls: the client, an
-// operator, or the runtime (trusted code in the kernel's process).
-func (p Peer) mayDecide() bool {
-	return p.Side == SideClient || p.Side == SideOperator || p.Side == SideRuntime
-}
-
 // checkTrust applies the trust rules of DESIGN.md: the registering side must
 // match the origin kind, and the capability's side must be the registering
 // peer's own, since that peer is the one that will answer its calls.
