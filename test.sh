@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test of brain on a fresh machine: installs what the tests need
-# (Debian's chromium for the page handle), then gofmt, go vet, staticcheck and
-# go test -race over every package.
-set -euo pipefail
+# (Debian's chromium for the page handle), then gofmt, go vet, staticcheck,
+# go test -race over every package (the docs test included: it runs the
+# shell blocks of README.md and docs/*.md), and the TypeScript client's
+# tests. Every step runs even if an earlier one failed; the last lines name
+# what failed (steps, then failing tests, one per line). Exit status 0 only
+# if everything passed. This is the single command CI runs (.ci/run).
+set -uo pipefail
 cd "$(dirname "$0")"
 
 if [ ! -x /usr/lib/chromium/chromium ]; then
@@ -13,12 +17,46 @@ if [ ! -x /usr/lib/chromium/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 fi
 
-unformatted=$(gofmt -l $(git ls-files '*.go'))
-if [ -n "$unformatted" ]; then
-  echo "test.sh: gofmt would change:" >&2
-  echo "$unformatted" >&2
-  exit 1
+failed_steps=()
+step() { # name command...: run one step, remember it if it fails
+  local name=$1
+  shift
+  echo "test.sh: $name" >&2
+  if ! "$@"; then
+    failed_steps+=("$name")
+  fi
+}
+
+check_gofmt() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go'))
+  if [ -n "$unformatted" ]; then
+    echo "test.sh: gofmt would change:" >&2
+    echo "$unformatted" >&2
+    return 1
+  fi
+}
+
+failed_tests=$(mktemp)
+trap 'rm -f "$failed_tests"' EXIT
+go_tests() {
+  CI=true go test -race -timeout 10m -json ./... | go run ./internal/testsummary -o "$failed_tests"
+}
+
+step gofmt check_gofmt
+step "go vet" go vet ./...
+step staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+step "go test" go_tests
+# TypeScript client tests (clients/ts): added here by its owner.
+
+echo
+if [ ${#failed_steps[@]} -eq 0 ]; then
+  echo "test.sh: all passed"
+  exit 0
 fi
-go vet ./...
-go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
-CI=true go test -race -timeout 10m ./...
+echo "test.sh: FAILED steps: ${failed_steps[*]}"
+if [ -s "$failed_tests" ]; then
+  echo "test.sh: failing tests:"
+  sed 's/^/  /' "$failed_tests"
+fi
+exit 1

@@ -224,6 +224,7 @@ func runFile(t *testing.T, ctx context.Context, root, bin string, bs []block) {
 	}
 	meta := t.TempDir() // the script, block files, background logs: outside the copy
 	var sb strings.Builder
+	var bgLogs [][2]string // file:line, log path
 	fmt.Fprintf(&sb, `set -euo pipefail
 __pids=()
 __stop() {
@@ -256,11 +257,15 @@ __wait_for() { # pid log text: bounded poll until the log contains text
 		fmt.Fprintf(&sb, "echo %s\n", shellQuote(fmt.Sprintf("::docs-test %s:%d%s", b.file, b.line, map[bool]string{true: " (background)"}[b.background != ""])))
 		if b.background != "" {
 			log := filepath.Join(meta, fmt.Sprintf("block%d.log", i))
-			fmt.Fprintf(&sb, "setsid bash -euo pipefail %s > %s 2>&1 < /dev/null &\n__pids+=($!)\necho $! >> %s\n", bf, log, filepath.Join(meta, "pids"))
+			fmt.Fprintf(&sb, ": > %s\nsetsid bash -euo pipefail %s > %s 2>&1 < /dev/null &\n__pids+=($!)\necho $! >> %s\n", log, bf, log, filepath.Join(meta, "pids"))
+			bgLogs = append(bgLogs, [2]string{fmt.Sprintf("%s:%d", b.file, b.line), log})
 			fmt.Fprintf(&sb, "__wait_for $! %s %s\n", log, shellQuote(b.background))
 			continue
 		}
 		fmt.Fprintf(&sb, "source %s\n", bf)
+	}
+	for _, l := range bgLogs { // what the background blocks printed, for the log
+		fmt.Fprintf(&sb, "echo %s; head -n 15 %s\n", shellQuote("::docs-test output of the background block at "+l[0]+" (first lines)"), l[1])
 	}
 	sb.WriteString("\necho '::docs-test done'\n")
 	script := filepath.Join(meta, "script.sh")
@@ -343,4 +348,41 @@ func tail(s string, n int) string {
 		lines = append([]string{fmt.Sprintf("[%d lines before]", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestGitignore: what brain and the docs' commands create in a working
+// directory is ignored by git, and the example workspace is not.
+func TestGitignore(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
+		b, err := os.ReadFile(filepath.Join(root, ".gitignore"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"brain-data/", "/workspace/", "/artifacts/"} {
+			if !strings.Contains(string(b), "\n"+want+"\n") {
+				t.Errorf(".gitignore lacks %s", want)
+			}
+		}
+		return
+	}
+	for _, tt := range []struct {
+		path    string
+		ignored bool
+	}{
+		{"brain-data/tokens.json", true},
+		{"workspace/notes.txt", true},
+		{"artifacts/fs.read.tool.json", true},
+		{"brain", true},
+		{"kernel-data/tokens.json", true},
+		{"examples/workspace/notes.txt", false},
+		{"cmd/brain/main.go", false},
+	} {
+		cmd := exec.Command("git", "check-ignore", "-q", "--no-index", tt.path)
+		cmd.Dir = root
+		err := cmd.Run()
+		if got := err == nil; got != tt.ignored {
+			t.Errorf("git check-ignore %s: ignored = %v, want %v (%v)", tt.path, got, tt.ignored, err)
+		}
+	}
 }

@@ -1,0 +1,178 @@
+// Command testsummary reads `go test -json` on stdin and prints a short
+// log: one line per package (ok or FAIL), the output of every failing
+// test, and at the end the names of the failing tests, so that a red run
+// says what failed in its last lines. It exits 1 if anything failed, 0
+// otherwise. test.sh pipes the suite through it:
+//
+//	go test -json ./... | go run ./internal/testsummary [-o failed.txt]
+//
+// -o also writes the failing names, one per line, to a file.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+func main() {
+	out := flag.String("o", "", "also write the failing tests' names to this file, one per line")
+	flag.Parse()
+	failed, err := summarize(os.Stdin, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(2)
+	}
+	if *out != "" {
+		text := ""
+		if len(failed) > 0 {
+			text = strings.Join(failed, "\n") + "\n"
+		}
+		if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(2)
+		}
+	}
+	if len(failed) > 0 {
+		os.Exit(1)
+	}
+}
+
+// event is one line of test2json (go doc test2json).
+type event struct {
+	Action      string
+	Package     string
+	Test        string
+	Elapsed     float64
+	Output      string
+	ImportPath  string // build-output and build-fail
+	FailedBuild string // a package's fail: the import path whose build failed
+}
+
+// maxLines bounds what is kept of one test's or package's output.
+const maxLines = 400
+
+// buffer keeps the last maxLines lines of one test's output.
+type buffer struct {
+	lines   []string
+	dropped int
+}
+
+func (b *buffer) add(s string) {
+	b.lines = append(b.lines, s)
+	if len(b.lines) > maxLines {
+		b.lines = b.lines[1:]
+		b.dropped++
+	}
+}
+
+func (b *buffer) write(w io.Writer) {
+	if b.dropped > 0 {
+		fmt.Fprintf(w, "    [%d earlier lines not shown]\n", b.dropped)
+	}
+	for _, l := range b.lines {
+		io.WriteString(w, l)
+	}
+}
+
+// summarize copies a digest of the events in r to w and returns the names
+// of what failed: "pkg TestName", or "pkg (build failed)" / "pkg (package
+// failed: ...)" when no test is to blame.
+func summarize(r io.Reader, w io.Writer) ([]string, error) {
+	bufs := map[string]*buffer{} // pkg + "\x00" + test ("" for the package)
+	running := map[string][]string{}
+	failedTests := map[string]int{} // per package
+	var failed []string
+	passed, pkgs := 0, 0
+	buf := func(key string) *buffer {
+		b := bufs[key]
+		if b == nil {
+			b = &buffer{}
+			bufs[key] = b
+		}
+		return b
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e event
+		if err := json.Unmarshal(line, &e); err != nil || e.Action == "" {
+			fmt.Fprintf(w, "%s\n", line) // not an event: pass it through
+			continue
+		}
+		key := e.Package + "\x00" + e.Test
+		switch e.Action {
+		case "build-output":
+			buf(e.ImportPath + "\x00build").add(e.Output)
+		case "build-fail":
+			fmt.Fprintf(w, "FAIL\t%s [build failed]\n", e.ImportPath)
+			buf(e.ImportPath + "\x00build").write(w)
+			delete(bufs, e.ImportPath+"\x00build")
+		case "run":
+			running[e.Package] = append(running[e.Package], e.Test)
+		case "output":
+			buf(key).add(e.Output)
+		case "pass", "skip":
+			if e.Test == "" {
+				pkgs++
+				if e.Action == "pass" {
+					fmt.Fprintf(w, "ok  \t%s\t%.1fs\n", e.Package, e.Elapsed)
+				}
+			} else {
+				passed++
+				running[e.Package] = slices.DeleteFunc(running[e.Package], func(n string) bool { return n == e.Test })
+			}
+			delete(bufs, key)
+		case "fail":
+			if e.Test != "" {
+				running[e.Package] = slices.DeleteFunc(running[e.Package], func(n string) bool { return n == e.Test })
+				fmt.Fprintf(w, "--- FAIL: %s %s (%.2fs)\n", e.Package, e.Test, e.Elapsed)
+				buf(key).write(w)
+				delete(bufs, key)
+				// A parent fails with its failing subtests: name the leaves.
+				name := e.Package + " " + e.Test
+				if !slices.ContainsFunc(failed, func(n string) bool { return isParentOf(name, n) }) {
+					failed = append(failed, name)
+				}
+				failedTests[e.Package]++
+				continue
+			}
+			pkgs++
+			fmt.Fprintf(w, "FAIL\t%s\t%.1fs\n", e.Package, e.Elapsed)
+			buf(key).write(w)
+			delete(bufs, key)
+			for _, n := range running[e.Package] { // a timeout or a panic
+				failed = append(failed, e.Package+" "+n+" (did not finish)")
+				failedTests[e.Package]++
+			}
+			switch {
+			case e.FailedBuild != "":
+				failed = append(failed, e.Package+" (build failed)")
+			case failedTests[e.Package] == 0:
+				failed = append(failed, e.Package+" (package failed outside any test: see its output above)")
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return failed, err
+	}
+	fmt.Fprintf(w, "\n%d packages, %d tests passed", pkgs, passed)
+	if len(failed) == 0 {
+		fmt.Fprintln(w, ", none failed.")
+		return nil, nil
+	}
+	fmt.Fprintf(w, ", %d failed:\n", len(failed))
+	for _, n := range failed {
+		fmt.Fprintf(w, "FAILED %s\n", n)
+	}
+	return failed, nil
+}
+
+// isParentOf reports whether test b ("pkg Test/sub") is a subtest of a.
+func isParentOf(a, b string) bool { return strings.HasPrefix(b, a+"/") }
