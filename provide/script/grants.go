@@ -18,9 +18,9 @@ const (
 
 // Upper bounds [Grants.Validate] enforces. Each exists for a reason beyond
 // taste:
-//   - maxTimeout: it is also the match timeout of the backtracking regexp
-//     engine (see regexp.go), which bounds how long a runaway regular
-//     expression keeps a CPU and a slot after its call has ended.
+//   - maxTimeout: how long a call may hold a slot and a CPU. (The match
+//     timeout of the backtracking regexp engine is DefaultTimeout; longer
+//     timeouts time every regular-expression operation: see regexp.go.)
 //   - maxScriptBytes: goja's parser is recursive descent; a "(" costs it 2
 //     to 4 KiB of goroutine stack (measured), the most of any byte. Go
 //     kills the whole process when a goroutine's stack would pass 1 GB,

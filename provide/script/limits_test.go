@@ -2,6 +2,7 @@ package script_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,15 +112,76 @@ func TestContext(t *testing.T) {
 	})
 }
 
+// catastrophic is the regular expression of issue 9: exponential
+// backtracking that only regexp2's match timeout (5s) ends.
+const catastrophic = `() => /^(a+)+(?=b)/.test("a".repeat(40))`
+
 func TestSlotsBusy(t *testing.T) {
 	r := newRuntime(t, script.Grants{Timeout: 100 * time.Millisecond}, &script.Options{MaxConcurrent: 1})
-	// The first script outlives its call inside a long built-in and keeps
-	// the only slot.
-	out, err := r.Call(context.Background(), stuckBuiltin, nil)
-	check(t, out, err, "", protocol.CodeTimeout, "")
-	out, err = r.Call(context.Background(), `() => 1`, nil)
+	// Four scripts outlive their calls inside a regular expression and
+	// linger, their slot given back; the fifth finds lingering full and
+	// keeps the only slot.
+	for i := range 5 {
+		out, err := r.Call(context.Background(), catastrophic, nil)
+		check(t, out, err, "", protocol.CodeTimeout, "")
+		if i < 4 {
+			out, err := r.Call(context.Background(), `() => 1`, nil)
+			check(t, out, err, "1", "", "")
+		}
+	}
+	out, err := r.Call(context.Background(), `() => 1`, nil)
 	check(t, out, err, "", protocol.CodeTimeout, "no script slot came free before the deadline: all 1 are busy")
 	waitIdle(t, r)
+}
+
+// TestCatastrophicRegexp is issue 9, finding 5: two concurrent
+// catastrophic regular expressions time out their own calls, and the next
+// call succeeds at once, however often it is repeated.
+func TestCatastrophicRegexp(t *testing.T) {
+	const limit = 300 * time.Millisecond
+	r := newRuntime(t, script.Grants{Timeout: limit}, &script.Options{MaxConcurrent: 2})
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		start := time.Now()
+		for i := range errs {
+			wg.Go(func() { _, errs[i] = r.Call(context.Background(), catastrophic, nil) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			check(t, nil, err, "", protocol.CodeTimeout, "")
+		}
+		if d := time.Since(start); d > limit+slow(600*time.Millisecond) {
+			t.Errorf("round %d: the calls took %v under a %v timeout", round, d, limit)
+		}
+		start = time.Now()
+		out, err := r.Call(context.Background(), `(a) => a.x + 1`, json.RawMessage(`{"x": 41}`))
+		check(t, out, err, "42", "", "")
+		// At once: nothing waits for a slot. The bound allows for the
+		// lingering scripts that share the CPUs.
+		if d := time.Since(start); d > slow(250*time.Millisecond) {
+			t.Errorf("round %d: the next call took %v", round, d)
+		}
+	}
+}
+
+// TestLongTimeoutRegexp: under a timeout longer than regexp2's match
+// timeout, a match cut short by it fails the call with timeout instead of
+// answering "no match".
+func TestLongTimeoutRegexp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a regular expression for 5s")
+	}
+	r := newRuntime(t, script.Grants{Timeout: 8 * time.Second}, nil)
+	start := time.Now()
+	out, err := r.Call(context.Background(), `() => /^(a+)+(?=b)/.test("a".repeat(40)) ? "match" : "no match"`, nil)
+	check(t, out, err, "", protocol.CodeTimeout, "a regular expression ran for")
+	if d := time.Since(start); d > 7*time.Second {
+		t.Errorf("Call took %v; the match should stop at 5s", d)
+	}
+	// Ordinary patterns still work under the guard.
+	out, err = r.Call(context.Background(), `() => ["a1b22".replace(/\d+/g, "#"), /(?<=a)b/.test("ab"), "x,y".split(/,/), "aXbX".match(/X/g).length]`, nil)
+	check(t, out, err, `["a#b#",true,["x","y"],2]`, "", "")
 }
 
 // TestHugeAllocations runs scripts that would take gigabytes, each of

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/brainrt/brain/handle"
@@ -24,10 +25,11 @@ const abandonAfter = 100 * time.Millisecond
 
 // Options tunes a [Runtime]. The zero value and nil mean the defaults.
 type Options struct {
-	// MaxConcurrent bounds how many scripts run at once. A call waits for a
-	// free slot within its own deadline. A script that outlives its call
-	// (see [Runtime.Call]) keeps its slot until it ends, so the bound also
-	// caps how many such scripts can pile up. Default: runtime.GOMAXPROCS(0).
+	// MaxConcurrent bounds how many calls run scripts at once. A call waits
+	// for a free slot within its own deadline. A script that outlives its
+	// call (see [Runtime.Call]) gives its slot back when the call ends; at
+	// most 4×MaxConcurrent such scripts linger, and past that one keeps
+	// its slot until it ends. Default: runtime.GOMAXPROCS(0).
 	MaxConcurrent int
 	// Logger receives a warning when a script outlives its call and an
 	// error when the engine panics. Nil discards.
@@ -39,9 +41,23 @@ type Options struct {
 type Runtime struct {
 	grants Grants
 	lim    limits
-	slots  chan struct{}
-	log    *slog.Logger
+	// slots bounds the scripts of live calls. A call past its deadline
+	// whose script is still inside a built-in moves from slots to
+	// lingering, so that its slot is free at the deadline.
+	slots chan struct{}
+	// lingering bounds the scripts that outlived their calls (abandoned
+	// inside a built-in, which ends within matchTimeout for a regular
+	// expression): lingerPerSlot times the slots.
+	lingering chan struct{}
+	log       *slog.Logger
 }
+
+// lingerPerSlot is how many abandoned scripts each slot may leave running.
+// A script abandoned inside a regular expression ends at most matchTimeout
+// (5s) after the match started, so a slot leaves about matchTimeout/Timeout
+// of them behind at worst; past the bound, an abandoned script keeps its
+// slot until it ends, as every script did before.
+const lingerPerSlot = 4
 
 var _ handle.JS = (*Runtime)(nil)
 
@@ -66,10 +82,11 @@ func New(g Grants, opts *Options) (*Runtime, error) {
 	}
 	g = g.withDefaults()
 	return &Runtime{
-		grants: g,
-		lim:    newLimits(g),
-		slots:  make(chan struct{}, o.MaxConcurrent),
-		log:    o.Logger,
+		grants:    g,
+		lim:       newLimits(g),
+		slots:     make(chan struct{}, o.MaxConcurrent),
+		lingering: make(chan struct{}, lingerPerSlot*o.MaxConcurrent),
+		log:       o.Logger,
 	}, nil
 }
 
@@ -92,9 +109,11 @@ func New(g Grants, opts *Options) (*Runtime, error) {
 //
 // When the call is stopped (timeout, cancellation, memory) the script is
 // interrupted, and Call returns within about 100ms even when the script is
-// inside a long built-in, which goja cannot interrupt; such a script
-// finishes in the background, holding its slot (see
-// Options.MaxConcurrent).
+// inside a long built-in, which goja cannot interrupt. Such a script
+// finishes in the background, its runtime discarded, and its slot is free
+// for the next call as Call returns (see Options.MaxConcurrent). The
+// longest uninterruptible built-in is a backtracking regular expression,
+// which regexp2 stops at most 5s after it started.
 func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage) (json.RawMessage, error) {
 	if len(source) > r.grants.MaxScriptBytes {
 		return nil, handle.Errorf(handle.KindJS, opCall, protocol.CodeTooLarge,
@@ -121,8 +140,9 @@ func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage)
 
 	c := newCall(r.grants, r.lim, r.log)
 	done := make(chan outcome, 1)
+	var held hold
 	go func() {
-		defer func() { <-r.slots }()
+		defer r.release(&held)
 		done <- c.run(source, args)
 	}()
 	// context.AfterFunc interrupts the script the moment ctx ends, whatever
@@ -148,9 +168,55 @@ func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage)
 	if err == nil {
 		err = handle.FromContext(ctx, handle.KindJS, opCall)
 	}
-	r.log.Warn("js: script still running after its call ended; it will finish in the background",
-		slog.String("reason", err.Error()))
+	if r.abandon(&held) {
+		r.log.Warn("js: script still running after its call ended; it will finish in the background, its slot given back",
+			slog.String("reason", err.Error()))
+	} else {
+		r.log.Warn("js: script still running after its call ended; it keeps its slot until it finishes (too many scripts linger already)",
+			slog.String("reason", err.Error()))
+	}
 	return nil, err
+}
+
+// hold is which token a call's script holds: its slot, or, once its call
+// abandoned it, a lingering one.
+type hold struct {
+	mu        sync.Mutex
+	finished  bool // the script ended and gave its token back
+	lingering bool // the script holds a lingering token, not a slot
+}
+
+// abandon moves the script of a call that ended without it from its slot
+// to a lingering token, and reports whether it did: it does not when
+// lingering is full (the script keeps its slot) or the script has just
+// finished (nothing lingers).
+func (r *Runtime) abandon(h *hold) bool {
+	select {
+	case r.lingering <- struct{}{}:
+	default:
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.finished {
+		<-r.lingering
+		return true
+	}
+	h.lingering = true
+	<-r.slots
+	return true
+}
+
+// release gives back the token the script holds, when it ends.
+func (r *Runtime) release(h *hold) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.finished = true
+	if h.lingering {
+		<-r.lingering
+	} else {
+		<-r.slots
+	}
 }
 
 // outcome is what one run produced.

@@ -88,6 +88,9 @@ func (c *call) setup(vm *goja.Runtime) error {
 	c.guardBuffers(vm, global, typedArray)
 	c.guardJSON(vm, jsn)
 	c.guardCompilers(vm, global, generatorFunction, asyncFunction)
+	if c.grants.Timeout > matchTimeout {
+		c.guardRegExp(vm, global)
+	}
 	return nil
 }
 
