@@ -29,7 +29,9 @@ func TestEventOwnerIsTheCallsOwner(t *testing.T) {
 		return inv.CallID
 	}
 	done := make(chan protocol.Outcome, 1)
-	go func() { done <- s.Invoke(context.Background(), protocol.AudienceLLM, "shared.tool", json.RawMessage(`{"text":"secret"}`)) }()
+	go func() {
+		done <- s.Invoke(context.Background(), protocol.AudienceLLM, "shared.tool", json.RawMessage(`{"text":"secret"}`))
+	}()
 	aCall := answer(s, a, live, `"a's secret"`)
 	recv(t, done, "a's outcome")
 	if err := s.Deregister(a, "shared.tool"); err != nil {
