@@ -324,7 +324,12 @@ func TestRemoteEnvironment(t *testing.T) {
 		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, ready: func(a string) { addrc <- a }},
 			io.Discard, slog.New(slog.DiscardHandler))
 	}()
-	addr := <-addrc
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
 
 	remote := kernel.New(nil)
 	remote.Setup(ctx)
