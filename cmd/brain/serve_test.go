@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -380,4 +381,79 @@ func TestRemoteEnvironment(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestRemoteEnvironmentPolicy: brain env registers its tools with its
+// config's policy, and the kernel's session enforces it: a call waits for
+// a client's approval before the remote tool runs.
+func TestRemoteEnvironmentPolicy(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	envToken := "environment-token-0123456789"
+	clientTok := "client-token-0123456789abcdef"
+	if err := os.MkdirAll("data", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tf := fmt.Sprintf(`{"tokens":[{"token":%q,"side":"client"},{"token":%q,"side":"environment"}]}`, clientTok, envToken)
+	if err := os.WriteFile("data/tokens.json", []byte(tf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, ready: func(a string) { addrc <- a }},
+			io.Discard, slog.New(slog.DiscardHandler))
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	approve := true
+	remote := kernel.New(&kernel.Options{Policies: []kernel.PolicyRule{{Pattern: "remote.*", Policy: kernel.Policy{RequiresApproval: &approve, DisplayName: "Where"}}}})
+	remote.Setup(ctx)
+	var ran atomic.Int32
+	where := tool.New(tool.Spec{Name: "remote.where", Description: "Says where it runs."},
+		func(c *tool.Context[tool.None, tool.None], in whereIn) (string, error) {
+			ran.Add(1)
+			return "in the remote environment", nil
+		})
+	if rec := remote.Attach(ctx, kernel.Attachment{Tool: where}); !rec.OK() {
+		t.Fatal(rec.Failures)
+	}
+	ready := make(chan struct{})
+	envDone := make(chan error, 1)
+	go func() {
+		envDone <- serveRemote(ctx, remote, "http://"+addr, "remote", envToken, func() { close(ready) })
+	}()
+	select {
+	case <-ready:
+	case err := <-envDone:
+		t.Fatalf("brain env: %v", err)
+	}
+	p := dialPeer(t, ctx, addr, clientTok, "remote", "?after=0")
+	cs := mcpSession(t, ctx, addr, clientTok, "remote")
+	resc := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "remote.where", Arguments: map[string]any{}})
+		if err != nil {
+			r = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		resc <- r
+	}()
+	req := p.until(protocol.TypeApprovalRequested).Msg.(*protocol.ApprovalRequested)
+	if req.Name != "remote.where" || ran.Load() != 0 {
+		t.Fatalf("approval for %s, tool ran %d times before the decision", req.Name, ran.Load())
+	}
+	p.send("a", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
+	r := <-resc
+	if r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, "in the remote environment") || ran.Load() != 1 {
+		t.Fatalf("after approval: %+v, ran %d", r.Content[0], ran.Load())
+	}
+	cancel()
+	<-done
+	<-envDone
 }
