@@ -150,3 +150,25 @@ func TestExampleConfigsLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPWithholdsUnaskable: brain mcp has nobody to ask for approval, so
+// the tools whose policy requires it (or hides them from the model) are
+// not served; the rest are.
+func TestMCPWithholdsUnaskable(t *testing.T) {
+	cfg, err := loadServeConfig(writeConfig(t, "grants: ./grants.yaml\ntools: [fs.read, fs.search, js.eval]\npolicy:\n  - match: \"fs.read\"\n    requiresApproval: true\n  - match: fs.search\n    audience: [user]\n  - match: js.eval\n    displayName: JS\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, cleanup, err := buildEnvironment(context.Background(), cfg, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	withheld := withholdUnaskable(env)
+	if strings.Join(withheld, ",") != "fs.read,fs.search" {
+		t.Errorf("withheld %v, want [fs.read fs.search]", withheld)
+	}
+	if got := toolList(env); len(got) != 1 || got[0] != "js.eval" {
+		t.Errorf("served %v, want [js.eval]", got)
+	}
+}
