@@ -95,16 +95,29 @@ func invoke(ptr, n uint32) uint64 {
 	if !ok || instance == nil {
 		return outcome(protocol.Fail(protocol.CodeInternal, "brain_invoke: no input or not initialised"))
 	}
-	var req abi.InvokeRequest
-	if err := json.Unmarshal(data, &req); err != nil {
-		return outcome(protocol.Fail(protocol.CodeInvalidInput, "brain_invoke: %v", err))
+	id, workspace, input, err := abi.ParseInvoke(data)
+	if err != nil {
+		return failed(protocol.Fail(protocol.CodeInvalidInput, "brain_invoke: %v", err))
 	}
 	// A panic is not recovered: it traps, and the host discards this
 	// instance, which is what a crashed tool deserves.
-	v, err := instance.Invoke(context.Background(), &tool.Call{ID: req.ID, Input: req.Input, Handles: handles,
-		Workspace: req.Workspace, Progress: progress})
+	v, err := instance.Invoke(context.Background(), &tool.Call{ID: id, Input: input, Handles: handles,
+		Workspace: workspace, Progress: progress})
 	if err != nil {
-		return outcome(protocol.OutcomeOf(err))
+		return failed(protocol.OutcomeOf(err))
 	}
-	return outcome(protocol.OK(v))
+	// The tool's output is JSON encoding/json made: it goes out as is,
+	// after one status byte (the host checks it is JSON).
+	outBuf = append(append(outBuf[:0], abi.ResultValue), v...)
+	return abi.Pack(addr(outBuf), uint32(len(outBuf)))
+}
+
+// failed returns a failed outcome as brain_invoke's result.
+func failed(o protocol.Outcome) uint64 {
+	b, err := json.Marshal(o)
+	if err != nil {
+		b, _ = json.Marshal(protocol.Fail(protocol.CodeInvalidOutput, "the error does not encode as JSON: %v", err))
+	}
+	outBuf = append(append(outBuf[:0], abi.ResultOutcome), b...)
+	return abi.Pack(addr(outBuf), uint32(len(outBuf)))
 }

@@ -22,7 +22,7 @@ import (
 // as often as they need to.
 func tinyModule(value string) []byte {
 	initOut := `{"ok":true,"value":null}`
-	callOut := `{"ok":true,"value":"` + value + `"}`
+	callOut := `v"` + value + `"` // brain_invoke: a value
 	const callAt = 256
 	section := func(id byte, body ...[]byte) []byte {
 		b := bytes.Join(body, nil)

@@ -51,11 +51,23 @@ func outcomeSeeds() [][]byte {
 	}
 }
 
+func resultSeeds() [][]byte {
+	return [][]byte{
+		[]byte(`v{"text":"hi"}`),
+		[]byte(`v{"text":`),
+		[]byte(`o{"ok":false,"error":{"code":"rate_limited","message":"later"}}`),
+		[]byte(`o{"ok":true,"value":1}`),
+		[]byte(`x`),
+		{},
+	}
+}
+
 // TestFuzzSeeds checks that testdata/fuzz holds the seed corpora of the
 // fuzz tests (so that `go test` replays them even without -fuzz), and
 // rewrites them with -write-fuzz-seeds.
 func TestFuzzSeeds(t *testing.T) {
-	for name, seeds := range map[string][][]byte{"FuzzOpenEntry": entrySeeds(), "FuzzDecodeManifest": manifestSeeds(), "FuzzDecodeOutcome": outcomeSeeds()} {
+	for name, seeds := range map[string][][]byte{"FuzzOpenEntry": entrySeeds(), "FuzzDecodeManifest": manifestSeeds(),
+		"FuzzDecodeOutcome": outcomeSeeds(), "FuzzDecodeResult": resultSeeds()} {
 		dir := filepath.Join("testdata", "fuzz", name)
 		if *writeSeeds {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -166,6 +178,28 @@ func FuzzDecodeOutcome(f *testing.F) {
 		}
 		if !reflect.DeepEqual(out.Err, again.Err) {
 			t.Fatalf("error changed: %+v / %+v", out.Err, again.Err)
+		}
+	})
+}
+
+// FuzzDecodeResult: what a guest's brain_invoke returns never panics the
+// host; a value it accepts is JSON, and it keeps nothing of guest memory.
+func FuzzDecodeResult(f *testing.F) {
+	for _, s := range resultSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		raw := bytes.Clone(b)
+		out, err := decodeResult(raw)
+		if err != nil {
+			return
+		}
+		if out.IsOK() && !json.Valid(out.Value) {
+			t.Fatalf("accepted a value that is not JSON: %q", out.Value)
+		}
+		clear(raw) // the guest reuses its memory
+		if out.IsOK() && len(out.Value) > 0 && !json.Valid(out.Value) {
+			t.Fatalf("the value aliases guest memory")
 		}
 	})
 }

@@ -51,6 +51,7 @@ type instance struct {
 	alloc  api.Function
 	invoke api.Function
 	stack  []uint64
+	req    []byte        // the invoke request, reused
 	abort  chan struct{} // closed when the instance is given up: ends its sleep
 	once   sync.Once
 	gaveUp chan struct{} // closed when abandon has handed the slot back
@@ -92,7 +93,11 @@ func (p *pool) initialise(ctx context.Context, in *instance) error {
 		_ = mod.Close(context.Background())
 		return errf(protocol.CodeInvalidRequest, "payload exports no memory")
 	}
-	out, err := in.call(ctx, mod.ExportedFunction(abi.ExportInit), p.bindings)
+	raw, err := in.call(ctx, mod.ExportedFunction(abi.ExportInit), p.bindings)
+	var out protocol.Outcome
+	if err == nil {
+		out, err = decodeOutcome(raw)
+	}
 	if err != nil {
 		_ = mod.Close(context.Background())
 		if ctx.Err() != nil {
@@ -114,27 +119,46 @@ func initStopped(ctx context.Context, name string) error {
 	return errf(protocol.CodeTimeout, "initialising an instance of %q did not finish before its deadline", name)
 }
 
-// call writes data into the guest, calls fn(ptr, len) and decodes the
-// Outcome it returns.
-func (in *instance) call(ctx context.Context, fn api.Function, data []byte) (protocol.Outcome, error) {
+// call writes data into the guest, calls fn(ptr, len) and returns the
+// bytes it answers, which alias guest memory.
+func (in *instance) call(ctx context.Context, fn api.Function, data []byte) ([]byte, error) {
 	in.stack[0] = uint64(len(data))
 	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
-		return protocol.Outcome{}, err
+		return nil, err
 	}
 	ptr := uint32(in.stack[0])
 	if !in.mem.Write(ptr, data) {
-		return protocol.Outcome{}, fmt.Errorf("brain_alloc returned %d, outside memory", ptr)
+		return nil, fmt.Errorf("brain_alloc returned %d, outside memory", ptr)
 	}
 	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(data))
 	if err := fn.CallWithStack(ctx, in.stack); err != nil {
-		return protocol.Outcome{}, err
+		return nil, err
 	}
 	rp, rn := abi.Unpack(in.stack[0])
 	raw, ok := in.mem.Read(rp, rn)
 	if !ok {
-		return protocol.Outcome{}, fmt.Errorf("the result (%d bytes at %d) is outside memory", rn, rp)
+		return nil, fmt.Errorf("the result (%d bytes at %d) is outside memory", rn, rp)
 	}
-	return decodeOutcome(raw)
+	return raw, nil
+}
+
+// decodeResult decodes what brain_invoke returned: a status byte, then the
+// tool's output value or a failed Outcome. raw aliases guest memory, so
+// nothing of it is kept; a value that is not JSON is refused.
+func decodeResult(raw []byte) (protocol.Outcome, error) {
+	if len(raw) == 0 {
+		return protocol.Outcome{}, errors.New("the result is empty")
+	}
+	switch raw[0] {
+	case abi.ResultValue:
+		if !json.Valid(raw[1:]) {
+			return protocol.Outcome{}, errors.New("the result value is not JSON")
+		}
+		return protocol.OK(slices.Clone(raw[1:])), nil
+	case abi.ResultOutcome:
+		return decodeOutcome(raw[1:])
+	}
+	return protocol.Outcome{}, fmt.Errorf("the result starts with %#x, neither a value nor an outcome", raw[0])
 }
 
 // decodeOutcome decodes the Outcome a guest returned; raw aliases guest
@@ -240,13 +264,13 @@ func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error
 	if err != nil {
 		return nil, err
 	}
-	req, err := json.Marshal(abi.InvokeRequest{ID: c.ID, Input: c.Input, Workspace: c.Workspace})
-	if err != nil {
-		p.put(in)
-		return nil, err
-	}
+	in.req = abi.AppendInvoke(in.req[:0], c.ID, c.Workspace, c.Input)
 	stop := context.AfterFunc(ctx, func() { p.abandon(in) })
-	out, err := in.call(withCallState(ctx, st), in.invoke, req)
+	raw, err := in.call(withCallState(ctx, st), in.invoke, in.req)
+	var out protocol.Outcome
+	if err == nil {
+		out, err = decodeResult(raw)
+	}
 	if !stop() {
 		p.reap(in)
 		p.h.log.Warn("tool instance stopped at its call's deadline and replaced", slog.String("tool", p.name), slog.String("call", c.ID))

@@ -5,7 +5,9 @@
 package abi
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 
 	"github.com/brainrt/brain/handle"
 )
@@ -13,8 +15,8 @@ import (
 // Guest exports.
 const (
 	ExportAlloc  = "brain_alloc"  // (size u32) -> ptr u32
-	ExportInit   = "brain_init"   // (ptr u32, len u32) -> packed u64
-	ExportInvoke = "brain_invoke" // (ptr u32, len u32) -> packed u64
+	ExportInit   = "brain_init"   // (ptr u32, len u32) -> packed u64: an Outcome
+	ExportInvoke = "brain_invoke" // (ptr u32, len u32) -> packed u64: a result (ResultValue, ResultOutcome)
 )
 
 // Host imports. Module "brain" serves every guest; each handle has its own
@@ -45,12 +47,62 @@ func Pack(ptr, n uint32) uint64 { return uint64(ptr)<<32 | uint64(n) }
 // Unpack splits what Pack joined.
 func Unpack(v uint64) (ptr, n uint32) { return uint32(v >> 32), uint32(v) }
 
-// InvokeRequest is what brain_invoke receives.
+// InvokeRequest is what brain_invoke receives, encoded by [AppendInvoke]:
+// binary, so that a guest reads the input JSON once, as the tool decodes
+// it, and never as part of an envelope.
 type InvokeRequest struct {
 	ID        string          `json:"id"`
 	Input     json.RawMessage `json:"input"`
 	Workspace string          `json:"workspace,omitempty"`
 }
+
+// AppendInvoke appends the encoding of an invoke request to dst:
+//
+//	u32le len(id) | id | u32le len(workspace) | workspace | input JSON
+//
+// The input runs to the end of the request.
+func AppendInvoke(dst []byte, id, workspace string, input []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(id)))
+	dst = append(dst, id...)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(workspace)))
+	dst = append(dst, workspace...)
+	return append(dst, input...)
+}
+
+// ErrMalformed is returned for a record that does not decode.
+var ErrMalformed = errors.New("malformed record")
+
+// ParseInvoke decodes what AppendInvoke encoded. The input aliases b.
+func ParseInvoke(b []byte) (id, workspace string, input []byte, err error) {
+	field := func() (string, bool) {
+		if len(b) < 4 {
+			return "", false
+		}
+		n := binary.LittleEndian.Uint32(b)
+		if uint64(n) > uint64(len(b)-4) {
+			return "", false
+		}
+		s := string(b[4 : 4+n])
+		b = b[4+n:]
+		return s, true
+	}
+	var ok bool
+	if id, ok = field(); !ok {
+		return "", "", nil, ErrMalformed
+	}
+	if workspace, ok = field(); !ok {
+		return "", "", nil, ErrMalformed
+	}
+	return id, workspace, b, nil
+}
+
+// The first byte of what brain_invoke returns says what follows it.
+const (
+	// ResultValue: the rest is the tool's output, a JSON value.
+	ResultValue byte = 'v'
+	// ResultOutcome: the rest is an Outcome, JSON (a failed call).
+	ResultOutcome byte = 'o'
+)
 
 // PathRequest names one path (read_file, read_dir, stat, mkdir_all,
 // remove, walk) or a pattern (glob).

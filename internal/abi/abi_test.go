@@ -114,3 +114,17 @@ func TestFuzzSeeds(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseInvoke: the invoke request decoder never panics, and it undoes
+// AppendInvoke.
+func FuzzParseInvoke(f *testing.F) {
+	f.Add("c1", "/w", []byte(`{"text":"hi"}`), []byte("\x02\x00\x00\x00c1\x00\x00\x00\x00{}"))
+	f.Add("", "", []byte{}, []byte("\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, id, workspace string, input, raw []byte) {
+		_, _, _, _ = abi.ParseInvoke(raw)
+		gotID, gotWS, gotIn, err := abi.ParseInvoke(abi.AppendInvoke(nil, id, workspace, input))
+		if err != nil || gotID != id || gotWS != workspace || !bytes.Equal(gotIn, input) {
+			t.Fatalf("round trip: %q %q %q %v", gotID, gotWS, gotIn, err)
+		}
+	})
+}
