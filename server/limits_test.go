@@ -18,6 +18,7 @@ import (
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
+	"github.com/brainrt/brain/store"
 )
 
 const (
@@ -457,4 +458,34 @@ func (st *listingStore) Sessions(context.Context) ([]string, error) {
 		out = append(out, id)
 	}
 	return out, nil
+}
+
+// TestSessionsPerTokenAcrossRestart: with package store, the sessions a
+// token created still count after a restart.
+func TestSessionsPerTokenAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	start := func() (*fixture, func()) {
+		st, err := store.Open(testutil.Context(t), &store.Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := newLimited(t, server.ManagerOptions{Store: st, Limits: server.Limits{SessionsPerToken: 2}}, server.Options{})
+		return f, func() { f.srv.CloseClientConnections(); f.srv.Close(); _ = st.Close() }
+	}
+	f, stop := start()
+	for _, id := range []string{"p1", "p2"} {
+		c := f.dial(clientToken, id, "?after=0")
+		c.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.a", false)}})
+		c.reply("r") // the session has a past, so it is restored after the restart
+		c.conn.CloseNow()
+	}
+	stop()
+
+	f, stop = start()
+	defer stop()
+	if status, body := f.dialStatus(clientToken, "p3"); status != http.StatusTooManyRequests {
+		t.Fatalf("a third session after a restart: %d %s, want 429", status, body)
+	}
+	f.dial(clientToken, "p1", "?after=0")      // its own, restored
+	f.dial(otherClientToken, "p3", "?after=0") // another token's first
 }

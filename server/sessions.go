@@ -67,7 +67,7 @@ func NewManager(opts ManagerOptions) *Manager {
 	}
 	l := opts.Limits.withDefaults()
 	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{},
-		limits: l, sessions: newSessionQuota(l.SessionsPerToken), journals: journals{limit: l.JournalBytesPerSession}}
+		limits: l, sessions: newSessionQuota(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession}}
 }
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -150,7 +150,7 @@ func (m *Manager) open(ctx context.Context, id string) (*session.Session, error)
 		m.log.Info("session restored", slog.String("session", id), slog.Int("events", len(events)))
 		return s, nil
 	}
-	if err := m.sessions.reserve(ownerOf(ctx), id); err != nil {
+	if err := m.sessions.reserve(ctx, ownerOf(ctx), id); err != nil {
 		return nil, err
 	}
 	s := session.New(id, &opts)

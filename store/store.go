@@ -124,6 +124,7 @@ type Store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	owners jetstream.KeyValue // who created each session (owners.go)
 	unlock func() // releases DataDir; nil with an external server
 
 	// publishHook, set only by tests, replaces the journal's publish.
@@ -191,6 +192,14 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 	defer cancel()
 	if s.stream, err = s.js.CreateOrUpdateStream(rctx, cfg); err != nil {
 		return nil, fmt.Errorf("store: create stream %s: %w", streamName, err)
+	}
+	if s.owners, err = s.js.CreateOrUpdateKeyValue(rctx, jetstream.KeyValueConfig{
+		Bucket:      ownersBucket,
+		Description: "brain: who created each session",
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return nil, fmt.Errorf("store: create bucket %s: %w", ownersBucket, err)
 	}
 	return s, nil
 }
@@ -430,9 +439,10 @@ func (s *Store) Sessions(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Delete removes every stored event of the session. A journal still
-// appending to it fails from then on with [ErrConflict]. Deleting a session
-// never stored is not an error.
+// Delete removes every stored event of the session, and its owner record
+// ([Store.SetSessionOwner]). A journal still appending to it fails from
+// then on with [ErrConflict]. Deleting a session never stored is not an
+// error.
 //
 // JetStream remembers message ids for 2 minutes: a new session reusing the
 // id within that window is still stored (see the journal), only not
@@ -450,7 +460,7 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	if err := s.stream.Purge(rctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return fmt.Errorf("store: delete session %q: %w", sessionID, err)
 	}
-	return nil
+	return s.deleteOwner(rctx, sessionID)
 }
 
 // publish stores one message, waiting for its acknowledgement.

@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ownersBucket is the key-value bucket recording who created each session:
+// key the session id, value an opaque owner key (server.Manager stores a
+// hash of the creating token), for the quota of sessions per token.
+const ownersBucket = "brain_session_owners"
+
+// SetSessionOwner records owner as the creator of session id, replacing
+// any earlier record. The owner is opaque to the store.
+func (s *Store) SetSessionOwner(ctx context.Context, id, owner string) error {
+	if _, err := subjectFor(id); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	rctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	if _, err := s.owners.PutString(rctx, id, owner); err != nil {
+		return fmt.Errorf("store: record the owner of session %q: %w", id, err)
+	}
+	return nil
+}
+
+// SessionOwners returns every recorded session owner by session id. It
+// reads the whole bucket: its cost grows with the number of sessions.
+func (s *Store) SessionOwners(ctx context.Context) (map[string]string, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	rctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	w, err := s.owners.WatchAll(rctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("store: list session owners: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	out := map[string]string{}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("store: list session owners: the watcher stopped")
+			}
+			if e == nil { // every current value has been delivered
+				return out, nil
+			}
+			out[e.Key()] = string(e.Value())
+		case <-rctx.Done():
+			return nil, fmt.Errorf("store: list session owners: %w", rctx.Err())
+		}
+	}
+}
+
+// deleteOwner removes the owner record of session id; none is not an error.
+func (s *Store) deleteOwner(ctx context.Context, id string) error {
+	err := s.owners.Purge(ctx, id)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("store: delete the owner of session %q: %w", id, err)
+	}
+	return nil
+}
