@@ -19,7 +19,8 @@ const MaxSchemaBytes = 256 << 10
 // Schema is a compiled JSON Schema (draft 2020-12 unless the schema names
 // another draft with $schema).
 type Schema struct {
-	s *jsonschema.Schema
+	s    *jsonschema.Schema
+	fast *fastSchema // nil: the schema is outside the fast subset (fastschema.go)
 }
 
 // refuseLoader refuses every external reference: a schema from the wire
@@ -56,13 +57,16 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{s: s}, nil
+	return &Schema{s: s, fast: compileFast(doc, true)}, nil
 }
 
 // ValidateJSON decodes raw and validates it. The error lists each failing
 // location as a JSON pointer with what was wrong there, sorted, so a model
 // can act on it.
 func (s *Schema) ValidateJSON(raw json.RawMessage) error {
+	if s.fast != nil && json.Valid(raw) && s.fast.valid(raw) {
+		return nil
+	}
 	v, err := decodeJSON(raw)
 	if err != nil {
 		return fmt.Errorf("input is not valid JSON: %w", err)
