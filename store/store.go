@@ -125,7 +125,7 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	owners jetstream.KeyValue // who created each session (owners.go)
-	unlock func() // releases DataDir; nil with an external server
+	unlock func()             // releases DataDir; nil with an external server
 
 	// publishHook, set only by tests, replaces the journal's publish.
 	publishHook func(context.Context, *nats.Msg) (*jetstream.PubAck, error)
