@@ -126,14 +126,23 @@ func (s *Session) runTurn(ctx context.Context, r TurnRunner, n int) {
 	if err != nil {
 		detail = err.Error()
 	}
+	s.FinishTurn(n, reason, detail)
+}
+
+// FinishTurn ends turn n like [Session.EndTurn] if it is the running turn,
+// and reports whether it was; a turn already ended (cancelled, or ended by
+// a peer) is left alone.
+func (s *Session) FinishTurn(n int, reason protocol.TurnReason, detail string) bool {
 	if reason == "" {
 		reason = protocol.TurnCompleted
 	}
 	s.mu.Lock()
-	if s.turns.active && s.turn == n {
-		s.endTurnLocked(n, reason, detail)
+	defer s.mu.Unlock()
+	if !s.turns.active || s.turn != n {
+		return false
 	}
-	s.mu.Unlock()
+	s.endTurnLocked(n, reason, detail)
+	return true
 }
 
 // EndTurn ends the current turn with reason (default completed) and detail

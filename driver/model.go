@@ -1,0 +1,39 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// Model is one model behind a provider's API. Step sends one request and
+// streams the answer, passing each piece of text to onText as it arrives.
+// On failure it returns what arrived so far with the error; a provider
+// error must never contain the API key.
+type Model interface {
+	Step(ctx context.Context, req *Request, onText func(string)) (*Reply, error)
+}
+
+// Request is one model step: the system prompt, the conversation so far
+// and the tools, all with provider-safe tool names.
+type Request struct {
+	System   string
+	Messages []protocol.ChatMessage
+	Tools    []Tool
+}
+
+// Tool is one tool offered to the model.
+type Tool struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// Reply is the model's answer to one step: its text and its tool calls
+// (Input is the arguments text as the model produced it, valid JSON or
+// not).
+type Reply struct {
+	Text      string
+	ToolCalls []protocol.ToolCall
+}
