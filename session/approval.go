@@ -63,6 +63,7 @@ func canonicalInput(input []byte) (json.RawMessage, error) {
 
 // requestLocked publishes the current approval request of c.
 func (s *Session) requestLocked(c *call) {
+	c.requested = true
 	s.emitLocked(entry{typ: protocol.TypeApprovalRequested, owner: &c.reg.owner, msg: &protocol.ApprovalRequested{
 		CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, InputDigest: c.digest, Revision: c.reg.rev,
 	}})
@@ -189,10 +190,17 @@ func (s *Session) reissueLocked(old, r *registration) {
 		if c.reg != old || !c.awaitingApproval || c.decided || c.finished {
 			continue
 		}
-		s.emitLocked(entry{typ: protocol.TypeApprovalWithdrawn, owner: &old.owner, msg: &protocol.ApprovalWithdrawn{
-			CallID: c.id, Name: c.name, InputDigest: c.digest, Code: protocol.CodeStaleApproval,
-			Message: fmt.Sprintf("capability %q was re-registered with another definition; a decision on this request would not apply to it", c.name),
-		}})
+		if !c.requested { // its request is not out yet: it will be issued for r
+			if r.cap.RequiresApproval && r.input.ValidateJSON(c.input) == nil {
+				c.reg, c.digest = r, inputDigest(r, c.input)
+				continue
+			}
+		} else {
+			s.emitLocked(entry{typ: protocol.TypeApprovalWithdrawn, owner: &old.owner, msg: &protocol.ApprovalWithdrawn{
+				CallID: c.id, Name: c.name, InputDigest: c.digest, Code: protocol.CodeStaleApproval,
+				Message: fmt.Sprintf("capability %q was re-registered with another definition; a decision on this request would not apply to it", c.name),
+			}})
+		}
 		switch {
 		case !r.cap.RequiresApproval:
 			s.endLocked(c, protocol.Fail(protocol.CodeStaleApproval,

@@ -60,6 +60,7 @@ type call struct {
 
 	// Guarded by Session.mu.
 	digest           string // of the current approval request: the decision must echo it
+	requested        bool   // its approval_requested is out
 	awaitingApproval bool
 	decided          bool
 	dispatched       bool // capability_invoked is out

@@ -251,7 +251,7 @@ func (s *Session) resume(id, name string, input []byte, invoker protocol.Audienc
 	default: // awaiting approval
 		c.approval = make(chan protocol.CapabilityApprove, 1)
 		s.mu.Lock()
-		c.awaitingApproval, c.digest = true, inputDigest(r, input)
+		c.awaitingApproval, c.requested, c.digest = true, true, inputDigest(r, input)
 		s.mu.Unlock()
 		go s.run(context.Background(), c)
 	}
