@@ -53,6 +53,12 @@ func TestBuildInspectRun(t *testing.T) {
 		{"missing artifact", []string{"run", filepath.Join(out, "nope.tool.json")}, 1, ""},
 		{"bad grants file", []string{"run", artifact, "--grants", filepath.Join(out, "none.yaml")}, 1, ""},
 	}
+	// Compile the payload into the cache first, with a deadline for a cold
+	// compile under -race on a loaded machine (a minute and more): every
+	// case below is about the call, not about how fast wazero compiles.
+	if code, stdout, stderr := run("run", artifact, "--input", `{"path":"a.txt"}`, "--workspace", ws, "--cache", cache, "--timeout", "10m"); code != 0 {
+		t.Fatalf("warming the cache: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
 	t.Run("not_found once", func(t *testing.T) {
 		// The message does not repeat the code the outcome already carries.
 		code, stdout, stderr := run("run", artifact, "--input", `{"path":"notes.txt"}`, "--workspace", ws, "--cache", cache)
