@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
@@ -28,6 +30,10 @@ const (
 // closeTimeout bounds a graceful browser shutdown before it is killed.
 const closeTimeout = 5 * time.Second
 
+// proxyAddr is where the proxy listens inside Chromium's network
+// namespace, which is new and empty: any port is free there.
+const proxyAddr = "127.0.0.1:3128"
+
 // Options configures [New]. A nil *Options means defaults.
 type Options struct {
 	// Logger receives a record for each denied request. Nil discards.
@@ -35,6 +41,12 @@ type Options struct {
 	// Resolver resolves host names for the proxy. Nil means
 	// net.DefaultResolver. Chromium resolves nothing itself.
 	Resolver fetch.Resolver
+
+	// For tests (export_test.go): observe sees every request the proxy
+	// receives; shareNetwork starts Chromium in brain's own network
+	// namespace, as before isolation, to show what isolation stops.
+	observe      func(request string)
+	shareNetwork bool
 }
 
 // Provider is the page handle's provider: one headless Chromium, started by
@@ -48,6 +60,9 @@ type Provider struct {
 	proxy  *proxy
 	logger *slog.Logger
 	tmpDir string
+	// proxyURL is the proxy as Chromium reaches it.
+	proxyURL string
+	netns  string // Chromium's network namespace, "net:[…]"
 
 	// The chromedp contexts are chromedp's handles on the browser, not
 	// request contexts: the browser lives as long as they do.
@@ -60,11 +75,14 @@ type Provider struct {
 	closed    bool
 }
 
-// New validates g, starts the proxy and Chromium, and returns the Provider.
-// ctx bounds the start only. Errors: a *grant.FieldError for invalid
-// grants; a *handle.CapabilityError with code unavailable when the Chromium
-// binary is missing or does not start (so a missing browser shows at setup,
-// never at the first call); cancelled or timeout when ctx ends first.
+// New validates g, starts Chromium in a network namespace of its own and
+// the proxy listening inside it, and returns the Provider. ctx bounds the
+// start only. Errors: a *grant.FieldError for invalid grants; a
+// *handle.CapabilityError with code unavailable when the Chromium binary is
+// missing or does not start (so a missing browser shows at setup, never at
+// the first call), or when Chromium cannot be confined to the proxy (not
+// Linux, or no CAP_SYS_ADMIN: the page handle never runs unconfined);
+// cancelled or timeout when ctx ends first.
 func New(ctx context.Context, g Grants, opts *Options) (*Provider, error) {
 	if err := g.Validate(); err != nil {
 		return nil, err
@@ -84,43 +102,72 @@ func New(ctx context.Context, g Grants, opts *Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	px, err := startProxy(policy, g.Timeout, logger)
-	if err != nil {
-		return nil, unavailable("cannot start the page proxy", err)
+	if !opts.shareNetwork {
+		if err := checkIsolation(); err != nil {
+			return nil, unavailable("cannot confine Chromium to the page proxy: "+err.Error()+
+				" (the page handle starts Chromium in a network namespace of its own, whose only way out is the proxy; that needs Linux and CAP_SYS_ADMIN, which root has)", err)
+		}
 	}
 	tmp, err := os.MkdirTemp("", "brain-browser-")
 	if err != nil {
-		px.close()
 		return nil, unavailable("cannot create the browser's temporary directory", err)
 	}
-	p := &Provider{grants: g, policy: policy, proxy: px, logger: logger, tmpDir: tmp}
+	p := &Provider{grants: g, policy: policy, logger: logger, tmpDir: tmp}
 
-	proxyURL := "http://" + px.addr()
+	proxyURL := "http://" + proxyAddr
+	var shared net.Listener
+	if opts.shareNetwork {
+		if shared, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			p.shutdown()
+			return nil, unavailable("cannot start the page proxy", err)
+		}
+		proxyURL = "http://" + shared.Addr().String()
+	}
+	p.proxyURL = proxyURL
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(g.Binary),
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true),
 		chromedp.Flag("disable-gpu", true),
+		// Chromium's own background requests (component and extension
+		// updates, safe browsing, sync, field trials, metrics, hints) are
+		// turned off, not merely refused by the proxy: none is made.
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("no-pings", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-component-extensions-with-background-pages", true),
+		chromedp.Flag("disable-domain-reliability", true),
 		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-field-trial-config", true),
+		chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,OptimizationHints,OptimizationGuideModelDownloading,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,NetworkTimeServiceQuerying,SafeBrowsingBetterTelemetryAcrossReports,PreconnectToSearch,SearchPrefetchServicePrefetching,NavigationPredictor,Prerender2,LoadingPredictorUseLocalPredictions,PrivacySandboxSettings4,PushMessaging,AimEligibilityService,AimServerEligibilityEnabled,AimServerRequestOnStartupEnabled,AimEnabled,AiModeOmniboxEntryPoint"),
+		chromedp.Flag("dns-prefetch-disable", true),
+		// Google Cloud Messaging checks in at start whatever the flags
+		// above say; port 1 is one Chromium refuses to connect to, so
+		// these URLs fail inside Chromium, before the proxy.
+		chromedp.Flag("gcm-checkin-url", "https://127.0.0.1:1/checkin"),
+		chromedp.Flag("gcm-registration-url", "https://127.0.0.1:1/register"),
+		chromedp.Flag("gcm-mcs-endpoint", "https://127.0.0.1:1/"),
 		// Every request goes through the proxy; "<-loopback>" removes the
 		// implicit bypass of localhost and 127.0.0.1, so loopback is
-		// checked like any other address.
+		// checked like any other address. (In Chromium's namespace, the
+		// loopback holds nothing but the proxy anyway.)
 		chromedp.ProxyServer(proxyURL),
 		chromedp.Flag("proxy-bypass-list", "<-loopback>"),
-		// WebRTC would send UDP straight from the browser, past the proxy.
+		// Defence in depth only: the namespace is what stops UDP.
 		chromedp.Flag("force-webrtc-ip-handling-policy", "disable_non_proxied_udp"),
 		// Chromium needs no name resolution of its own: the proxy
-		// resolves. Refusing it stops any lookup that bypasses the proxy.
+		// resolves.
 		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"),
 		// The browser gets none of brain's environment (secrets, proxy
 		// variables), and its own HOME and TMPDIR.
 		chromedp.NoInheritEnv,
 		chromedp.Env("HOME="+tmp, "TMPDIR="+tmp, "PATH=/usr/bin:/bin"),
 	)
+	if !opts.shareNetwork {
+		allocOpts = append(allocOpts, chromedp.ModifyCmdFunc(isolate))
+	}
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), allocOpts...)
 	// chromedp logs with the log package by default; libraries never
 	// print, so its messages go to the logger at debug level.
@@ -135,11 +182,30 @@ func New(ctx context.Context, g Grants, opts *Options) (*Provider, error) {
 	stopped := !stop()
 	if err != nil || stopped {
 		p.shutdown()
+		if shared != nil {
+			shared.Close()
+		}
 		if ce := handle.FromContext(ctx, handle.KindPage, opSetup); ce != nil {
 			return nil, ce
 		}
-		return nil, unavailable(fmt.Sprintf("Chromium at %s did not start", g.Binary), err)
+		msg := fmt.Sprintf("Chromium at %s did not start", g.Binary)
+		if errors.Is(err, syscall.EPERM) {
+			msg += " in a network namespace of its own (that needs CAP_SYS_ADMIN)"
+		}
+		return nil, unavailable(msg, err)
 	}
+	ln := shared
+	if ln == nil {
+		var pid int
+		if b := chromedp.FromContext(browserCtx).Browser; b != nil && b.Process() != nil {
+			pid = b.Process().Pid
+		}
+		if ln, p.netns, err = listenIn(pid, proxyAddr); err != nil {
+			p.shutdown()
+			return nil, unavailable("cannot confine Chromium to the page proxy", err)
+		}
+	}
+	p.proxy = startProxy(ln, policy, g.Timeout, logger, opts.observe)
 	return p, nil
 }
 
@@ -155,7 +221,7 @@ func (p *Provider) Open(ctx context.Context) (*Page, error) {
 		return nil, handle.Errorf(handle.KindPage, opOpen, protocol.CodeUnavailable, "the browser is closed")
 	}
 
-	proxyURL := "http://" + p.proxy.addr()
+	proxyURL := p.proxyURL
 	tabCtx, tabCancel := chromedp.NewContext(p.browserCtx,
 		// A browser context per tab: no cookies, storage or cache cross
 		// from one call to the next. Its proxy is set again explicitly,
@@ -212,7 +278,12 @@ func (p *Provider) shutdown() {
 			// left and removes its user data directory.
 			p.allocCancel()
 		}
-		p.proxy.close()
+		// Whatever chromedp missed: every process in Chromium's
+		// namespace is Chromium's.
+		killNamespace(p.netns)
+		if p.proxy != nil {
+			p.proxy.close()
+		}
 		_ = os.RemoveAll(p.tmpDir)
 	})
 }

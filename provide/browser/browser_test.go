@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -33,18 +34,29 @@ var fixture struct {
 	internal *server // a denied address: internal.test → 127.0.0.2
 	release  chan struct{}
 	shared   *browser.Page
+	// requests is every request the fixture's proxy received.
+	requests requestLog
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	// Over the whole run, the fixture's Chromium asked the proxy for
+	// nothing but the tests' own hosts: no background request of its own.
+	for _, r := range fixture.requests.list() {
+		if !testRequest(r) {
+			fmt.Fprintf(os.Stderr, "the proxy saw a request no test made: %q\n", r)
+			code = 1
+		}
+	}
 	if fixture.shared != nil {
 		fixture.shared.Close()
 	}
 	if fixture.provider != nil {
-		flag := "--proxy-server=http://" + browser.ProxyAddr(fixture.provider)
+		ns := browser.NetNS(fixture.provider)
 		fixture.provider.Close()
-		// Close must leave no Chromium process behind.
-		if left := processesWith(flag); len(left) > 0 {
+		// Close must leave no Chromium process behind: none in its
+		// network namespace.
+		if left := processesIn(ns); len(left) > 0 {
 			fmt.Fprintf(os.Stderr, "Close left Chromium processes running: %v\n", left)
 			code = 1
 		}
@@ -59,13 +71,28 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// processesWith returns the pids whose command line contains s.
-func processesWith(s string) []string {
+// testRequest reports whether r, as the proxy logs it ("GET
+// http://host:port/path", "CONNECT host:port"), is for a host the tests
+// use: a .test name or a loopback address.
+func testRequest(r string) bool {
+	_, target, _ := strings.Cut(r, " ")
+	host := target
+	if u, err := url.Parse(target); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.HasSuffix(host, ".test") || strings.HasPrefix(host, "127.") || host == "2130706434"
+}
+
+// processesIn returns the pids of the processes in network namespace ns
+// ("net:[…]").
+func processesIn(ns string) []string {
 	var pids []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(cmdline, []byte(s)) {
+		if link, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err == nil && link == ns {
 			pids = append(pids, e.Name())
 		}
 	}
@@ -204,7 +231,7 @@ func provider(t *testing.T) *browser.Provider {
 				AllowCIDRs: []string{"127.0.0.1/32"},
 				Timeout:    10 * time.Second,
 			},
-		}, &browser.Options{Resolver: resolver})
+		}, browser.Observe(&browser.Options{Resolver: resolver}, fixture.requests.add))
 	})
 	if fixture.err != nil {
 		t.Fatalf("start the fixture: %v", fixture.err)
@@ -487,7 +514,10 @@ func TestCloseStopsPages(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	flag := "--proxy-server=http://" + browser.ProxyAddr(p)
+	ns := browser.NetNS(p)
+	if ns == "" {
+		t.Fatal("Chromium has no network namespace of its own")
+	}
 	pg, err := p.Open(context.Background())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -495,7 +525,7 @@ func TestCloseStopsPages(t *testing.T) {
 	if err := p.Close(); err != nil { // with pg still open
 		t.Fatalf("Close: %v", err)
 	}
-	if left := processesWith(flag); len(left) > 0 {
+	if left := processesIn(ns); len(left) > 0 {
 		t.Errorf("Close left Chromium processes running: %v", left)
 	}
 	_, err = pg.Evaluate(context.Background(), "1")

@@ -1,11 +1,18 @@
 // Package browser provides the page handle ([handle.Page]): a headless
 // Chromium tab per call, under [Grants].
 //
-// [New] starts one Chromium and one HTTP proxy on 127.0.0.1 for the life of
-// the [Provider]. Chromium sends every request through the proxy — the
-// page, its redirects and subresources, scripts' fetches, WebSockets, and
-// loopback too (--proxy-bypass-list=<-loopback>) — and resolves no names
-// itself. The proxy checks each URL with [fetch.Policy.CheckURL] and
+// [New] starts one Chromium and one HTTP proxy for the life of the
+// [Provider]. Chromium runs in a network namespace of its own that holds
+// only a loopback interface and the proxy's listening socket; the proxy
+// dials out from brain's namespace. So the proxy is Chromium's only way
+// out: WebRTC's STUN and TURN, QUIC, DNS and any other UDP or TCP cannot
+// leave, whatever Chromium's flags do. (This needs Linux and CAP_SYS_ADMIN;
+// without them New fails with unavailable rather than run Chromium
+// unconfined.) Chromium sends every request through the proxy — the page,
+// its redirects and subresources, scripts' fetches, WebSockets, and
+// loopback too (--proxy-bypass-list=<-loopback>) — resolves no names
+// itself, and makes no background requests of its own (component updates,
+// safe browsing, sync and the like are turned off). The proxy checks each URL with [fetch.Policy.CheckURL] and
 // connects only through [fetch.Policy.DialContext], which checks the address
 // actually dialled: the page handle obeys exactly the net handle's host and
 // address rules. Navigate also refuses every scheme but http and https.

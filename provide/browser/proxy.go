@@ -35,10 +35,12 @@ const maxFailures = 256
 // requests are forwarded, HTTPS (and WebSocket) requests arrive as CONNECT
 // tunnels. Each URL is checked with fetch.Policy.CheckURL and each
 // connection is made with fetch.Policy.DialContext, which checks the address
-// actually dialled. It listens on 127.0.0.1 only.
+// actually dialled. It listens on 127.0.0.1 inside Chromium's network
+// namespace only (netns_linux.go), and dials from brain's.
 type proxy struct {
 	policy    *fetch.Policy
 	logger    *slog.Logger
+	observe   func(request string) // for tests; nil: nobody
 	timeout   time.Duration
 	ln        net.Listener
 	srv       *http.Server
@@ -58,15 +60,14 @@ type failure struct {
 	msg  string
 }
 
-// startProxy listens on 127.0.0.1 and serves until close.
-func startProxy(policy *fetch.Policy, timeout time.Duration, logger *slog.Logger) (*proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen for the page proxy: %w", err)
-	}
+// startProxy serves on ln until close; it owns ln. observe, when not nil,
+// sees every request the proxy receives ("GET http://host/path",
+// "CONNECT host:port") before it is checked.
+func startProxy(ln net.Listener, policy *fetch.Policy, timeout time.Duration, logger *slog.Logger, observe func(string)) *proxy {
 	p := &proxy{
 		policy:   policy,
 		logger:   logger,
+		observe:  observe,
 		timeout:  timeout,
 		ln:       ln,
 		tunnels:  map[net.Conn]struct{}{},
@@ -108,7 +109,7 @@ func startProxy(policy *fetch.Policy, timeout time.Duration, logger *slog.Logger
 		defer p.wg.Done()
 		_ = p.srv.Serve(ln) // returns when close closes the server
 	}()
-	return p, nil
+	return p
 }
 
 // addr returns the proxy's "127.0.0.1:port".
@@ -116,6 +117,13 @@ func (p *proxy) addr() string { return p.ln.Addr().String() }
 
 // ServeHTTP forwards one proxied request or opens one tunnel.
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.observe != nil {
+		if r.Method == http.MethodConnect {
+			p.observe(r.Method + " " + r.Host)
+		} else {
+			p.observe(r.Method + " " + r.URL.String())
+		}
+	}
 	if r.Method == http.MethodConnect {
 		p.connect(w, r)
 		return

@@ -93,10 +93,11 @@ func newProxyFixture(t *testing.T) *proxyFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.proxy, err = startProxy(policy, 5*time.Second, slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.proxy = startProxy(ln, policy, 5*time.Second, slog.New(slog.DiscardHandler), nil)
 	t.Cleanup(f.proxy.close)
 	roots := x509.NewCertPool()
 	roots.AddCert(f.tls.Certificate())
