@@ -62,7 +62,7 @@ type Provider struct {
 	tmpDir string
 	// proxyURL is the proxy as Chromium reaches it.
 	proxyURL string
-	netns  string // Chromium's network namespace, "net:[…]"
+	netns    string // Chromium's network namespace, "net:[…]"
 
 	// The chromedp contexts are chromedp's handles on the browser, not
 	// request contexts: the browser lives as long as they do.
