@@ -398,3 +398,25 @@ func TestApprovalDeciders(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalRacingCallerGone: an approval that arrives just after the
+// caller went away — whether or not the waiting call has noticed yet — never
+// runs the call for nobody.
+func TestApprovalRacingCallerGone(t *testing.T) {
+	s := session.New("race", nil)
+	ran, _ := countingCap(t, s, "fs.delete")
+	sub := watch(t, s)
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan protocol.Outcome, 1)
+		go func() { done <- s.Invoke(ctx, protocol.AudienceLLM, "fs.delete", textInput) }()
+		req, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
+		cancel()
+		_ = s.Approve(session.Client, approvalOf(req, protocol.DecisionApproved, "ada"))
+		out := recv(t, done, "outcome")
+		wantCode(t, out, protocol.CodeCancelled)
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times for callers that had gone", n)
+	}
+}
