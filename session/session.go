@@ -55,6 +55,9 @@ type Options struct {
 	// Observe, if set, is told of each point of every call's life (see
 	// [CallEvent]). It is called synchronously on the call's path, never
 	// with the session's lock held: it must be quick and must not block.
+	// The CallFinished of a call ended by a change to the registry (a
+	// deregistration, a re-registration, the end of a turn) is reported
+	// from a goroutine of its own, just after the change.
 	Observe func(CallEvent)
 }
 
