@@ -173,19 +173,42 @@ func (q *sessionQuota) forget(id string) {
 	}
 }
 
-// countingJournal counts the bytes a session's journal holds.
+// countingJournal counts the bytes a session's journal holds: what the
+// store held at restore, plus what is appended since — reported by the
+// journal itself when it can (package store's Bytes), so that no event is
+// encoded twice, and otherwise counted here.
 type countingJournal struct {
 	j     session.Journal
-	bytes atomic.Int64
+	sized sizedJournal // nil: count in Append
+	bytes atomic.Int64 // at restore, plus appends when sized is nil
 }
 
-// Append journals e and counts its encoded size.
+// sizedJournal is a journal that reports the bytes it stored.
+type sizedJournal interface{ Bytes() int64 }
+
+func newCountingJournal(j session.Journal) *countingJournal {
+	c := &countingJournal{j: j}
+	c.sized, _ = j.(sizedJournal)
+	return c
+}
+
+// Append journals e and, without a sized journal, counts its encoded size.
 func (c *countingJournal) Append(e session.Event) error {
 	if err := c.j.Append(e); err != nil {
 		return err
 	}
-	c.bytes.Add(eventBytes(e))
+	if c.sized == nil {
+		c.bytes.Add(eventBytes(e))
+	}
 	return nil
+}
+
+// total returns the bytes the session's journal holds.
+func (c *countingJournal) total() int64 {
+	if c.sized != nil {
+		return c.bytes.Load() + c.sized.Bytes()
+	}
+	return c.bytes.Load()
 }
 
 // eventBytes is the size of e as a journal stores it: one encoded frame.
@@ -220,7 +243,7 @@ func (m *Manager) Admit(s *session.Session) *protocol.Error {
 	if cj == nil {
 		return nil
 	}
-	if n := cj.bytes.Load(); n >= m.journals.limit {
+	if n := cj.total(); n >= m.journals.limit {
 		return quotaError("session %s has journaled %d bytes, its limit of %d (limits.journal_bytes_per_session): it takes no new registrations or calls; delete it or start another", s.ID(), n, m.journals.limit)
 	}
 	return nil
@@ -232,7 +255,7 @@ func (m *Manager) JournalBytes(s *session.Session) int64 {
 	m.journals.mu.Lock()
 	defer m.journals.mu.Unlock()
 	if cj := m.journals.by[s]; cj != nil {
-		return cj.bytes.Load()
+		return cj.total()
 	}
 	return 0
 }

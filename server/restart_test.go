@@ -72,3 +72,60 @@ func TestRestartReattachAppendsNothing(t *testing.T) {
 		t.Fatalf("a changed tool: %d capability_register events, want 2", n)
 	}
 }
+
+// TestJournalBytesWithStore: with package store, the journal bytes of a
+// session are what the store holds — counted by the store's journal, and
+// from the stored events after a restart.
+func TestJournalBytesWithStore(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*store.Store, *server.Manager) {
+		st, err := store.Open(testutil.Context(t), &store.Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, server.NewManager(server.ManagerOptions{Store: st})
+	}
+	stored := func(st *store.Store) int64 {
+		events, err := st.Load(testutil.Context(t), "jb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, e := range events {
+			b, _ := protocol.EncodeFrame(&protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+			n += int64(len(b))
+		}
+		return n
+	}
+	st, mgr := open()
+	s, release, err := mgr.Acquire(testutil.Context(t), "jb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := protocol.Capability{Name: "ui.x", Description: "X.", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}}
+	if err := s.Register(session.Client, c); err != nil {
+		t.Fatal(err)
+	}
+	want := stored(st)
+	if got := mgr.JournalBytes(s); got != want || got == 0 {
+		t.Fatalf("JournalBytes = %d, the store holds %d", got, want)
+	}
+	release()
+	_ = st.Close()
+
+	st, mgr = open()
+	defer st.Close()
+	s, release, err = mgr.Acquire(testutil.Context(t), "jb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	c.Description = "X, again."
+	if err := s.Register(session.Client, c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mgr.JournalBytes(s), stored(st); got != want {
+		t.Fatalf("after a restart JournalBytes = %d, the store holds %d", got, want)
+	}
+}

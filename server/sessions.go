@@ -130,7 +130,7 @@ func (m *Manager) open(ctx context.Context, id string) (*session.Session, error)
 		if err != nil {
 			return nil, fmt.Errorf("session %s: journal: %w", id, err)
 		}
-		cj = &countingJournal{j: j}
+		cj = newCountingJournal(j)
 		opts.Journal = cj
 		if events, err = m.opts.Store.Load(ctx, id); err != nil {
 			return nil, fmt.Errorf("session %s: load: %w", id, err)

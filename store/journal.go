@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,7 +40,15 @@ type journal struct {
 	backlog    []pending
 	backlogLen int // bytes in backlog
 	broken     error
+
+	appended atomic.Int64 // bytes of the events this journal stored (Bytes)
 }
+
+// Bytes returns the bytes of the events this journal has stored (each
+// event's encoded frame, as the stream holds it), not counting what the
+// session held before the journal was created. It is safe to call
+// concurrently with Append, and never waits for one.
+func (j *journal) Bytes() int64 { return j.appended.Load() }
 
 // pending is an event given to Append and not yet acknowledged.
 type pending struct {
@@ -103,6 +112,7 @@ func (j *journal) flushLocked() error {
 			return err
 		}
 		j.lastStream, j.lastSeq = streamSeq, p.seq
+		j.appended.Add(int64(len(p.data)))
 		j.backlogLen -= len(p.data)
 		j.backlog = slices.Delete(j.backlog, 0, 1)
 	}
