@@ -131,7 +131,7 @@ func anthropicMessages(req *Request) []anthropic.MessageParam {
 				if len(in) == 0 || in[0] != '{' { // the API wants an object; the model's bad text is in the result
 					in = json.RawMessage(`{}`)
 				}
-				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, in, tc.Name))
+				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, in, req.ToolName(tc.Name)))
 			}
 			add(false, blocks...)
 		case protocol.RoleTool:

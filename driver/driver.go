@@ -74,8 +74,14 @@ func (d *Driver) Turn(ctx context.Context, s *session.Session, message string) (
 // until the model answers without tool calls, the step limit, cancellation
 // of ctx, or an error.
 func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protocol.TurnReason, error) {
+	// The conversation is read once: during the turn only this runner adds
+	// to it, so the steps extend their own copy.
+	conv := &conversation{msgs: repair(s.Conversation()), names: map[string]bool{}}
+	for i := range conv.msgs {
+		conv.noteNames(&conv.msgs[i])
+	}
 	for step := 1; step <= d.opts.MaxSteps; step++ {
-		req, names := d.request(s)
+		req, names := d.request(s, conv)
 		start := time.Now()
 		reply, err := d.model.Step(ctx, req, func(text string) { s.StreamText(turn, text) })
 		if ctx.Err() != nil {
@@ -97,6 +103,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		if err := s.AppendMessage(turn, msg); err != nil {
 			return protocol.TurnCancelled, err // the turn was ended elsewhere
 		}
+		conv.add(msg)
 		d.log.Debug("model step", slog.String("session", s.ID()), slog.Int("turn", turn), slog.Int("step", step),
 			slog.Int("toolCalls", len(calls)), slog.Duration("duration", time.Since(start)))
 		if len(calls) == 0 {
@@ -105,9 +112,11 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		d.invokeAll(ctx, s, calls)
 		for i := range calls {
 			c := &calls[i]
-			if err := s.AppendMessage(turn, protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &c.outcome}); err != nil {
+			m := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &c.outcome}
+			if err := s.AppendMessage(turn, m); err != nil {
 				return protocol.TurnCancelled, err
 			}
+			conv.add(m)
 		}
 		if ctx.Err() != nil {
 			return protocol.TurnCancelled, context.Cause(ctx)
@@ -116,44 +125,46 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 	return protocol.TurnStepLimit, fmt.Errorf("the model was still calling tools after %d steps (the step limit)", d.opts.MaxSteps)
 }
 
-// request builds one model step from the session as it is now: the
-// registry is read again each step, so a capability registered mid-turn is
-// offered at the next step.
-func (d *Driver) request(s *session.Session) (*Request, *nameMap) {
+// conversation is a turn's copy of the session's conversation and the
+// tool names it mentions.
+type conversation struct {
+	msgs  []protocol.ChatMessage
+	names map[string]bool
+}
+
+func (c *conversation) add(m protocol.ChatMessage) {
+	c.msgs = append(c.msgs, m)
+	c.noteNames(&c.msgs[len(c.msgs)-1])
+}
+
+func (c *conversation) noteNames(m *protocol.ChatMessage) {
+	for _, tc := range m.ToolCalls {
+		c.names[tc.Name] = true
+	}
+	if m.Role == protocol.RoleTool {
+		c.names[m.Name] = true
+	}
+}
+
+// request builds one model step: the registry is read again each step, so
+// a capability registered mid-turn is offered at the next step.
+func (d *Driver) request(s *session.Session, conv *conversation) (*Request, *nameMap) {
 	caps := s.List(protocol.AudienceLLM)
-	conv := repair(s.Conversation())
-	all := make([]string, 0, len(caps))
+	all := make([]string, 0, len(caps)+len(conv.names))
 	for _, c := range caps {
 		all = append(all, c.Name)
 	}
-	for _, m := range conv {
-		for _, tc := range m.ToolCalls {
-			all = append(all, tc.Name)
-		}
-		if m.Role == protocol.RoleTool {
-			all = append(all, m.Name)
-		}
+	for n := range conv.names {
+		all = append(all, n)
 	}
 	names := newNameMap(all)
-	req := &Request{Messages: conv, Tools: make([]Tool, len(caps))}
+	req := &Request{Messages: conv.msgs[:len(conv.msgs):len(conv.msgs)], Tools: make([]Tool, len(caps)), names: names}
 	for i, c := range caps {
 		desc := c.Description
 		if c.DisplayName != "" && !strings.Contains(desc, c.DisplayName) {
 			desc = c.DisplayName + ": " + desc
 		}
 		req.Tools[i] = Tool{Name: names.wire(c.Name), Description: desc, InputSchema: c.InputSchema}
-	}
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		if len(m.ToolCalls) > 0 {
-			m.ToolCalls = append([]protocol.ToolCall(nil), m.ToolCalls...)
-			for j := range m.ToolCalls {
-				m.ToolCalls[j].Name = names.wire(m.ToolCalls[j].Name)
-			}
-		}
-		if m.Role == protocol.RoleTool {
-			m.Name = names.wire(m.Name)
-		}
 	}
 	var b strings.Builder
 	if p := strings.TrimSpace(d.opts.System); p != "" {

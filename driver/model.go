@@ -16,11 +16,24 @@ type Model interface {
 }
 
 // Request is one model step: the system prompt, the conversation so far
-// and the tools, all with provider-safe tool names.
+// and the tools. Tools carry provider-safe names; Messages carry the
+// capabilities' own names, which [Request.ToolName] maps. Messages is
+// shared with the driver: read it, never modify it.
 type Request struct {
 	System   string
 	Messages []protocol.ChatMessage
 	Tools    []Tool
+
+	names *nameMap
+}
+
+// ToolName returns the provider-safe name of a capability named in
+// Messages (see docs/agent.md, "Tool names").
+func (r *Request) ToolName(capability string) string {
+	if r.names == nil {
+		return capability
+	}
+	return r.names.wire(capability)
 }
 
 // Tool is one tool offered to the model.

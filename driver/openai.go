@@ -170,7 +170,7 @@ func openAIMessages(req *Request) []openai.ChatCompletionMessageParamUnion {
 				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
 					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
 						ID:       tc.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: argumentsText(tc.Input)},
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: req.ToolName(tc.Name), Arguments: argumentsText(tc.Input)},
 					},
 				})
 			}
