@@ -259,3 +259,25 @@ func TestDecodePeerFrameKernelFields(t *testing.T) {
 		t.Errorf("DecodePeerFrame refused a plain command: %v", err)
 	}
 }
+
+// FuzzDecodePeerFrame: no input makes DecodePeerFrame panic; whatever it
+// accepts carries neither seq nor ref, and a refusal is a *DecodeError
+// with a code.
+func FuzzDecodePeerFrame(f *testing.F) {
+	f.Add([]byte(`{"v":2,"id":"a","msg":{"type":"capability_deregister","names":[]}}`))
+	f.Add([]byte(`{"v":2,"id":"a","seq":1,"msg":{"type":"ack"}}`))
+	f.Add([]byte(`{"v":7,"id":"b"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr, err := protocol.DecodePeerFrame(data)
+		if err != nil {
+			de, ok := err.(*protocol.DecodeError)
+			if !ok || de.Code == "" {
+				t.Fatalf("refusal %#v is not a *DecodeError with a code", err)
+			}
+			return
+		}
+		if fr.Seq != 0 || fr.Ref != "" {
+			t.Fatalf("accepted a peer frame with seq %d ref %q", fr.Seq, fr.Ref)
+		}
+	})
+}
