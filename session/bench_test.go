@@ -108,3 +108,27 @@ func BenchmarkReplay1000(b *testing.B) {
 		sub.Close()
 	}
 }
+
+// BenchmarkValidateJSON: the echo input against the echo schema, as the
+// invocation path validates it (the fast validator of fastschema.go), and
+// through the general validator (the path of schemas outside the fast
+// subset; "pattern" keeps it there).
+func BenchmarkValidateJSON(b *testing.B) {
+	for _, bc := range []struct{ name, schema string }{
+		{"fast", echoSchema},
+		{"library", `{"type":"object","properties":{"text":{"type":"string","maxLength":1000,"pattern":"^"}},"required":["text"],"additionalProperties":false}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, err := session.CompileSchema(json.RawMessage(bc.schema))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.ValidateJSON(echoInput); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
