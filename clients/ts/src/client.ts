@@ -382,6 +382,7 @@ export class BrainClient {
         this.defined.delete(c.name);
       }
       this.desired.add(c.name);
+      this.registry.set(c.name, c); // acknowledged: the kernel has it (its event may trail the ack)
     }
   }
 

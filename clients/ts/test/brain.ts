@@ -132,7 +132,7 @@ export class Brain {
 
   /** stop ends the process and removes its directory. */
   async stop(): Promise<void> {
-    await this.kill("SIGTERM");
+    await this.kill("SIGKILL");
     rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -232,4 +232,19 @@ export class Deferred<T> {
 export function text(r: unknown): string {
   const c = (r as { content?: { type: string; text?: string }[] }).content ?? [];
   return c.find((x) => x.type === "text")?.text ?? "";
+}
+
+/**
+ * listed waits until the MCP server lists the tools: the session's MCP
+ * server learns of a registration from its event, which may trail the
+ * registration's ack.
+ */
+export async function listed(mcp: MCPClient, ...names: string[]): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const { tools } = await within(mcp.listTools(), 10_000, "tools/list");
+    if (names.every((n) => tools.some((t) => t.name === n))) return;
+    if (Date.now() > deadline) throw new Error(`timed out after 10000 ms waiting for MCP to list ${names.join(", ")}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }

@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import { z } from "zod";
 
 import { BrainError, defineCapability, type BrainClient, type BrainEvent } from "../src/index.js";
-import { Brain, Deferred, text, within } from "./brain.js";
+import { Brain, Deferred, listed, text, within } from "./brain.js";
 
 let brain: Brain;
 const clients: BrainClient[] = [];
@@ -49,6 +49,7 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     assert.deepEqual(greet.capability.origin, { kind: "client" });
     assert.equal((greet.capability.inputSchema as { type: string }).type, "object");
     await client.register(greet);
+    await listed(mcp, "ui.greet");
 
     const tools = await mcp.listTools();
     const tool = tools.tools.find((t) => t.name === "ui.greet");
@@ -102,6 +103,7 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
         handler: async ({ to }) => ({ sent: to }),
       }),
     );
+    await listed(mcp, "ui.limited", "ui.email");
     const coded = await mcp.callTool({ name: "ui.limited", arguments: { kind: "coded" } });
     assert.equal(coded.isError, true);
     assert.equal(text(coded), "rate_limited: quota exhausted, retry in 30 s");
@@ -131,6 +133,7 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
         },
       }),
     );
+    await listed(mcp, "fs.delete_folder");
     const approvals = client.approvals();
     const first = mcp.callTool({ name: "fs.delete_folder", arguments: { path: "/tmp/a" } });
     const req = (await within(approvals.next(), 10_000, "an approval request")).value!;
@@ -179,6 +182,7 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
       },
     });
     await client.register(reactTool);
+    await listed(mcp, "platform.react");
     const r = await within(mcp.callTool({ name: "platform.react", arguments: { emoji: "👍", targetSeq: 7 } }), 10_000, "the {} result");
     assert.ok(!r.isError, text(r));
     assert.deepEqual(r.structuredContent, {});
@@ -203,6 +207,7 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
         handler: async () => ({ shown: true }),
       }),
     );
+    await listed(mcp, "ui.gif");
     const call = mcp.callTool({ name: "ui.gif", arguments: { query: "cats" } });
     const rr = (await within(renders.next(), 10_000, "render_invoked")).value!;
     assert.equal(rr.capabilityName, "ui.gif");
@@ -233,6 +238,7 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
           }),
       }),
     );
+    await listed(mcp, "ui.wait");
     const call = mcp.callTool({ name: "ui.wait", arguments: {} });
     const callId = await within(started.promise, 10_000, "the handler to start");
     await client.cancel(callId, "the user closed the panel");
@@ -262,6 +268,7 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
           }),
       }),
     );
+    await listed(mcp, "ui.slow");
     const t0 = Date.now();
     const r = await within(mcp.callTool({ name: "ui.slow", arguments: {} }), 10_000, "the timeout");
     assert.equal(r.isError, true);
@@ -317,6 +324,7 @@ describe("palette and events", { timeout: 30_000 }, () => {
     await client.register(
       defineCapability({ name: "ui.echo", description: "Echo.", input: z.object({ v: z.number() }), handler: async ({ v }) => ({ v }) }),
     );
+    await listed(mcp, "ui.echo");
     await mcp.callTool({ name: "ui.echo", arguments: { v: 1 } });
     await within(done, 10_000, "the outcome event");
     const types = seen.map((e) => e.msg.type);
