@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,28 +52,8 @@ func TestServeMetricsAndLimits(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("serve: %v", err)
 	}
-	raw, err := os.ReadFile("data/tokens.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tf struct {
-		Tokens []struct{ Token, Side string }
-	}
-	if err := json.Unmarshal(raw, &tf); err != nil {
-		t.Fatal(err)
-	}
-	var client, operator []string // [_, token], as a regexp match would be
-	for _, tk := range tf.Tokens {
-		switch tk.Side {
-		case "client":
-			client = []string{"", tk.Token}
-		case "operator":
-			operator = []string{"", tk.Token}
-		}
-	}
-	if client == nil || operator == nil {
-		t.Fatalf("tokens.json lacks a client or an operator token:\n%s", raw)
-	}
+	c, o := servedTokens(t)
+	client, operator := []string{"", c}, []string{"", o} // [_, token], as a regexp match would be
 	if !strings.Contains(out.String(), "/metrics (operator token)") {
 		t.Errorf("the start banner does not say where the metrics are:\n%s", out.String())
 	}
@@ -170,4 +151,97 @@ func TestLimitsConfig(t *testing.T) {
 	if l := cfg.Limits.server(); l.SessionsPerToken != -1 || l.FramesPerSecond != 50 || l.JournalBytesPerSession != 1<<20 {
 		t.Errorf("server limits %+v", l)
 	}
+}
+
+// TestServeMetricsWasmPool: a served WebAssembly artifact's instance pool
+// shows on /metrics once it has run a call.
+func TestServeMetricsWasmPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and compiles a WebAssembly artifact")
+	}
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer // brain build runs in the module: build, then move out
+	if code := run(context.Background(), []string{"build", "../../examples/tools/fsread", "-o", filepath.Join(dir, "artifacts")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("build: %d %s", code, stderr.String())
+	}
+	t.Chdir(dir)
+	if err := os.MkdirAll("workspace", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("workspace/notes.txt", []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if err := os.WriteFile("grants.yaml", []byte("workspace: "+wd+"/workspace\nfs: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("brain.yaml", []byte("grants: grants.yaml\nartifacts: artifacts\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a cold compile under -race on a loaded machine
+	defer cancel()
+	addrc := make(chan string, 1)
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour, ready: func(a string) { addrc <- a }},
+			&out, slog.New(slog.DiscardHandler))
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	client, operator := servedTokens(t)
+	cs := mcpSession(t, ctx, addr, client, "w1")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": "notes.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("fs.read: %+v %v", res, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`brain_wasm_pool_instances{tool="fs.read"} 1`, `brain_wasm_pool_discards_total{tool="fs.read"} 0`, `brain_wasm_pool_limit{tool="fs.read"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve ended with %v", err)
+	}
+}
+
+// servedTokens reads the client and operator tokens `brain serve` created
+// under ./data.
+func servedTokens(t *testing.T) (client, operator string) {
+	t.Helper()
+	raw, err := os.ReadFile("data/tokens.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tf struct {
+		Tokens []struct{ Token, Side string }
+	}
+	if err := json.Unmarshal(raw, &tf); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range tf.Tokens {
+		switch tk.Side {
+		case "client":
+			client = tk.Token
+		case "operator":
+			operator = tk.Token
+		}
+	}
+	if client == "" || operator == "" {
+		t.Fatalf("tokens.json lacks a client or an operator token:\n%s", raw)
+	}
+	return client, operator
 }
