@@ -65,7 +65,7 @@ func New(opts Options) *Server {
 	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	srv.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(srv.handleWS))
-	srv.mux.HandleFunc("GET /v1/sessions/{id}", srv.withSession(srv.handleSnapshot))
+	srv.routeSessionsAPI() // GET /v1/sessions[/{id}], DELETE, frames, approvals (api_sessions.go)
 	srv.mux.HandleFunc("/v1/sessions/{id}/mcp", srv.withSession(srv.handleMCP))
 	if opts.Metrics != nil {
 		srv.mux.HandleFunc("GET /metrics", srv.handleMetrics) // operator tokens only (stats.go)
@@ -83,7 +83,7 @@ type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Sess
 func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		token := bearerToken(r) // ?token= on WebSocket handshakes only (auth.go)
-		p, ok := srv.opts.Tokens.Peer(token)
+		p, ok := srv.peerFor(r, token)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
 			httpError(w, http.StatusUnauthorized, "unauthorized", "a valid token is required (Authorization: Bearer <token>)")
@@ -92,6 +92,14 @@ func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
 		id := r.PathValue("id")
 		if !ValidSessionID(id) {
 			httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
+			return
+		}
+		if p.Side == session.SideOperator { // an operator never creates a session
+			s, release, ok := srv.openSession(w, r, id, p, false)
+			if ok {
+				defer release()
+				h(w, r, s, p)
+			}
 			return
 		}
 		s, release, err := srv.opts.Manager.Acquire(withOwner(r.Context(), ownerKey(token)), id)
@@ -111,12 +119,9 @@ func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
 }
 
 func (srv *Server) handleWS(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
-	srv.serveWS(r.Context(), w, r, s, p)
-}
-
-func (srv *Server) handleSnapshot(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(filterSnapshot(s, p, s.Snapshot()))
+	ctx, done := srv.opts.Manager.connect(r.Context(), s.ID(), p.Side) // counted in the sessions list; Delete ends it
+	defer done()
+	srv.serveWS(ctx, w, r, s, p)
 }
 
 func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {

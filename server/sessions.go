@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/session"
@@ -47,17 +48,30 @@ type Manager struct {
 	mu   sync.Mutex
 	live map[string]*managed
 
+	inbox inbox // pending approvals across sessions, for the console
+
 	limits   Limits        // quotas, with defaults (limits.go)
 	sessions *sessionQuota // sessions per token
 	journals journals      // journal bytes per session
 }
 
 type managed struct {
+	id       string
 	s        *session.Session
 	users    int // connections and requests holding it
 	lastUsed time.Time
 	ready    chan struct{} // closed when s (or err) is set
 	err      error
+
+	conns    map[*conn]struct{} // WebSocket connections; guarded by Manager.mu
+	activity atomic.Int64       // unix nanoseconds of the last call event or use
+	calls    callTimes          // the kernel's timings of recent calls
+}
+
+// conn is one WebSocket connection to a managed session.
+type conn struct {
+	side   session.PeerSide
+	cancel context.CancelFunc
 }
 
 // NewManager returns a manager.
@@ -66,7 +80,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := opts.Limits.withDefaults()
-	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{},
+	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}, inbox: newInbox(),
 		limits: l, sessions: newSessionQuota(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession}}
 }
 
@@ -80,19 +94,31 @@ func ValidSessionID(id string) bool { return sessionIDPattern.MatchString(id) }
 // and a release function to call when the caller is done with it. A
 // session is never hibernated while held.
 func (m *Manager) Acquire(ctx context.Context, id string) (*session.Session, func(), error) {
+	return m.acquire(ctx, id, true)
+}
+
+// Lookup is [Manager.Acquire] for a session that exists — live, or stored
+// (it is restored) — and never creates one: a session that does not exist
+// is [ErrNotFound].
+func (m *Manager) Lookup(ctx context.Context, id string) (*session.Session, func(), error) {
+	return m.acquire(ctx, id, false)
+}
+
+func (m *Manager) acquire(ctx context.Context, id string, create bool) (*session.Session, func(), error) {
 	if !ValidSessionID(id) {
 		return nil, nil, fmt.Errorf("invalid session id %q: use 1 to 128 of A-Z a-z 0-9 _ -", id)
 	}
 	m.mu.Lock()
 	e, ok := m.live[id]
 	if !ok {
-		e = &managed{ready: make(chan struct{})}
+		e = &managed{id: id, ready: make(chan struct{}), conns: map[*conn]struct{}{}}
 		m.live[id] = e
 	}
 	e.users++
 	m.mu.Unlock()
+	e.touch()
 	if !ok {
-		e.s, e.err = m.open(ctx, id)
+		e.s, e.err = m.open(ctx, e, create)
 		close(e.ready)
 		if e.err != nil {
 			m.mu.Lock()
@@ -118,11 +144,28 @@ func (m *Manager) release(e *managed) {
 	e.users--
 	e.lastUsed = time.Now()
 	m.mu.Unlock()
+	e.touch()
 }
 
-// open creates or restores a session.
-func (m *Manager) open(ctx context.Context, id string) (*session.Session, error) {
+func (e *managed) touch() { e.activity.Store(time.Now().UnixNano()) }
+
+// open creates or restores a session; with create false, a session that
+// has no past is ErrNotFound.
+func (m *Manager) open(ctx context.Context, e *managed, create bool) (*session.Session, error) {
+	id := e.id
 	opts := m.opts.Session
+	next := opts.Observe
+	opts.Observe = func(ev session.CallEvent) {
+		e.activity.Store(ev.Time.UnixNano())
+		e.calls.observe(ev)
+		m.inbox.observe(ev)
+		if next != nil {
+			next(ev)
+		}
+	}
+	if !create && m.opts.Store == nil {
+		return nil, ErrNotFound
+	}
 	var events []session.Event
 	var cj *countingJournal // counts journal bytes (limits.go)
 	if m.opts.Store != nil {
@@ -149,6 +192,9 @@ func (m *Manager) open(ctx context.Context, id string) (*session.Session, error)
 		}
 		m.log.Info("session restored", slog.String("session", id), slog.Int("events", len(events)))
 		return s, nil
+	}
+	if !create {
+		return nil, ErrNotFound
 	}
 	if err := m.sessions.reserve(ctx, ownerOf(ctx), id); err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ window.brainConsole = { session: () => sessionView };
 function signInView(message) {
   const token = h('input', { type: 'password', name: 'token', autocomplete: 'off', placeholder: 'operator token', 'aria-label': 'operator token', id: 'token' });
   const err = h('p', { class: 'error', id: 'signin-error' }, message || '');
-  const form = h('form', { class: 'signin', onsubmit: async (e) => {
+  const form = h('form', { class: 'signin', method: 'post', onsubmit: async (e) => {
     e.preventDefault();
     try {
       await api('POST', '/console/signin', { token: token.value });
@@ -40,6 +40,7 @@ function signInView(message) {
   who.replaceChildren();
   main.replaceChildren(form);
   token.focus();
+  if (!performance.getEntriesByName('brain:first-view').length) performance.mark('brain:first-view');
 }
 
 async function boot() {
@@ -78,6 +79,7 @@ function route() {
   } else {
     stop = sessionsView(main);
   }
+  if (!performance.getEntriesByName('brain:first-view').length) performance.mark('brain:first-view');
 }
 
 window.addEventListener('hashchange', route);

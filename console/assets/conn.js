@@ -10,6 +10,7 @@ export class SessionConn extends EventTarget {
     this.id = id;
     this.lastSeq = after;     // resume point: every event up to it was applied
     this.state = 'connecting';
+    this.states = ['connecting']; // every state shown, for the record
     this.gaps = 0;
     this.duplicates = 0;
     this.reconnects = 0;
@@ -24,6 +25,7 @@ export class SessionConn extends EventTarget {
 
   setState(s) {
     this.state = s;
+    this.states.push(s);
     this.dispatchEvent(new CustomEvent('state', { detail: s }));
   }
 

@@ -35,6 +35,7 @@ export class SessionView {
       const snap = await api('GET', `/v1/sessions/${encodeURIComponent(this.id)}`);
       this.snapSeq = snap.seq;
       for (const c of snap.capabilities) this.caps.set(c.name, c);
+      this.drawRegistry();
     } catch (e) {
       this.el.replaceChildren(h('h1', {}, 'Session ', this.id), h('p', { class: 'error' }, e.status === 404 ? 'No such session.' : 'Cannot read the session: ' + e.message));
       return;

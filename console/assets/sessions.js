@@ -15,6 +15,7 @@ export function sessionsView(main) {
     try {
       const { sessions } = await api('GET', '/v1/sessions');
       msg.textContent = sessions.length ? '' : 'No sessions yet: a client, app or MCP host creates one by connecting.';
+      if (!performance.getEntriesByName('brain:sessions-loaded').length) performance.mark('brain:sessions-loaded');
       tbody.replaceChildren(...sessions.map((s) => h('tr', { dataset: { session: s.id } },
         h('td', {}, h('a', { href: route('s', s.id) }, s.id), s.live ? null : h('span', { class: 'badge muted' }, 'hibernated')),
         h('td', {}, Object.entries(s.peers || {}).filter(([, n]) => n > 0).map(([side, n]) => h('span', { class: 'badge' }, side, ' ', n))),

@@ -88,18 +88,42 @@ export class Timeline {
     const height = this.viewport.clientHeight || 400;
     const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
     const last = Math.min(n, Math.ceil((top + height) / ROW) + OVERSCAN);
-    const out = [];
-    for (let i = first; i < last; i++) {
-      const e = this.filtered[i];
-      out.push(h('div', { class: 't-row' + (this.selected === e ? ' sel' : ''), style: { top: (i * ROW) + 'px' }, dataset: { seq: e.seq }, onclick: () => this.select(e) },
-        h('span', { class: 'c-seq' }, e.seq),
-        h('span', { class: 'c-type t-' + e.type }, e.type),
-        h('span', { class: 'c-call' }, e.callId ? h('a', { href: route('s', this.sessionId, 'call', e.callId), onclick: (ev) => ev.stopPropagation() }, e.callId) : ''),
-        h('span', { class: 'c-cap' }, e.cap),
-        h('span', { class: 'c-msg' }, short(e.msg, 160))));
-    }
-    this.rows.replaceChildren(...out);
+    // Rows are recycled: only their text and position change.
+    this.pool = this.pool || [];
+    while (this.pool.length < last - first) this.pool.push(this.makeRow());
+    for (let i = first; i < last; i++) this.fill(this.pool[i - first], this.filtered[i], i);
+    for (let j = last - first; j < this.pool.length; j++) this.pool[j].el.hidden = true;
     this.count.textContent = `${n} of ${this.all.length} events`;
+  }
+
+  makeRow() {
+    const r = {};
+    r.seq = h('span', { class: 'c-seq' });
+    r.type = h('span', { class: 'c-type' });
+    r.link = h('a', { onclick: (ev) => ev.stopPropagation() });
+    r.call = h('span', { class: 'c-call' }, r.link);
+    r.cap = h('span', { class: 'c-cap' });
+    r.msg = h('span', { class: 'c-msg' });
+    r.el = h('div', { class: 't-row', onclick: () => { if (r.e) this.select(r.e); } }, r.seq, r.type, r.call, r.cap, r.msg);
+    this.rows.append(r.el);
+    return r;
+  }
+
+  fill(r, e, i) {
+    r.el.hidden = false;
+    r.el.style.top = (i * ROW) + 'px';
+    r.el.classList.toggle('sel', this.selected === e);
+    if (r.e === e) return;
+    r.e = e;
+    r.el.dataset.seq = e.seq;
+    r.seq.textContent = e.seq;
+    r.type.textContent = e.type;
+    r.type.className = 'c-type t-' + e.type;
+    r.link.textContent = e.callId;
+    if (e.callId) r.link.setAttribute('href', route('s', this.sessionId, 'call', e.callId)); else r.link.removeAttribute('href');
+    r.cap.textContent = e.cap;
+    if (e.line === undefined) e.line = short(e.msg, 160);
+    r.msg.textContent = e.line;
   }
 
   select(e) {

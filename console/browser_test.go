@@ -1,0 +1,732 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/coder/websocket"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/brainrt/brain/console"
+	"github.com/brainrt/brain/mcpbridge"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/server"
+	"github.com/brainrt/brain/session"
+)
+
+var update = flag.Bool("update", false, "rewrite the screenshots in docs/console/")
+
+const (
+	chromium      = "/usr/lib/chromium/chromium"
+	clientToken   = "client-token-0123456789abcdef"
+	operatorToken = "operator-token-0123456789abcdef"
+	wait          = 30 * time.Second // bounds every wait on the browser (2 shared cores)
+)
+
+// dropListener is the console's listener, able to drop every connection
+// (a network failure) and to refuse new ones while down.
+type dropListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	down  atomic.Bool
+}
+
+func (l *dropListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.down.Load() {
+			c.Close()
+			continue
+		}
+		l.mu.Lock()
+		l.conns[c] = struct{}{}
+		l.mu.Unlock()
+		return c, nil
+	}
+}
+
+func (l *dropListener) dropAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		c.Close()
+		delete(l.conns, c)
+	}
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// kernel is a brain kernel with its console, a client connected over
+// WebSocket, and a server for an iframe render source.
+type kernel struct {
+	t       *testing.T
+	mgr     *server.Manager
+	api     *httptest.Server
+	console *httptest.Server
+	drop    *dropListener
+	frames  *httptest.Server
+	seen    chan string // props the iframe received
+}
+
+func newKernel(t *testing.T) *kernel {
+	t.Helper()
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Name: "web"},
+		server.Token{Token: operatorToken, Side: "operator", Name: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kernel{t: t, seen: make(chan string, 16)}
+	// ApprovalTimeout: a failed step leaves no call waiting past the test.
+	k.mgr = server.NewManager(server.ManagerOptions{Session: session.Options{LogSize: 16384, ApprovalTimeout: 20 * time.Second}})
+	mcpH := mcpbridge.Handler(nil, nil)
+	t.Cleanup(func() { _ = mcpH.Close() })
+	api := server.New(server.Options{Tokens: tokens, Manager: k.mgr, MCP: mcpH.Endpoint})
+	k.api = httptest.NewServer(api)
+	t.Cleanup(k.api.Close)
+
+	frameMux := http.NewServeMux()
+	frameMux.HandleFunc("GET /frame.html", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><body>waiting for props<script src="/frame.js"></script></body>`)
+	})
+	frameMux.HandleFunc("GET /frame.js", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		fmt.Fprint(w, `window.addEventListener('message', (e) => {
+  const p = JSON.stringify(e.data && e.data.props);
+  document.body.textContent = 'chart props: ' + p;
+  fetch('/seen?v=' + encodeURIComponent(p), {mode: 'no-cors'});
+});`)
+	})
+	frameMux.HandleFunc("GET /seen", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case k.seen <- r.URL.Query().Get("v"):
+		default:
+		}
+	})
+	k.frames = httptest.NewServer(frameMux)
+	t.Cleanup(k.frames.Close)
+
+	ch := server.NewConsole(server.ConsoleOptions{Server: api, Tokens: tokens, Assets: console.Assets(), FrameOrigins: []string{k.frames.URL}})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.drop = &dropListener{Listener: l, conns: map[net.Conn]struct{}{}}
+	k.console = &httptest.Server{Listener: k.drop, Config: &http.Server{Handler: ch}}
+	k.console.Start()
+	t.Cleanup(k.console.Close)
+	return k
+}
+
+// session returns the live session id, held for the test.
+func (k *kernel) session(id string) *session.Session {
+	k.t.Helper()
+	s, release, err := k.mgr.Acquire(context.Background(), id)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	k.t.Cleanup(release)
+	return s
+}
+
+// connectClient opens the client's WebSocket to session id and registers
+// caps; it answers nothing (the tests' client capabilities are never
+// invoked).
+func (k *kernel) connectClient(id string, caps ...protocol.Capability) {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(k.api.URL, "http")+"/v1/sessions/"+id+"/ws",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + clientToken}}})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	c.SetReadLimit(-1)
+	k.t.Cleanup(func() { c.CloseNow() })
+	b, _ := protocol.EncodeFrame(&protocol.Frame{ID: "r1", Msg: &protocol.CapabilityRegister{Capabilities: caps}})
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		k.t.Fatal(err)
+	}
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		f, err := protocol.DecodeFrame(b)
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		if f.Ref == "r1" {
+			if e, ok := f.Msg.(*protocol.ErrorReply); ok {
+				k.t.Fatalf("register: %s: %s", e.Code, e.Message)
+			}
+			break
+		}
+	}
+	go func() { // keep reading so that the kernel never sees a stuck peer
+		for {
+			if _, _, err := c.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+func (k *kernel) mcpClient(id string) *mcp.ClientSession {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: k.api.URL + "/v1/sessions/" + id + "/mcp", HTTPClient: &http.Client{Transport: bearer{clientToken}}}, nil)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	k.t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// browser starts headless Chromium with its own profile and TMPDIR, as
+// provide/browser does, and returns a tab.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Chromium is not installed at %s: CI must apt-get install chromium", chromium)
+		}
+		t.Skipf("Chromium is not installed at %s (apt-get install chromium)", chromium)
+	}
+	tmp := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(filepath.Join(tmp, "profile")),
+		chromedp.WindowSize(1280, 900),
+		chromedp.NoInheritEnv,
+		chromedp.Env("HOME="+tmp, "TMPDIR="+tmp, "PATH=/usr/bin:/bin"),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(acancel)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf), chromedp.WithErrorf(func(string, ...any) {}))
+	t.Cleanup(func() {
+		c, cc := context.WithTimeout(ctx, 5*time.Second)
+		_ = chromedp.Cancel(c)
+		cc()
+		cancel()
+	})
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab wraps the browser context with helpers that fail the test.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func (b tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, wait)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression (awaiting a promise) into T.
+func eval[T any](b tab, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, wait)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// until waits for a JavaScript expression to be truthy.
+func (b tab) until(what, expr string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, wait)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		tctx, tcancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer tcancel()
+		text, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 2000)`))
+		b.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, expr, err, text)
+	}
+}
+
+// screenshot saves the viewport (or the element sel) to
+// docs/console/<name>.png with -update.
+func (b tab) screenshot(name string) {
+	b.t.Helper()
+	if !*update {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, wait)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "docs", "console", name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// js quotes s as a JavaScript string literal.
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// The XSS payloads: each would set window.__xss (and leave an <img> in the
+// page) if any string reached the DOM as HTML.
+const (
+	xssName     = `x<img/src=x/onerror=window.__xss=1>`
+	xssDesc     = `<img src=x onerror="window.__xss=2">a hostile description`
+	xssInput    = `<img src=x onerror="window.__xss=3">/etc`
+	xssResult   = `<img src=x onerror="window.__xss=4">`
+	xssFeedback = `not that folder <img src=x onerror="window.__xss=5">`
+	xssFallback = "# {{title}}\n\n<script>window.__xss=6</script><img src=x onerror=\"window.__xss=6\"> [a link](javascript:window.__xss=6) and **{{body}}**"
+)
+
+func obj(s string) json.RawMessage { return json.RawMessage(s) }
+
+func registerDemo(t *testing.T, s *session.Session, frames string) {
+	t.Helper()
+	echo := session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) { return c.Input, nil })
+	agent := protocol.Origin{Kind: protocol.OriginAgent}
+	timeout := int64(30000)
+	for _, c := range []struct {
+		cap protocol.Capability
+		h   session.Handler
+	}{
+		{protocol.Capability{Name: "fs.delete", Description: "Delete a file.", RequiresApproval: true, Kind: protocol.KindEffect,
+			InputSchema: obj(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`), Side: protocol.SideAgent, Origin: agent, CallTimeoutMs: &timeout},
+			session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
+				return json.Marshal(map[string]any{"deleted": true, "note": xssResult})
+			})},
+		{protocol.Capability{Name: "tickets.create", DisplayName: "Create ticket", Description: "Open a ticket.", Kind: protocol.KindEffect,
+			Audience: []protocol.Audience{protocol.AudienceUser, protocol.AudienceLLM},
+			InputSchema: obj(`{"type":"object","required":["title","priority","owner"],"properties":{
+				"title":{"type":"string","minLength":1,"description":"What is wrong"},
+				"priority":{"type":"string","enum":["low","normal","high"],"default":"normal"},
+				"estimate":{"type":"integer","minimum":0},
+				"urgent":{"type":"boolean"},
+				"tags":{"type":"array","items":{"type":"string"}},
+				"owner":{"type":"object","required":["name"],"properties":{"name":{"type":"string"},"email":{"type":"string","format":"email"}}},
+				"due":{"oneOf":[{"title":"a date","type":"string","format":"date"},{"title":"in days","type":"integer"}]}}}`),
+			Side: protocol.SideAgent, Origin: agent}, echo},
+		{protocol.Capability{Name: "chart.show", Description: "Draw a chart.", Kind: protocol.KindRender,
+			InputSchema: obj(`{"type":"object","properties":{"title":{"type":"string"},"points":{"type":"array"}}}`), Side: protocol.SideAgent, Origin: agent,
+			Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceIframe, URL: frames + "/frame.html"}, Targets: []protocol.RenderTarget{protocol.TargetPreview},
+				Fallback: "Chart **{{title}}**", Streaming: true}},
+			session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return obj(`{"shown":true}`), nil })},
+		{protocol.Capability{Name: "note.show", Description: "Show a note.", Kind: protocol.KindRender,
+			InputSchema: obj(`{"type":"object","properties":{"title":{"type":"string"},"body":{"type":"string"}}}`), Side: protocol.SideAgent, Origin: agent,
+			Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceWebComponent, URL: "https://widgets.example.com/note.js", TagName: "note-card"},
+				Targets: []protocol.RenderTarget{protocol.TargetChat}, Fallback: xssFallback}},
+			session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return obj(`{"shown":true}`), nil })},
+	} {
+		if err := s.RegisterAgent(c.cap, c.h); err != nil {
+			t.Fatalf("register %s: %v", c.cap.Name, err)
+		}
+	}
+}
+
+// TestConsole drives the console in headless Chromium against a real
+// kernel on 127.0.0.1: every "Must show" of the console's issue, with a
+// screenshot of each view (go test -run TestConsole ./console -update
+// rewrites docs/console/*.png).
+func TestConsole(t *testing.T) {
+	k := newKernel(t)
+	b := tab{t, browser(t)}
+
+	demo := k.session("demo")
+	registerDemo(t, demo, k.frames.URL)
+	k.connectClient("demo", protocol.Capability{Name: xssName, Description: xssDesc, Audience: []protocol.Audience{protocol.AudienceUser},
+		InputSchema: obj(`{"type":"object"}`), Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}})
+
+	run := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow() // the later steps build on this one
+		}
+	}
+	run("sign in", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		b.do("open the console", chromedp.Navigate(k.console.URL+"/"))
+		b.until("the sign-in form", `document.querySelector('#token') !== null`)
+		b.screenshot("signin")
+		b.do("type a client token", chromedp.SendKeys(chromedp.CSS("#token"), clientToken), chromedp.Click(chromedp.CSS(".signin button[type=submit]")))
+		b.until("the refusal of a client token", `document.querySelector('#signin-error').textContent.includes('operator token')`)
+		b.do("type the operator token", chromedp.Evaluate[chromedp.Void](`document.querySelector('#token').value = ''`), chromedp.SendKeys(chromedp.CSS("#token"), operatorToken), chromedp.Click(chromedp.CSS(".signin button[type=submit]")))
+		b.until("the operator's name", `document.querySelector('#operator-name')?.textContent === 'ada'`)
+
+		ctx, cancel := context.WithTimeout(b.ctx, wait)
+		defer cancel()
+		cookies, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) (network.GetCookiesResult, error) {
+			return chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{k.console.URL}})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cookies.Cookies) != 1 || !cookies.Cookies[0].HTTPOnly || cookies.Cookies[0].SameSite != network.CookieSameSiteStrict || strings.Contains(cookies.Cookies[0].Value, operatorToken) {
+			t.Fatalf("cookies = %+v", cookies.Cookies)
+		}
+		leaks := eval[string](b, `[location.href, JSON.stringify(localStorage), JSON.stringify(sessionStorage), document.cookie, document.body.innerHTML].join('\n')`)
+		if strings.Contains(leaks, operatorToken) || strings.Contains(leaks, "brain_console") {
+			t.Fatalf("the token or the cookie is readable by the page:\n%s", leaks)
+		}
+	})
+
+	run("sessions list", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		b.do("open the list", chromedp.Navigate(k.console.URL+"/#/sessions"))
+		b.until("the demo row with its client", `(document.querySelector('tr[data-session="demo"]')?.innerText || '').includes('client 1')`)
+		b.screenshot("sessions")
+	})
+
+	mc := k.mcpClient("demo")
+	t.Cleanup(func() { // a failed step must not leave an MCP call waiting for its approval
+		for _, c := range demo.Snapshot().PendingCalls {
+			_ = demo.Cancel(c.CallID, "the test ended")
+		}
+	})
+	callTool := func(name string, args map[string]any) chan *mcp.CallToolResult {
+		ch := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := mc.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+			if err != nil {
+				res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "transport: " + err.Error()}}}
+			}
+			ch <- res
+		}()
+		return ch
+	}
+	resultText := func(ch chan *mcp.CallToolResult) (string, bool) {
+		t.Helper()
+		select {
+		case res := <-ch:
+			var parts []string
+			for _, c := range res.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					parts = append(parts, tc.Text)
+				}
+			}
+			return strings.Join(parts, "\n"), res.IsError
+		case <-time.After(wait):
+			t.Fatal("the MCP caller got no result")
+			return "", false
+		}
+	}
+	var approvedCall, rejectedCall string
+
+	run("approve from the inbox; the MCP caller gets the result", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		res := callTool("fs.delete", map[string]any{"path": xssInput})
+		b.do("open the inbox", chromedp.Navigate(k.console.URL+"/#/approvals"))
+		b.until("the pending approval", `document.querySelector('#inbox tr[data-call]')?.innerText.includes('fs.delete')`)
+		approvedCall = eval[string](b, `document.querySelector('#inbox tr[data-call]').dataset.call`)
+		b.screenshot("approvals")
+		b.do("approve", chromedp.Click(chromedp.CSS("#inbox tr[data-call] .approve")))
+		text, isErr := resultText(res)
+		if isErr || !strings.Contains(text, `"deleted":true`) {
+			t.Fatalf("MCP result %q (isError %v)", text, isErr)
+		}
+		b.until("the row to go", `document.querySelector('#inbox tr[data-call]') === null`)
+	})
+
+	run("a rejection's feedback reaches the MCP caller", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		res := callTool("fs.delete", map[string]any{"path": "secret/"})
+		b.until("the pending approval", `document.querySelector('#inbox tr[data-call]') !== null`)
+		rejectedCall = eval[string](b, `document.querySelector('#inbox tr[data-call]').dataset.call`)
+		b.do("write feedback", chromedp.SendKeys(chromedp.CSS("#inbox tr[data-call] .feedback"), xssFeedback))
+		b.do("reject", chromedp.Click(chromedp.CSS("#inbox tr[data-call] .reject")))
+		text, isErr := resultText(res)
+		if !isErr || !strings.Contains(text, "rejected") || !strings.Contains(text, xssFeedback) {
+			t.Fatalf("MCP result %q (isError %v), want the rejection with the feedback", text, isErr)
+		}
+		b.until("the row to go", `document.querySelector('#inbox tr[data-call]') === null`)
+	})
+
+	run("a decision made elsewhere leaves every inbox at once", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		res := callTool("fs.delete", map[string]any{"path": "elsewhere"})
+		b.until("the pending approval", `document.querySelector('#inbox tr[data-call]') !== null`)
+		pending := demo.Snapshot().PendingCalls // the row is there: so is the call
+		if len(pending) != 1 {
+			t.Fatalf("pending = %+v", pending)
+		}
+		if err := demo.Approve(session.Client, &protocol.CapabilityApprove{CallID: pending[0].CallID, Decision: protocol.DecisionApproved,
+			DecidedBy: "someone at the client", InputDigest: pending[0].InputDigest}); err != nil {
+			t.Fatal(err)
+		}
+		b.until("the row to go", `document.querySelector('#inbox tr[data-call]') === null`)
+		if _, isErr := resultText(res); isErr {
+			t.Fatal("the call approved by the client failed")
+		}
+	})
+
+	run("palette invocation through the generated form", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/demo"))
+		b.until("the registry", `document.querySelector('#registry tr[data-name="tickets.create"]') !== null`)
+		b.do("press Ctrl-K", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+		b.until("the palette", `document.querySelector('.palette-search') !== null`)
+		names := eval[[]string](b, `[...document.querySelectorAll('.palette-list li[data-name]')].map(li => li.dataset.name)`)
+		for _, n := range names {
+			if n == "fs.delete" || n == "chart.show" {
+				t.Fatalf("the palette lists %s, which is not user-invokable: %v", n, names)
+			}
+		}
+		b.do("search", chromedp.SendKeys(chromedp.CSS(".palette-search"), "ticket"))
+		b.until("the match", `document.querySelectorAll('.palette-list li[data-name]').length === 1`)
+		b.do("choose it", chromedp.Click(chromedp.CSS(`.palette-list li[data-name="tickets.create"]`)))
+		b.until("the form", `document.querySelector('input[name="/title"]') !== null && document.querySelector('select[name="/priority"]') !== null && document.querySelector('input[name="/owner/name"]') !== null`)
+		// Submit with an empty title: the kernel's invalid_input lands on the field.
+		b.do("submit empty", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
+		b.until("the error at the title field", `(document.querySelector('[data-error-for="/title"]')?.textContent || '').length > 0`)
+		b.do("fill the form",
+			chromedp.SendKeys(chromedp.CSS(`input[name="/title"]`), "Login fails"),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('select[name="/priority"]').value = '2'`), // "high"
+			chromedp.SendKeys(chromedp.CSS(`input[name="/owner/name"]`), "Ada"),
+			chromedp.SendKeys(chromedp.CSS(`input[name="/owner/email"]`), "ada@example.com"),
+			chromedp.SendKeys(chromedp.CSS(`input[name="/estimate"]`), "3"))
+		b.do("submit", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
+		b.until("the outcome", `document.querySelector('.palette-status .outcome.ok') !== null`)
+		out := eval[string](b, `document.querySelector('.palette-status .outcome.ok pre').textContent`)
+		var got map[string]any
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("outcome %q: %v", out, err)
+		}
+		owner, _ := got["owner"].(map[string]any)
+		if got["title"] != "Login fails" || got["priority"] != "high" || got["estimate"] != 3.0 || owner["name"] != "Ada" || owner["email"] != "ada@example.com" {
+			t.Fatalf("the call received %v", got)
+		}
+		b.screenshot("palette")
+		b.do("close", chromedp.KeyEvent("\x1b"))
+	})
+
+	run("an iframe render and a markdown fallback", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		go demo.Invoke(context.Background(), protocol.AudienceLLM, "chart.show", obj(`{"title":"Q3","points":[1,2,3]}`))
+		go demo.Invoke(context.Background(), protocol.AudienceLLM, "note.show", obj(`{"title":"Release notes","body":"<img src=x onerror=\"window.__xss=7\">"}`))
+		b.until("the iframe", `document.querySelector('.surface iframe') !== null`)
+		sandbox := eval[string](b, `document.querySelector('.surface iframe').getAttribute('sandbox')`)
+		if sandbox != "allow-scripts" {
+			t.Fatalf("iframe sandbox = %q", sandbox)
+		}
+		select {
+		case got := <-k.seen:
+			if !strings.Contains(got, `"title":"Q3"`) {
+				t.Fatalf("the iframe received %s", got)
+			}
+		case <-time.After(wait):
+			t.Fatal("the iframe never received its props")
+		}
+		b.until("the fallback", `document.querySelector('.fallback .md h1')?.textContent === 'Release notes'`)
+		md := eval[string](b, `document.querySelector('.fallback .md').innerHTML`)
+		if n := eval[int](b, `document.querySelectorAll('.fallback .md *:not(h1):not(p):not(strong)').length`); n != 0 || !strings.Contains(md, "<strong>") {
+			t.Fatalf("the fallback holds %d elements beyond the markdown's own (or no markdown at all): %s", n, md)
+		}
+		if !strings.Contains(eval[string](b, `document.querySelector('.fallback .md').textContent`), `<img src=x onerror="window.__xss=7">`) {
+			t.Fatal("the fallback does not show the prop as text")
+		}
+		b.do("scroll to the renders", chromedp.ScrollIntoView(chromedp.CSS(".surfaces")))
+		b.screenshot("renders")
+	})
+
+	run("call page with decision and timings", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		b.do("open the approved call", chromedp.Navigate(k.console.URL+"/#/s/demo/call/"+url.PathEscape(approvedCall)))
+		b.until("the decision", `(document.querySelector('.decision')?.textContent || '').includes('ada')`)
+		b.until("the timings", `document.querySelectorAll('.timings tbody tr').length >= 4`)
+		b.until("the outcome", `(document.querySelector('.call-outcome')?.textContent || '').includes('deleted')`)
+		b.screenshot("call")
+		b.do("open the rejected call", chromedp.Navigate(k.console.URL+"/#/s/demo/call/"+url.PathEscape(rejectedCall)))
+		b.until("the feedback", `(document.querySelector('.feedback-shown')?.textContent || '').includes('not that folder')`)
+	})
+
+	run("a dropped WebSocket resumes without gap or duplicate", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/demo"))
+		b.until("live", `document.querySelector('#conn-state')?.textContent === 'live' && brainConsole.session().conn.lastSeq === `+fmt.Sprint(demo.LastSeq()))
+		k.drop.down.Store(true)
+		k.drop.dropAll()
+		b.until("reconnecting shown", `document.querySelector('#conn-state')?.textContent === 'reconnecting'`)
+		for i := range 5 { // events the console misses while down
+			if out := demo.Invoke(context.Background(), protocol.AudienceUser, "tickets.create",
+				obj(fmt.Sprintf(`{"title":"while down %d","priority":"low","owner":{"name":"x"}}`, i))); out.Err != nil {
+				t.Fatal(out.Err)
+			}
+		}
+		b.screenshot("reconnecting")
+		k.drop.down.Store(false)
+		last := demo.LastSeq()
+		b.until("resumed to the last seq", fmt.Sprintf(`document.querySelector('#conn-state')?.textContent === 'live' && brainConsole.session().conn.lastSeq === %d`, last))
+		check := eval[string](b, `(() => {
+			const v = brainConsole.session(), c = v.conn;
+			const seqs = v.timeline.all.filter(e => e.type !== 'snapshot').map(e => e.seq);
+			for (let i = 1; i < seqs.length; i++) if (seqs[i] !== seqs[i-1] + 1) return 'not contiguous at ' + seqs[i-1] + ' -> ' + seqs[i];
+			if (seqs[0] !== 1) return 'starts at ' + seqs[0];
+			return 'ok ' + seqs.length + ' gaps=' + c.gaps + ' dups=' + c.duplicates + ' reconnects=' + c.reconnects + ' states=' + c.states.join(',');
+		})()`)
+		if !strings.HasPrefix(check, fmt.Sprintf("ok %d gaps=0 dups=0", last)) || !strings.Contains(check, "reconnecting") {
+			t.Fatalf("after the resume: %s (last seq %d)", check, last)
+		}
+		t.Logf("resume: %s", check)
+		b.do("scroll up", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		b.screenshot("session")
+	})
+
+	run("hostile strings never execute", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/demo"))
+		b.until("the hostile name shown as text", `(document.querySelector('#registry')?.textContent || '').includes(`+js(xssName)+`)`)
+		b.until("the hostile description shown as text", `(document.querySelector('#registry')?.textContent || '').includes('a hostile description')`)
+		b.do("open the palette", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+		b.until("the hostile name in the palette", `(document.querySelector('.palette-list')?.textContent || '').includes(`+js(xssName)+`)`)
+		b.do("close", chromedp.KeyEvent("\x1b"))
+		for _, view := range []string{"/#/s/demo/call/" + url.PathEscape(approvedCall), "/#/s/demo/call/" + url.PathEscape(rejectedCall), "/#/s/demo", "/#/approvals"} {
+			b.do("open "+view, chromedp.Navigate(k.console.URL+view))
+			b.until("the view", `document.querySelector('main h1') !== null`)
+			got := eval[string](b, `String(window.__xss) + ' imgs=' + document.querySelectorAll('img, script:not([src])').length`)
+			if got != "undefined imgs=0" {
+				t.Fatalf("%s: a payload ran or became an element: %s", view, got)
+			}
+		}
+		text := eval[string](b, `fetch('/v1/sessions/demo').then(r => r.text())`)
+		for _, p := range []string{xssName, xssDesc, xssFallback} {
+			if !strings.Contains(text, strings.ReplaceAll(strings.ReplaceAll(js(p)[1:len(js(p))-1], "<", `\u003c`), ">", `\u003e`)) {
+				t.Fatalf("the payload %q is not in the session at all; the test proves nothing", p)
+			}
+		}
+	})
+
+	run("10,000 events: the timeline scrolls and filters under 100 ms", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		big := k.session("big")
+		if err := big.RegisterAgent(protocol.Capability{Name: "echo", Description: "echo", InputSchema: obj(`{"type":"object"}`),
+			Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}},
+			session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) { return c.Input, nil })); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5000 {
+			if out := big.Invoke(context.Background(), protocol.AudienceLLM, "echo", obj(fmt.Sprintf(`{"i":%d}`, i))); out.Err != nil {
+				t.Fatal(out.Err)
+			}
+		}
+		last := big.LastSeq()
+		if last < 10000 {
+			t.Fatalf("only %d events", last)
+		}
+		start := time.Now()
+		b.do("open the big session", chromedp.Navigate(k.console.URL+"/#/s/big"))
+		b.until("every event", fmt.Sprintf(`brainConsole.session()?.timeline.all.length === %d && document.querySelector('.t-count')?.textContent.startsWith('%d of')`, last, last))
+		loaded := time.Since(start)
+		// Each measure: the synchronous work (JavaScript, style and layout,
+		// forced) and the time to the next frame, each the median of 5 runs;
+		// the max is reported too. The machine is shared: medians keep the
+		// test from failing on someone else's load spike.
+		m := eval[map[string]float64](b, `(async () => {
+			const tl = brainConsole.session().timeline;
+			const frame = () => new Promise(r => requestAnimationFrame(() => r()));
+			const once = async (f) => {
+				const t = performance.now(); f(); tl.viewport.getBoundingClientRect(); tl.rows.offsetHeight;
+				const work = performance.now() - t; await frame(); return [work, performance.now() - t];
+			};
+			const med = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
+			const out = {};
+			const measure = async (name, f, n = 5) => {
+				const w = [], fr = [];
+				for (let i = 0; i < n; i++) { const [a, b] = await once(() => f(i)); w.push(a); fr.push(b); }
+				out[name] = med(w); out[name + 'Frame'] = med(fr); out[name + 'Max'] = Math.max(...fr);
+			};
+			await measure('filterType', (i) => tl.setFilter({type: i % 2 ? '' : 'capability_outcome'}));
+			tl.setFilter({type: 'capability_outcome'}); out.filteredType = tl.filtered.length; tl.setFilter({type: ''});
+			await measure('filterCall', (i) => tl.setFilter({call: i % 2 ? '' : '-4999'}));
+			await measure('filterCap', (i) => tl.setFilter({call: '', cap: i % 2 ? '' : 'echo'}));
+			tl.setFilter({cap: ''});
+			await measure('scroll', (i) => { tl.viewport.scrollTop = (i / 20) * (tl.viewport.scrollHeight - tl.viewport.clientHeight); tl.draw(); }, 21);
+			await measure('jump', (i) => tl.jump(1 + i * 2003));
+			out.rowsInDOM = tl.rows.childElementCount;
+			return out;
+		})()`)
+		load, _ := os.ReadFile("/proc/loadavg")
+		t.Logf("timeline with %d events, loaded over the WebSocket in %v (load average %s): median work / to next frame / max to next frame, in ms: filter by type %.1f / %.1f / %.1f (%v rows); by call %.1f / %.1f / %.1f; by capability %.1f / %.1f / %.1f; scroll (21 positions) %.1f / %.1f / %.1f; jump to seq %.1f / %.1f / %.1f; %v rows in the DOM",
+			last, loaded.Round(time.Millisecond), strings.Join(strings.Fields(string(load))[:3], " "),
+			m["filterType"], m["filterTypeFrame"], m["filterTypeMax"], m["filteredType"],
+			m["filterCall"], m["filterCallFrame"], m["filterCallMax"],
+			m["filterCap"], m["filterCapFrame"], m["filterCapMax"],
+			m["scroll"], m["scrollFrame"], m["scrollMax"],
+			m["jump"], m["jumpFrame"], m["jumpMax"], m["rowsInDOM"])
+		for _, k := range []string{"filterTypeFrame", "filterCallFrame", "filterCapFrame", "scrollFrame", "jumpFrame"} {
+			if m[k] >= 100 {
+				t.Errorf("%s: median %.1f ms to the next frame, want < 100", k, m[k])
+			}
+		}
+		if m["rowsInDOM"] > 200 {
+			t.Errorf("%v rows in the DOM: the list is not virtualised", m["rowsInDOM"])
+		}
+		b.screenshot("timeline")
+	})
+
+	run("first load: bytes and time to first render", func(t *testing.T) {
+		nb := tab{t, b.ctx}
+		nb.do("leave", chromedp.Navigate("about:blank"))
+		start := time.Now()
+		nb.do("open the console", chromedp.Navigate(k.console.URL+"/")) // a fresh document; nothing is cached (no-store)
+		nb.until("the sessions", `performance.getEntriesByName('brain:sessions-loaded').length > 0`)
+		wall := time.Since(start)
+		m := eval[map[string]float64](nb, `(() => {
+			const n = performance.getEntriesByType('navigation')[0];
+			const r = performance.getEntriesByType('resource');
+			const sum = (k) => n[k] + r.reduce((a, e) => a + e[k], 0);
+			return {body: sum('decodedBodySize'), transfer: sum('transferSize'), files: r.length + 1,
+				firstView: performance.getEntriesByName('brain:first-view')[0].startTime,
+				sessionsLoaded: performance.getEntriesByName('brain:sessions-loaded')[0].startTime,
+				domContentLoaded: n.domContentLoadedEventEnd};
+		})()`)
+		t.Logf("first load: %.0f bytes uncompressed in %v requests (%.0f bytes on the wire with headers); first view drawn at %.0f ms, sessions listed at %.0f ms, DOMContentLoaded %.0f ms after navigation start; %v wall clock to the list",
+			m["body"], m["files"], m["transfer"], m["firstView"], m["sessionsLoaded"], m["domContentLoaded"], wall.Round(time.Millisecond))
+		if m["body"] >= 300_000 {
+			t.Errorf("the console transfers %.0f bytes on first load, want < 300 KB", m["body"])
+		}
+	})
+}

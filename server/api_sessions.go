@@ -1,0 +1,406 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// ErrNotFound is returned by [Manager.Lookup] and [Manager.Delete] for a
+// session that does not exist, live or stored.
+var ErrNotFound = errors.New("no such session")
+
+// SessionInfo is one row of [Manager.List]: what the console's sessions
+// list shows.
+type SessionInfo struct {
+	ID string `json:"id"`
+	// Live is false for a session that is stored but hibernated: its other
+	// fields are unknown (zero) until something wakes it.
+	Live bool `json:"live"`
+	// Peers counts the WebSocket connections by side ("client", "app",
+	// "environment", "operator").
+	Peers            map[string]int `json:"peers"`
+	LastSeq          uint64         `json:"lastSeq"`
+	PendingApprovals int            `json:"pendingApprovals"`
+	RunningCalls     int            `json:"runningCalls"`
+	// LastActivity is the time of the last call event, connection or
+	// request; zero when unknown.
+	LastActivity time.Time `json:"lastActivity,omitzero"`
+}
+
+// sessionLister and sessionDeleter are what a [Store] may offer beyond
+// journaling (package store has both).
+type sessionLister interface {
+	Sessions(ctx context.Context) ([]string, error)
+}
+
+type sessionDeleter interface {
+	Delete(ctx context.Context, id string) error
+}
+
+// List returns every session, live or stored, ordered by id. A store that
+// cannot list its sessions contributes nothing; the error of one that
+// fails is returned with the live sessions.
+func (m *Manager) List(ctx context.Context) ([]SessionInfo, error) {
+	m.mu.Lock()
+	type liveOne struct {
+		e     *managed
+		peers map[string]int
+	}
+	var lives []liveOne
+	for _, e := range m.live {
+		select {
+		case <-e.ready:
+		default:
+			continue // opening
+		}
+		if e.err != nil {
+			continue
+		}
+		peers := map[string]int{}
+		for c := range e.conns {
+			peers[string(c.side)]++
+		}
+		lives = append(lives, liveOne{e, peers})
+	}
+	m.mu.Unlock()
+	out := make([]SessionInfo, 0, len(lives))
+	seen := map[string]bool{}
+	for _, l := range lives {
+		snap := l.e.s.Snapshot()
+		info := SessionInfo{ID: l.e.id, Live: true, Peers: l.peers, LastSeq: snap.Seq}
+		for _, c := range snap.PendingCalls {
+			if c.State == protocol.CallAwaitingApproval {
+				info.PendingApprovals++
+			} else {
+				info.RunningCalls++
+			}
+		}
+		if n := l.e.activity.Load(); n > 0 {
+			info.LastActivity = time.Unix(0, n).UTC()
+		}
+		seen[info.ID] = true
+		out = append(out, info)
+	}
+	var err error
+	if sl, ok := m.opts.Store.(sessionLister); ok && m.opts.Store != nil {
+		var ids []string
+		if ids, err = sl.Sessions(ctx); err == nil {
+			for _, id := range ids {
+				if !seen[id] {
+					out = append(out, SessionInfo{ID: id, Peers: map[string]int{}})
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out, err
+}
+
+// Delete ends every pending call of the session with cancelled, closes its
+// connections, drops it from memory and deletes it from the store. It
+// returns how many calls it cancelled; a session that does not exist is
+// [ErrNotFound].
+func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err error) {
+	s, release, err := m.Lookup(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range s.Snapshot().PendingCalls {
+		if s.Cancel(c.CallID, "the session was deleted") == nil {
+			cancelled++
+		}
+	}
+	m.mu.Lock()
+	e := m.live[id]
+	if e != nil && e.s == s {
+		delete(m.live, id)
+	} else {
+		e = nil
+	}
+	var conns []*conn
+	if e != nil {
+		for c := range e.conns {
+			conns = append(conns, c)
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range conns {
+		c.cancel()
+	}
+	release()
+	m.sessions.forget(id) // its token may create another (limits.go)
+	if e != nil && m.opts.Release != nil {
+		m.opts.Release(s)
+	}
+	if d, ok := m.opts.Store.(sessionDeleter); ok && m.opts.Store != nil {
+		if err := d.Delete(ctx, id); err != nil {
+			return cancelled, err
+		}
+	}
+	m.log.Info("session deleted", slog.String("session", id), slog.Int("cancelled", cancelled))
+	return cancelled, nil
+}
+
+// connect records a connection of side to the live session id for as long
+// as the returned context lives; Delete cancels it. The caller holds the
+// session (Acquire or Lookup) and calls done when the connection ends.
+func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	c := &conn{side: side, cancel: cancel}
+	m.mu.Lock()
+	e := m.live[id]
+	if e != nil {
+		e.conns[c] = struct{}{}
+	}
+	m.mu.Unlock()
+	return ctx, func() {
+		cancel()
+		if e != nil {
+			m.mu.Lock()
+			delete(e.conns, c)
+			m.mu.Unlock()
+			e.touch()
+		}
+	}
+}
+
+// authenticate decides who a request is: the operator signed in to the
+// console (set by [Console] on its own listener), or the bearer token
+// ("Authorization: Bearer <token>", or ?token= on a WebSocket handshake).
+func (srv *Server) authenticate(r *http.Request) (session.Peer, bool) {
+	if p, ok := r.Context().Value(consolePeerKey{}).(session.Peer); ok {
+		return p, true
+	}
+	return srv.opts.Tokens.Peer(bearerToken(r)) // ?token= on WebSocket handshakes only (auth.go)
+}
+
+// authenticated wraps h with authentication; with operatorOnly set, a
+// token of any other side is refused with 403 forbidden.
+func (srv *Server) authenticated(operatorOnly bool, h func(w http.ResponseWriter, r *http.Request, p session.Peer)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, ok := srv.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
+			httpError(w, http.StatusUnauthorized, "unauthorized", "a valid token is required (Authorization: Bearer <token>)")
+			return
+		}
+		if operatorOnly && p.Side != session.SideOperator {
+			httpError(w, http.StatusForbidden, "forbidden", "this endpoint needs an operator token, not a "+string(p.Side)+" token")
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+// openSession acquires session id for peer p, or writes the error and
+// returns ok false. An operator never creates a session: it looks one up.
+func (srv *Server) openSession(w http.ResponseWriter, r *http.Request, id string, p session.Peer, create bool) (*session.Session, func(), bool) {
+	if !ValidSessionID(id) {
+		httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
+		return nil, nil, false
+	}
+	if p.Side == session.SideOperator {
+		create = false
+	}
+	var s *session.Session
+	var release func()
+	var err error
+	if create {
+		s, release, err = srv.opts.Manager.Acquire(r.Context(), id)
+	} else {
+		s, release, err = srv.opts.Manager.Lookup(r.Context(), id)
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		httpError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return nil, nil, false
+	case err != nil:
+		srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
+		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
+		return nil, nil, false
+	}
+	return s, release, true
+}
+
+// sessionRead is GET /v1/sessions/{id}: the session's snapshot (filtered
+// for the peer) with its list row.
+type sessionRead struct {
+	SessionInfo
+	Capabilities []protocol.Capability  `json:"capabilities"`
+	PendingCalls []protocol.PendingCall `json:"pendingCalls"`
+	Seq          uint64                 `json:"seq"`
+}
+
+func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, _ session.Peer) {
+	list, err := srv.opts.Manager.List(r.Context())
+	if err != nil {
+		srv.log.Warn("list stored sessions", slog.String("error", err.Error()))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
+}
+
+func (srv *Server) handleReadSession(w http.ResponseWriter, r *http.Request, p session.Peer) {
+	id := r.PathValue("id")
+	s, release, ok := srv.openSession(w, r, id, p, false)
+	if !ok {
+		return
+	}
+	defer release()
+	snap := filterSnapshot(s, p, s.Snapshot())
+	out := sessionRead{Capabilities: snap.Capabilities, PendingCalls: snap.PendingCalls, Seq: snap.Seq}
+	out.SessionInfo = srv.opts.Manager.info(id, snap)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// info is the list row of a live session, given its snapshot.
+func (m *Manager) info(id string, snap *protocol.Snapshot) SessionInfo {
+	info := SessionInfo{ID: id, Live: true, Peers: map[string]int{}, LastSeq: snap.Seq}
+	m.mu.Lock()
+	if e := m.live[id]; e != nil {
+		for c := range e.conns {
+			info.Peers[string(c.side)]++
+		}
+		if n := e.activity.Load(); n > 0 {
+			info.LastActivity = time.Unix(0, n).UTC()
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range snap.PendingCalls {
+		if c.State == protocol.CallAwaitingApproval {
+			info.PendingApprovals++
+		} else {
+			info.RunningCalls++
+		}
+	}
+	return info
+}
+
+func (srv *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request, _ session.Peer) {
+	id := r.PathValue("id")
+	if !ValidSessionID(id) {
+		httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
+		return
+	}
+	n, err := srv.opts.Manager.Delete(r.Context(), id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		httpError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return
+	case err != nil:
+		srv.log.Error("delete session", slog.String("session", id), slog.String("error", err.Error()))
+		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session could not be deleted from the store")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": id, "cancelledCalls": n})
+}
+
+// frameCommands are the commands POST /v1/sessions/{id}/frames accepts:
+// the ones that need no connection to answer later.
+var frameCommands = map[protocol.Type]bool{
+	protocol.TypeCapabilityApprove: true,
+	protocol.TypeCapabilityInvoke:  true,
+	protocol.TypeCapabilityCancel:  true,
+}
+
+// handleFrame is POST /v1/sessions/{id}/frames: one command frame over
+// plain HTTP, answered with its reply frame (ack or error). It never
+// creates a session.
+func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, p session.Peer) {
+	id := r.PathValue("id")
+	data, err := io.ReadAll(io.LimitReader(r.Body, protocol.MaxFrameBytes+1))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "invalid_request", "cannot read the body")
+		return
+	}
+	if len(data) > protocol.MaxFrameBytes {
+		httpError(w, http.StatusRequestEntityTooLarge, string(protocol.CodeTooLarge), "a frame is at most 1 MiB")
+		return
+	}
+	f, err := protocol.DecodeFrame(data)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, string(protocol.CodeInvalidRequest), err.Error())
+		return
+	}
+	if !frameCommands[f.Msg.MessageType()] {
+		httpError(w, http.StatusBadRequest, string(protocol.CodeInvalidRequest),
+			string(f.Msg.MessageType())+" needs a WebSocket connection: this endpoint takes capability_approve, capability_invoke and capability_cancel")
+		return
+	}
+	s, release, ok := srv.openSession(w, r, id, p, false)
+	if !ok {
+		return
+	}
+	defer release()
+	reply := s.HandleFrame(p, f)
+	b, err := protocol.EncodeFrame(reply)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "internal", "cannot encode the reply")
+		return
+	}
+	status := http.StatusOK
+	if e, ok := reply.Msg.(*protocol.ErrorReply); ok {
+		status = statusOf(e.Code)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// statusOf maps an error reply's code to an HTTP status.
+func statusOf(c protocol.Code) int {
+	switch c {
+	case protocol.CodeNotFound:
+		return http.StatusNotFound
+	case protocol.CodeForbidden:
+		return http.StatusForbidden
+	case protocol.CodeConflict:
+		return http.StatusConflict
+	case protocol.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// routeSessionsAPI adds the sessions and approvals API:
+//
+//	GET    /v1/sessions                list (operator)
+//	GET    /v1/sessions/{id}           read: snapshot and list row; 404 not_found, creates nothing
+//	DELETE /v1/sessions/{id}           delete (operator): pending calls end cancelled first
+//	POST   /v1/sessions/{id}/frames    one command frame over HTTP (approve, invoke, cancel)
+//	GET    /v1/sessions/{id}/calls/{c} the kernel's timings of a recent call (operator)
+//	GET    /v1/approvals               pending approvals across sessions (operator)
+//	GET    /v1/approvals/ws            the same as a live stream (operator)
+func (srv *Server) routeSessionsAPI() {
+	srv.mux.HandleFunc("GET /v1/sessions", srv.authenticated(true, srv.handleListSessions))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}", srv.authenticated(false, srv.handleReadSession))
+	srv.mux.HandleFunc("DELETE /v1/sessions/{id}", srv.authenticated(true, srv.handleDeleteSession))
+	srv.mux.HandleFunc("POST /v1/sessions/{id}/frames", srv.authenticated(false, srv.handleFrame))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}/calls/{call}", srv.authenticated(true, srv.handleCallTimes))
+	srv.mux.HandleFunc("GET /v1/approvals", srv.authenticated(true, srv.handleApprovals))
+	srv.mux.HandleFunc("GET /v1/approvals/ws", srv.authenticated(true, srv.handleApprovalsWS))
+}
+
+// peerFor is who a request is, given its bearer token: the operator
+// signed in to the console, else the token's peer.
+func (srv *Server) peerFor(r *http.Request, token string) (session.Peer, bool) {
+	if p, ok := r.Context().Value(consolePeerKey{}).(session.Peer); ok {
+		return p, true
+	}
+	return srv.opts.Tokens.Peer(token)
+}

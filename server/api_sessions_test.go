@@ -1,0 +1,351 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/server"
+	"github.com/brainrt/brain/session"
+)
+
+const operatorToken = "operator-token-0123456789"
+
+// opsFixture is a kernel with client, app and operator tokens.
+type opsFixture struct {
+	t   *testing.T
+	srv *httptest.Server
+	mgr *server.Manager
+	api *server.Server
+	tok *server.Tokens
+}
+
+func newOpsFixture(t *testing.T) *opsFixture {
+	t.Helper()
+	tokens, err := server.NewTokens(
+		server.Token{Token: clientToken, Side: "client", Name: "web"},
+		server.Token{Token: appToken, Side: "app", App: "cal"},
+		server.Token{Token: operatorToken, Side: "operator", Name: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := server.NewManager(server.ManagerOptions{})
+	api := server.New(server.Options{Tokens: tokens, Manager: mgr})
+	ts := httptest.NewServer(api)
+	t.Cleanup(ts.Close)
+	return &opsFixture{t: t, srv: ts, mgr: mgr, api: api, tok: tokens}
+}
+
+// do sends one request and returns the status and the body.
+func (f *opsFixture) do(method, path, token, body string) (int, string) {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(testutil.Context(f.t), method, f.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// approvalCap is an agent capability that needs approval and echoes its
+// input.
+func approvalCap(t *testing.T, s *session.Session, name string) {
+	t.Helper()
+	err := s.RegisterAgent(protocol.Capability{Name: name, Description: "needs a yes",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`),
+		Side:        protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}, RequiresApproval: true},
+		session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) { return c.Input, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPending waits until the session has n calls awaiting approval and
+// returns them.
+func waitPending(t *testing.T, s *session.Session, n int) []protocol.PendingCall {
+	t.Helper()
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	ctx := testutil.Context(t)
+	for {
+		var out []protocol.PendingCall
+		for _, c := range s.Snapshot().PendingCalls {
+			if c.State == protocol.CallAwaitingApproval {
+				out = append(out, c)
+			}
+		}
+		if len(out) >= n {
+			return out
+		}
+		if _, err := sub.Next(ctx); err != nil {
+			t.Fatalf("waiting for %d pending approvals: %v", n, err)
+		}
+	}
+}
+
+func TestSessionsAPI(t *testing.T) {
+	f := newOpsFixture(t)
+
+	t.Run("reading a missing session is not_found and creates nothing", func(t *testing.T) {
+		status, body := f.do("GET", "/v1/sessions/ghost", clientToken, "")
+		if status != http.StatusNotFound || !strings.Contains(body, `"not_found"`) {
+			t.Fatalf("GET missing: %d %s", status, body)
+		}
+		status, _ = f.do("GET", "/v1/sessions/ghost", operatorToken, "")
+		if status != http.StatusNotFound {
+			t.Fatalf("operator GET missing: %d", status)
+		}
+		if n := f.mgr.Live(); n != 0 {
+			t.Fatalf("a read created %d sessions", n)
+		}
+	})
+
+	s, release, err := f.mgr.Acquire(testutil.Context(t), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	approvalCap(t, s, "fs.delete")
+	done := make(chan protocol.Outcome, 1)
+	go func() {
+		done <- s.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", json.RawMessage(`{"path":"/tmp/x"}`))
+	}()
+	waitPending(t, s, 1)
+
+	t.Run("list shows the session's counts", func(t *testing.T) {
+		status, body := f.do("GET", "/v1/sessions", operatorToken, "")
+		if status != http.StatusOK {
+			t.Fatalf("list: %d %s", status, body)
+		}
+		var out struct{ Sessions []server.SessionInfo }
+		if err := json.Unmarshal([]byte(body), &out); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Sessions) != 1 || out.Sessions[0].ID != "s1" || out.Sessions[0].PendingApprovals != 1 || !out.Sessions[0].Live || out.Sessions[0].LastSeq == 0 {
+			t.Fatalf("list = %+v", out.Sessions)
+		}
+	})
+
+	t.Run("read shows the snapshot and the row", func(t *testing.T) {
+		status, body := f.do("GET", "/v1/sessions/s1", operatorToken, "")
+		if status != http.StatusOK || !strings.Contains(body, `"fs.delete"`) || !strings.Contains(body, `"pendingApprovals":1`) {
+			t.Fatalf("read: %d %s", status, body)
+		}
+	})
+
+	t.Run("delete cancels pending calls first", func(t *testing.T) {
+		status, body := f.do("DELETE", "/v1/sessions/s1", operatorToken, "")
+		if status != http.StatusOK || !strings.Contains(body, `"cancelledCalls":1`) {
+			t.Fatalf("delete: %d %s", status, body)
+		}
+		out := testutil.Recv(t, done, "the cancelled outcome")
+		if out.Err == nil || out.Err.Code != protocol.CodeCancelled {
+			t.Fatalf("pending call ended %+v, want cancelled", out)
+		}
+		if status, _ := f.do("GET", "/v1/sessions/s1", operatorToken, ""); status != http.StatusNotFound {
+			t.Fatalf("read after delete: %d", status)
+		}
+		if status, _ := f.do("DELETE", "/v1/sessions/s1", operatorToken, ""); status != http.StatusNotFound {
+			t.Fatalf("second delete: %d", status)
+		}
+	})
+}
+
+// TestOperatorAPIsRefuseOtherTokens: client and app tokens cannot use the
+// operator's endpoints; no token is 401.
+func TestOperatorAPIsRefuseOtherTokens(t *testing.T) {
+	f := newOpsFixture(t)
+	s, release, err := f.mgr.Acquire(testutil.Context(t), "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	_ = s
+	for _, ep := range []struct{ method, path string }{
+		{"GET", "/v1/sessions"},
+		{"DELETE", "/v1/sessions/s2"},
+		{"GET", "/v1/approvals"},
+		{"GET", "/v1/approvals/ws"},
+		{"GET", "/v1/sessions/s2/calls/c1"},
+	} {
+		t.Run(ep.method+" "+ep.path, func(t *testing.T) {
+			for _, tok := range []string{clientToken, appToken} {
+				if status, body := f.do(ep.method, ep.path, tok, ""); status != http.StatusForbidden || !strings.Contains(body, "operator token") {
+					t.Errorf("token %s: %d %s, want 403", tok[:6], status, body)
+				}
+			}
+			if status, _ := f.do(ep.method, ep.path, "", ""); status != http.StatusUnauthorized {
+				t.Errorf("no token: %d, want 401", status)
+			}
+		})
+	}
+	if f.mgr.Live() != 1 {
+		t.Fatalf("the session was deleted by a refused request")
+	}
+}
+
+// TestApprovalsInboxStream: the inbox stream lists a pending approval with
+// its digest; an approval sent over HTTP by the operator removes it from
+// the stream at once, and the call runs with the operator recorded.
+func TestApprovalsInboxStream(t *testing.T) {
+	f := newOpsFixture(t)
+	s, release, err := f.mgr.Acquire(testutil.Context(t), "inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	approvalCap(t, s, "fs.write")
+
+	ctx := testutil.Context(t)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/v1/approvals/ws",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + operatorToken}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	read := func() map[string]any {
+		t.Helper()
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := read(); m["type"] != "approvals" || len(m["approvals"].([]any)) != 0 {
+		t.Fatalf("first message %v", m)
+	}
+	done := make(chan protocol.Outcome, 1)
+	go func() {
+		done <- s.Invoke(context.Background(), protocol.AudienceLLM, "fs.write", json.RawMessage(`{"path":"a.txt"}`))
+	}()
+	added := read()
+	a, _ := added["approval"].(map[string]any)
+	if added["type"] != "approval_added" || a["session"] != "inbox" || a["name"] != "fs.write" || a["since"] == nil {
+		t.Fatalf("added = %v", added)
+	}
+	digest, _ := a["inputDigest"].(string)
+	if status, body := f.do("GET", "/v1/approvals", operatorToken, ""); status != 200 || !strings.Contains(body, a["callId"].(string)) {
+		t.Fatalf("GET /v1/approvals: %d %s", status, body)
+	}
+
+	frame := func(m protocol.Message) string {
+		b, err := protocol.EncodeFrame(&protocol.Frame{ID: "h1", Msg: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	callID := a["callId"].(string)
+	t.Run("an app may not decide over HTTP", func(t *testing.T) {
+		status, body := f.do("POST", "/v1/sessions/inbox/frames", appToken, frame(&protocol.CapabilityApprove{CallID: callID, Decision: protocol.DecisionApproved, DecidedBy: "app", InputDigest: digest}))
+		if status != http.StatusForbidden {
+			t.Fatalf("app approve: %d %s", status, body)
+		}
+	})
+	t.Run("only commands that need no connection", func(t *testing.T) {
+		status, body := f.do("POST", "/v1/sessions/inbox/frames", operatorToken, frame(&protocol.CapabilityDeregister{Names: []string{"fs.write"}}))
+		if status != http.StatusBadRequest || !strings.Contains(body, "needs a WebSocket") {
+			t.Fatalf("deregister over HTTP: %d %s", status, body)
+		}
+		status, body = f.do("POST", "/v1/sessions/nosuch/frames", operatorToken, frame(&protocol.CapabilityCancel{CallID: "x"}))
+		if status != http.StatusNotFound {
+			t.Fatalf("frame to a missing session: %d %s", status, body)
+		}
+	})
+	status, body := f.do("POST", "/v1/sessions/inbox/frames", operatorToken, frame(&protocol.CapabilityApprove{CallID: callID, Decision: protocol.DecisionApproved, DecidedBy: "Ada Lovelace", InputDigest: digest}))
+	if status != http.StatusOK || !strings.Contains(body, `"ack"`) {
+		t.Fatalf("approve: %d %s", status, body)
+	}
+	removed := read()
+	if removed["type"] != "approval_removed" || removed["callId"] != callID || removed["decision"] != "approved" || !strings.Contains(removed["decidedBy"].(string), "ada") {
+		t.Fatalf("removed = %v", removed)
+	}
+	if out := testutil.Recv(t, done, "the outcome"); out.Err != nil {
+		t.Fatalf("approved call failed: %+v", out.Err)
+	}
+	status, body = f.do("GET", "/v1/sessions/inbox/calls/"+callID, operatorToken, "")
+	for _, want := range []string{`"approval_requested"`, `"approval_decided"`, `"call_finished"`, `"decision":"approved"`, "Ada Lovelace"} {
+		if status != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("call times lack %s: %d %s", want, status, body)
+		}
+	}
+}
+
+func TestTokensFile(t *testing.T) {
+	t.Run("first start creates a client and a named operator token", func(t *testing.T) {
+		dir := t.TempDir()
+		tokens, client, created, err := server.LoadOrCreateTokens(dir)
+		if err != nil || !created || client == "" {
+			t.Fatalf("created=%v client=%q err=%v", created, client, err)
+		}
+		made := tokens.Created()
+		if len(made) != 2 || made[0].Side != "client" || made[1].Side != "operator" || made[1].Name != server.DefaultOperatorName {
+			t.Fatalf("created %+v", made)
+		}
+		if p, ok := tokens.Peer(made[1].Token); !ok || p.Side != session.SideOperator || p.Name != server.DefaultOperatorName {
+			t.Fatalf("operator token is %+v %v", p, ok)
+		}
+		fi, err := os.Stat(filepath.Join(dir, "tokens.json"))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("tokens.json mode %v, %v", fi.Mode().Perm(), err)
+		}
+		again, _, created, err := server.LoadOrCreateTokens(dir)
+		if err != nil || created || len(again.Created()) != 0 {
+			t.Fatalf("second start created %v (%v)", again.Created(), err)
+		}
+	})
+	t.Run("an older file without an operator gets one", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(`{"tokens":[{"token":"client-token-0123456789","side":"client"}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tokens, client, created, err := server.LoadOrCreateTokens(dir)
+		if err != nil || !created || client != "client-token-0123456789" {
+			t.Fatalf("created=%v client=%q err=%v", created, client, err)
+		}
+		if made := tokens.Created(); len(made) != 1 || made[0].Side != "operator" {
+			t.Fatalf("created %+v", made)
+		}
+		if _, ok := tokens.Peer("client-token-0123456789"); !ok {
+			t.Fatal("the existing client token was lost")
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		tok  server.Token
+		want string
+	}{
+		{"operator without a name", server.Token{Token: operatorToken, Side: "operator"}, "needs a name"},
+		{"operator with an app", server.Token{Token: operatorToken, Side: "operator", Name: "x", App: "a"}, "side must be"},
+		{"name with a control character", server.Token{Token: operatorToken, Side: "operator", Name: "a\x1b[31m"}, "not printable"},
+		{"name too long", server.Token{Token: operatorToken, Side: "client", Name: strings.Repeat("n", 65)}, "longer than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := server.NewTokens(tc.tok); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
