@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
 
@@ -56,6 +57,7 @@ type Telemetry struct {
 	// done remembers the latest finished calls, so that an event reported
 	// after its call's CallFinished (Observe runs on several goroutines)
 	// does not bring the call back.
+	series   map[seriesKey]*capSeries // bounded by maxCapabilityLabels × origins × sides
 	done     map[callKey]struct{}
 	doneRing [finishedMemory]callKey
 	doneNext int
@@ -92,7 +94,7 @@ func New(opts *Options) *Telemetry {
 		o.Registry = prometheus.NewRegistry()
 		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	t := &Telemetry{opts: o, reg: o.Registry, calls: map[callKey]*callState{}, done: map[callKey]struct{}{}}
+	t := &Telemetry{opts: o, reg: o.Registry, calls: map[callKey]*callState{}, done: map[callKey]struct{}{}, series: map[seriesKey]*capSeries{}}
 	t.m = newMetrics(o.Registry)
 	o.Registry.MustRegister(newGauges(&t.opts))
 	if o.TracerProvider != nil {
@@ -187,13 +189,51 @@ func (t *Telemetry) finish(c *callState, ev session.CallEvent) {
 	if ev.Outcome.Err != nil {
 		code = t.m.codes.value(string(ev.Outcome.Err.Code))
 	}
-	name := t.m.capNames.value(ev.Name)
-	origin, side := string(ev.Origin.Kind), string(ev.Side)
-	t.m.calls.WithLabelValues(name, origin, side, code).Inc()
+	ser := t.seriesLocked(ev)
+	calls := ser.byCode[code]
+	if calls == nil {
+		calls = t.m.calls.WithLabelValues(ser.name, ser.origin, ser.side, code)
+		ser.byCode[code] = calls
+	}
+	calls.Inc()
 	if !c.started.IsZero() {
-		t.m.callSeconds.WithLabelValues(name, origin, side).Observe(ev.Time.Sub(c.started).Seconds())
+		ser.seconds.Observe(ev.Time.Sub(c.started).Seconds())
 	}
 	endSpans(c, ev.Time, ev.Outcome.Err)
+}
+
+// capSeries holds a capability's metric series, so that a finished call
+// does not look them up by their labels.
+type capSeries struct {
+	name, origin, side string
+	seconds            prometheus.Observer
+	byCode             map[string]prometheus.Counter
+}
+
+type seriesKey struct {
+	name   string
+	origin protocol.OriginKind
+	side   protocol.Side
+}
+
+// seriesLocked returns the series of ev's capability. Past
+// maxCapabilityLabels names, new ones share the otherLabel series.
+func (t *Telemetry) seriesLocked(ev session.CallEvent) *capSeries {
+	k := seriesKey{ev.Name, ev.Origin.Kind, ev.Side}
+	if ser := t.series[k]; ser != nil {
+		return ser
+	}
+	name := t.m.capNames.value(ev.Name)
+	if name == otherLabel {
+		k.name = otherLabel
+		if ser := t.series[k]; ser != nil {
+			return ser
+		}
+	}
+	ser := &capSeries{name: name, origin: string(ev.Origin.Kind), side: string(ev.Side), byCode: map[string]prometheus.Counter{}}
+	ser.seconds = t.m.callSeconds.WithLabelValues(ser.name, ser.origin, ser.side)
+	t.series[k] = ser
+	return ser
 }
 
 // rememberLocked adds k to the finished calls, forgetting the oldest.
