@@ -37,14 +37,13 @@ type serveConfig struct {
 	Bindings map[string]map[string]any `yaml:"bindings"`
 	// MCPServers are external MCP servers whose tools become capabilities.
 	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
+	// Console configures the operator console (docs/console.md).
+	Console consoleConfig `yaml:"console"`
 	// Policy sets, per tool or glob, how the environment's tools are
 	// offered as capabilities (policy.go).
 	Policy []policyConfig `yaml:"policy"`
 	// Limits are the kernel's quotas (limits.go, docs/operations.md).
 	Limits limitsConfig `yaml:"limits"`
-	// Approvals sets the approval timeout and the grace for gone peers
-	// (approvals.go).
-	Approvals approvalsConfig `yaml:"approvals"`
 
 	dir  string     // the config file's directory
 	pos  positions  // where each key is, for errors naming a line
@@ -120,9 +119,6 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		return nil, err
 	}
 	if err := c.Limits.validate(c.pos); err != nil {
-		return nil, err
-	}
-	if err := c.Approvals.validate(c.pos); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -41,6 +41,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS and WSS with this PEM certificate (chain) file; needs --tls-key")
 	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	consoleAddr := fs.String("console-addr", "127.0.0.1:7778", `the operator console's own listener (docs/console.md); "off" disables it`)
 	verbose := fs.Bool("v", false, "log debug messages")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -56,7 +57,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	a := serveArgs{addr: *addr, data: *data, nats: *natsURL, config: *config, idle: *idle, tlsCert: *tlsCert, tlsKey: *tlsKey}
+	a := serveArgs{addr: *addr, data: *data, nats: *natsURL, config: *config, idle: *idle, tlsCert: *tlsCert, tlsKey: *tlsKey, consoleAddr: *consoleAddr}
 	if err := serve(ctx, a, stdout, logger); err != nil {
 		fmt.Fprintln(stderr, "brain serve:", err)
 		return exitFail
@@ -67,6 +68,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 type serveArgs struct {
 	addr, data, nats, config string
 	tlsCert, tlsKey          string
+	consoleAddr              string // "" or "off": no console
 	idle                     time.Duration
 	ready                    func(addr string) // tests: called once listening
 }
@@ -91,16 +93,26 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if tlsConfig != nil {
 		l = tls.NewListener(l, tlsConfig)
 	}
+	cl, err := listenConsole(a.consoleAddr, tlsConfig)
+	if err != nil {
+		return err
+	}
+	if cl != nil {
+		defer cl.Close()
+	}
 	cfg, err := loadServeConfig(a.config, a.data)
 	if err != nil {
 		return err
 	}
-	tokens, client, created, err := server.LoadOrCreateTokens(a.data)
+	if err := cfg.Console.validate(); err != nil {
+		return fmt.Errorf("%s: %w", a.config, err)
+	}
+	tokens, _, created, err := server.LoadOrCreateTokens(a.data)
 	if err != nil {
 		return fmt.Errorf("tokens: %w", err)
 	}
 	if created {
-		fmt.Fprintf(stdout, "created a client token (saved in %s):\n\n    %s\n\n", filepath.Join(a.data, "tokens.json"), client)
+		printCreatedTokens(stdout, filepath.Join(a.data, "tokens.json"), tokens.Created())
 	}
 	// Metrics and traces (docs/operations.md); tracing only when the
 	// OTEL_* variables ask for it.
@@ -142,7 +154,6 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	defer mcpHandler.Close()
 	sessionOpts := session.Options{Logger: logger, Observe: tel.Observe}
 	cfg.Limits.session(&sessionOpts)
-	cfg.Approvals.session(&sessionOpts)
 	mgr = server.NewManager(server.ManagerOptions{
 		Store:   st,
 		Session: sessionOpts,
@@ -172,6 +183,10 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	fmt.Fprintf(stdout, "  metrics: %s://%s/metrics (operator token)\n", httpScheme, l.Addr())
 	if tp != nil {
 		logger.Info("tracing: exporting spans over OTLP (OTEL_* variables)")
+	}
+	if cl != nil {
+		fmt.Fprintf(stdout, "  console: %s://%s/ (sign in with the operator token)\n", httpScheme, cl.Addr())
+		go serveConsole(ctx, cl, srv, tokens, cfg, logger)
 	}
 	if a.ready != nil {
 		a.ready(l.Addr().String())

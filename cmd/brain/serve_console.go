@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/brainrt/brain/console"
+	"github.com/brainrt/brain/server"
+)
+
+// consoleConfig is the config's `console:` key (docs/console.md).
+type consoleConfig struct {
+	// FrameOrigins are origins iframe render sources may load from, beyond
+	// those of the iframe sources registered when the page loads.
+	FrameOrigins []string `yaml:"frame_origins"`
+	// WebComponentOrigins are the origins web-component render sources may
+	// load scripts from; none by default.
+	WebComponentOrigins []string `yaml:"web_component_origins"`
+}
+
+// listenConsole opens the console's listener; "" and "off" mean none.
+func listenConsole(addr string, tlsConfig *tls.Config) (net.Listener, error) {
+	if addr == "" || addr == "off" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (--console-addr): %w", addr, unwrapOp(err))
+	}
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
+	}
+	return l, nil
+}
+
+// serveConsole serves the operator console on l until ctx ends.
+func serveConsole(ctx context.Context, l net.Listener, srv *server.Server, tokens *server.Tokens, cfg *serveConfig, logger *slog.Logger) {
+	c := server.NewConsole(server.ConsoleOptions{Server: srv, Tokens: tokens, Assets: console.Assets(),
+		FrameOrigins: cfg.Console.FrameOrigins, WebComponentOrigins: cfg.Console.WebComponentOrigins, Logger: logger})
+	hs := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+	if err := server.Serve(ctx, hs, l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error("console stopped", slog.String("error", err.Error()))
+	}
+}
+
+// printCreatedTokens prints the tokens created at this start, once.
+func printCreatedTokens(w io.Writer, path string, created []server.Token) {
+	for _, t := range created {
+		what := "a " + t.Side + " token"
+		if t.Side == "operator" || t.Side == "app" || t.Side == "environment" {
+			what = "an " + t.Side + " token"
+		}
+		if t.Name != "" {
+			what += fmt.Sprintf(" named %q", t.Name)
+		}
+		fmt.Fprintf(w, "created %s (saved in %s):\n\n    %s\n\n", what, path, t.Token)
+	}
+}
+
+// validate refuses anything but http(s) origins: scheme://host[:port],
+// nothing after it.
+func (c consoleConfig) validate() error {
+	for key, list := range map[string][]string{"frame_origins": c.FrameOrigins, "web_component_origins": c.WebComponentOrigins} {
+		for i, o := range list {
+			u, err := url.Parse(o)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+				return fmt.Errorf("console.%s[%d]: %q is not an origin: want scheme://host[:port], e.g. https://widgets.example.com", key, i, o)
+			}
+		}
+	}
+	return nil
+}
