@@ -44,6 +44,9 @@ type serveConfig struct {
 	Policy []policyConfig `yaml:"policy"`
 	// Limits are the kernel's quotas (limits.go, docs/operations.md).
 	Limits limitsConfig `yaml:"limits"`
+	// Approvals sets the approval timeout and the grace for gone peers
+	// (approvals.go).
+	Approvals approvalsConfig `yaml:"approvals"`
 
 	dir  string     // the config file's directory
 	pos  positions  // where each key is, for errors naming a line
@@ -119,6 +122,9 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		return nil, err
 	}
 	if err := c.Limits.validate(c.pos); err != nil {
+		return nil, err
+	}
+	if err := c.Approvals.validate(c.pos); err != nil {
 		return nil, err
 	}
 	return &c, nil
