@@ -44,6 +44,7 @@ func commands() []command {
 		{"serve", "run the kernel: WebSocket and MCP endpoints, durable sessions", runServe},
 		{"mcp", "serve the configured tools to an MCP host over stdio", runMCP},
 		{"env", "run an environment as its own process, attached to a kernel: brain env --kernel URL --session ID --token T", runEnv},
+		{"chat", "talk to a model whose tool calls go through a session: brain chat --model NAME [--url URL --token T]", runChat},
 		{"demo", "run a narrated session in one process: register, invoke, approve, replay", runDemo},
 		{"build", "build tool packages into artifacts: brain build [packages] -o DIR", runBuild},
 		{"inspect", "verify an artifact and show its manifest and imports: brain inspect ARTIFACT", runInspect},

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/brainrt/brain/driver"
 	"github.com/brainrt/brain/host"
 	"github.com/brainrt/brain/internal/telemetry"
 	"github.com/brainrt/brain/kernel"
@@ -104,6 +106,12 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if err != nil {
 		return err
 	}
+	var turnDriver *driver.Driver // chat.go, docs/agent.md
+	if cfg.Model.configured() {
+		if turnDriver, err = cfg.Model.newDriver(os.Getenv, logger); err != nil {
+			return fmt.Errorf("%s: model: %w", a.config, err)
+		}
+	}
 	if err := cfg.Console.validate(); err != nil {
 		return fmt.Errorf("%s: %w", a.config, err)
 	}
@@ -154,12 +162,14 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	defer mcpHandler.Close()
 	sessionOpts := session.Options{Logger: logger, Observe: tel.Observe}
 	cfg.Limits.session(&sessionOpts)
-	cfg.Approvals.session(&sessionOpts)
 	mgr = server.NewManager(server.ManagerOptions{
 		Store:   st,
 		Session: sessionOpts,
 		Limits:  cfg.Limits.server(),
 		Attach: func(s *session.Session) error {
+			if turnDriver != nil {
+				turnDriver.Attach(s) // chat.go: the config's model runs the turns peers start
+			}
 			if err := env.Expose(s); err != nil {
 				return err
 			}
@@ -181,6 +191,9 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	fmt.Fprintf(stdout, "brain serve: listening on %s://%s\n", httpScheme, l.Addr())
 	fmt.Fprintf(stdout, "  WebSocket: %s://%s/v1/sessions/<id>/ws   MCP: %s://%s/v1/sessions/<id>/mcp\n", wsScheme, l.Addr(), httpScheme, l.Addr())
 	fmt.Fprintf(stdout, "  tools: %v\n", toolList(env))
+	if turnDriver != nil {
+		fmt.Fprintf(stdout, "  model: %s (turns started with turn_start run on it)\n", cfg.Model.Name)
+	}
 	fmt.Fprintf(stdout, "  metrics: %s://%s/metrics (operator token)\n", httpScheme, l.Addr())
 	if tp != nil {
 		logger.Info("tracing: exporting spans over OTLP (OTEL_* variables)")

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// chatModel is a loopback OpenAI-compatible server answering with the
+// Chat Completions streaming format: each element of steps is one answer,
+// a tool call ("name {json}") or text.
+type chatModel struct {
+	mu       sync.Mutex
+	steps    []string
+	status   int // non-zero: every answer is this status
+	requests []string
+}
+
+func (m *chatModel) start(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		m.mu.Lock()
+		n := len(m.requests)
+		m.requests = append(m.requests, string(b))
+		m.mu.Unlock()
+		if m.status != 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After-Ms", "1")
+			w.WriteHeader(m.status)
+			fmt.Fprint(w, `{"error":{"message":"the model is down"}}`)
+			return
+		}
+		if n >= len(m.steps) {
+			http.Error(w, "no more steps", http.StatusTeapot)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(delta map[string]any, finish any) {
+			b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+			fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		step := m.steps[n]
+		if name, args, ok := strings.Cut(step, " {"); ok && !strings.Contains(name, " ") {
+			call := map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n), "type": "function",
+				"function": map[string]any{"name": name, "arguments": "{" + args}}
+			chunk(map[string]any{"role": "assistant", "tool_calls": []any{call}}, nil)
+			chunk(map[string]any{}, "tool_calls")
+		} else {
+			half := len(step) / 2
+			chunk(map[string]any{"role": "assistant", "content": step[:half]}, nil)
+			chunk(map[string]any{"content": step[half:]}, nil)
+			chunk(map[string]any{}, "stop")
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+func (m *chatModel) request(i int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i >= len(m.requests) {
+		return ""
+	}
+	return m.requests[i]
+}
+
+// chatDir makes a scratch directory with workspace/notes.txt and makes it
+// the working directory, as a newcomer's would be.
+func chatDir(t *testing.T) string {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.MkdirAll("workspace", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("workspace/notes.txt", []byte("buy milk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CHAT_TEST_KEY", "sk-chat-test-0123456789")
+	return dir
+}
+
+func runChatWith(t *testing.T, stdin string, terminal bool, args ...string) (int, string, string) {
+	t.Helper()
+	oldIn, oldTerm := chatStdin, chatTerminal
+	chatStdin, chatTerminal = strings.NewReader(stdin), func() bool { return terminal }
+	t.Cleanup(func() { chatStdin, chatTerminal = oldIn, oldTerm })
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60e9)
+	defer cancel()
+	code := run(ctx, append([]string{"chat"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestChatPiped: stdin is not a terminal: one message, the default
+// environment's fs.read reads ./workspace, the final answer alone goes to
+// stdout, exit 0.
+func TestChatPiped(t *testing.T) {
+	chatDir(t)
+	m := &chatModel{steps: []string{`fs_read {"path":"notes.txt"}`, "Your notes say: buy milk."}}
+	url := m.start(t)
+	code, stdout, stderr := runChatWith(t, "what do my notes say?\n", false,
+		"--model", "stub", "--model-url", url, "--api-key-env", "CHAT_TEST_KEY")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if stdout != "Your notes say: buy milk.\n" {
+		t.Fatalf("stdout %q, want only the final answer", stdout)
+	}
+	if !strings.Contains(stderr, "→ fs.read") || !strings.Contains(stderr, "← fs.read ok") {
+		t.Fatalf("stderr does not show the tool call:\n%s", stderr)
+	}
+	if !strings.Contains(m.request(1), `buy milk`) {
+		t.Fatalf("the model was not sent the file's contents: %s", m.request(1))
+	}
+	if strings.Contains(stdout+stderr, "sk-chat-test") {
+		t.Fatal("the key was printed")
+	}
+}
+
+// TestChatPipedApprovals: with a config whose policy makes fs.read need
+// approval (and whose model: section names the model), --approve decides.
+func TestChatPipedApprovals(t *testing.T) {
+	for _, tc := range []struct {
+		approve, want string
+	}{
+		{"never", "rejected the call: not approved"},
+		{"always", `buy milk`},
+	} {
+		t.Run(tc.approve, func(t *testing.T) {
+			dir := chatDir(t)
+			m := &chatModel{steps: []string{`fs_read {"path":"notes.txt"}`, "Done."}}
+			url := m.start(t)
+			grants := fmt.Sprintf("workspace: %s\nfs: {}\n", filepath.Join(dir, "workspace"))
+			cfg := fmt.Sprintf("grants: grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    requiresApproval: true\nmodel:\n  provider: openai\n  url: %s\n  name: stub\n  api_key_env: CHAT_TEST_KEY\n  system: Be brief.\n", url)
+			if err := os.WriteFile("grants.yaml", []byte(grants), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile("chat.yaml", []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := runChatWith(t, "read my notes", false, "--config", "chat.yaml", "--approve", tc.approve)
+			if code != 0 || stdout != "Done.\n" {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+			}
+			if !strings.Contains(m.request(1), tc.want) {
+				t.Fatalf("the tool result sent to the model lacks %s: %s", tc.want, m.request(1))
+			}
+			if !strings.Contains(m.request(0), "Be brief.") {
+				t.Fatal("the config's system prompt was not sent")
+			}
+		})
+	}
+}
+
+func TestChatPipedFailure(t *testing.T) {
+	chatDir(t)
+	m := &chatModel{status: 500}
+	url := m.start(t)
+	code, stdout, stderr := runChatWith(t, "hi", false, "--model", "stub", "--model-url", url, "--api-key-env", "CHAT_TEST_KEY")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "the turn ended: error") || !strings.Contains(stderr, "500") {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestChatTerminal: the REPL streams the answer, shows the tool call and
+// its outcome, asks about an approval inline (rejecting with feedback),
+// and leaves on /quit.
+func TestChatTerminal(t *testing.T) {
+	dir := chatDir(t)
+	m := &chatModel{steps: []string{`fs_read {"path":"notes.txt"}`, "I could not read it.", "Bye then."}}
+	url := m.start(t)
+	grants := fmt.Sprintf("workspace: %s\nfs: {}\n", filepath.Join(dir, "workspace"))
+	cfg := "grants: grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    requiresApproval: true\n"
+	_ = os.WriteFile("grants.yaml", []byte(grants), 0o600)
+	_ = os.WriteFile("chat.yaml", []byte(cfg), 0o600)
+	code, stdout, stderr := runChatWith(t, "read my notes\nnot that file\nok bye\n/quit\n", true,
+		"--config", "chat.yaml", "--model", "stub", "--model-url", url, "--api-key-env", "CHAT_TEST_KEY")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"brain chat: model stub · tools: fs.read",
+		"> ",
+		`  → fs.read {"path":"notes.txt"}`,
+		"needs approval",
+		"  ← fs.read rejected: ",
+		"not that file",
+		"I could not read it.\n",
+		"Bye then.\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("the terminal lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(m.request(1), "not that file") {
+		t.Fatalf("the feedback did not reach the model: %s", m.request(1))
+	}
+	if !strings.Contains(m.request(2), "I could not read it.") || !strings.Contains(m.request(2), "ok bye") {
+		t.Fatalf("the second turn does not continue the conversation: %s", m.request(2))
+	}
+}
+
+func TestChatUsage(t *testing.T) {
+	chatDir(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"bad approve", []string{"--approve", "maybe"}, 2, "--approve"},
+		{"no model", []string{"--api-key-env", "CHAT_TEST_KEY"}, 2, "no model name"},
+		{"unset key", []string{"--model", "m", "--api-key-env", "CHAT_TEST_UNSET"}, 2, "CHAT_TEST_UNSET"},
+		{"bad provider", []string{"--model", "m", "--provider", "acme"}, 2, `provider "acme"`},
+		{"remote without token", []string{"--url", "http://127.0.0.1:1"}, 1, "--token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("BRAIN_TOKEN", "")
+			code, _, stderr := runChatWith(t, "hi", false, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want %d mentioning %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// TestChatRemote: brain serve with a model: section runs the turns that
+// brain chat --url starts over the WebSocket; a second chat continues the
+// session's conversation.
+func TestChatRemote(t *testing.T) {
+	dir := chatDir(t)
+	m := &chatModel{steps: []string{`fs_read {"path":"notes.txt"}`, "Your notes say: buy milk.", "You asked about your notes."}}
+	url := m.start(t)
+	grants := fmt.Sprintf("workspace: %s\nfs: {}\n", filepath.Join(dir, "workspace"))
+	cfg := fmt.Sprintf("grants: grants.yaml\ntools: [fs.read]\nmodel:\n  url: %s\n  name: stub\n  api_key_env: CHAT_TEST_KEY\n", url)
+	_ = os.WriteFile("grants.yaml", []byte(grants), 0o600)
+	_ = os.WriteFile("kernel.yaml", []byte(cfg), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 60e9)
+	defer cancel()
+	addrc := make(chan string, 1)
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "kernel.yaml", consoleAddr: "off", idle: 3600e9,
+			ready: func(a string) { addrc <- a }}, &out, slog.New(slog.DiscardHandler))
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	token := regexp.MustCompile(`(?m)^    ([0-9a-f]{48})$`).FindStringSubmatch(out.String())
+	if token == nil {
+		t.Fatalf("no token printed:\n%s", out.String())
+	}
+	args := []string{"--url", "http://" + addr, "--token", token[1], "--session", "remote"}
+	code, stdout, stderr := runChatWith(t, "what do my notes say?", false, args...)
+	if code != 0 || stdout != "Your notes say: buy milk.\n" {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runChatWith(t, "what did I ask?", false, args...)
+	if code != 0 || stdout != "You asked about your notes.\n" {
+		t.Fatalf("second chat: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	if r := m.request(2); !strings.Contains(r, "what do my notes say?") || !strings.Contains(r, "buy milk") {
+		t.Fatalf("the second turn did not carry the conversation: %s", r)
+	}
+	cancel()
+	<-done
+}
