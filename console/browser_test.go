@@ -519,6 +519,19 @@ func TestConsole(t *testing.T) {
 		b.until("the match", `document.querySelectorAll('.palette-list li[data-name]').length === 1`)
 		b.do("choose it", chromedp.Click(chromedp.CSS(`.palette-list li[data-name="tickets.create"]`)))
 		b.until("the form", `document.querySelector('input[name="/title"]') !== null && document.querySelector('select[name="/priority"]') !== null && document.querySelector('input[name="/owner/name"]') !== null`)
+		drawn := eval[string](b, `[
+			document.querySelector('select[name="/priority"]').selectedOptions[0].textContent, // the default
+			document.querySelector('input[name="/estimate"]').type + ':' + document.querySelector('input[name="/estimate"]').step,
+			document.querySelector('input[name="/urgent"]').type,
+			document.querySelector('input[name="/owner/email"]').type,
+			document.querySelector('select[name="/due#choice"]').options.length,
+			document.querySelector('fieldset.array[data-pointer="/tags"] button') !== null,
+			document.querySelectorAll('fieldset.object[data-pointer="/owner"] .req').length,
+			document.querySelector('.schema-form .desc').textContent,
+		].join('|')`)
+		if drawn != "normal|number:1|checkbox|email|2|true|2|What is wrong" {
+			t.Fatalf("the form drew %q", drawn)
+		}
 		// Submit with an empty title: the kernel's invalid_input lands on the field.
 		b.do("submit empty", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
 		b.until("the error at the title field", `(document.querySelector('[data-error-for="/title"]')?.textContent || '').length > 0`)
@@ -705,6 +718,26 @@ func TestConsole(t *testing.T) {
 			t.Errorf("%v rows in the DOM: the list is not virtualised", m["rowsInDOM"])
 		}
 		b.screenshot("timeline")
+	})
+
+	run("delete a session from the console: its pending call ends cancelled", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		doomed := k.session("doomed")
+		registerDemo(t, doomed, k.frames.URL)
+		done := make(chan protocol.Outcome, 1)
+		go func() { done <- doomed.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", obj(`{"path":"x"}`)) }()
+		b.do("open the list", chromedp.Navigate(k.console.URL+"/#/sessions"))
+		b.until("the row with its pending approval", `document.querySelector('tr[data-session="doomed"] td:nth-child(4)')?.textContent === '1'`)
+		b.do("delete", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS(`tr[data-session="doomed"] button.danger`)))
+		select {
+		case out := <-done:
+			if out.Err == nil || out.Err.Code != protocol.CodeCancelled {
+				t.Fatalf("the pending call ended %+v, want cancelled", out)
+			}
+		case <-time.After(wait):
+			t.Fatal("the pending call did not end")
+		}
+		b.until("the row to go", `document.querySelector('tr[data-session="doomed"]') === null`)
 	})
 
 	run("first load: bytes and time to first render", func(t *testing.T) {
