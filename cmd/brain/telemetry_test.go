@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,4 +245,59 @@ func servedTokens(t *testing.T) (client, operator string) {
 		t.Fatalf("tokens.json lacks a client or an operator token:\n%s", raw)
 	}
 	return client, operator
+}
+
+// TestServeTracing: with OTEL_EXPORTER_OTLP_ENDPOINT set, `brain serve`
+// exports an execute_tool span per call; they are flushed when it stops.
+func TestServeTracing(t *testing.T) {
+	got := make(chan []byte, 16)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/v1/traces" {
+			got <- b
+		}
+	}))
+	defer rcv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll("workspace", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("workspace/notes.txt", []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addrc := make(chan string, 1)
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, ready: func(a string) { addrc <- a }},
+			&out, slog.New(slog.DiscardHandler))
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	client, _ := servedTokens(t)
+	cs := mcpSession(t, ctx, addr, client, "tr")
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": "nope.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = cs.Close()
+	cancel() // stopping flushes the spans
+	if err := <-done; err != nil {
+		t.Fatalf("serve ended with %v", err)
+	}
+	var all []byte
+	for len(got) > 0 {
+		all = append(all, <-got...)
+	}
+	for _, want := range []string{"execute_tool fs.read", "gen_ai.tool.name", "not_found"} {
+		if !bytes.Contains(all, []byte(want)) {
+			t.Errorf("the exported spans lack %q", want)
+		}
+	}
 }
