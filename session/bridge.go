@@ -187,9 +187,12 @@ func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
 		<-c.done
 		return c.outcome
 	}
-	s.mu.Lock()
-	r := c.reg // fixed from here on: decided, or never needed a decision
-	s.mu.Unlock()
+	r := c.reg // only a call awaiting a decision changes it, under the lock
+	if c.approval != nil {
+		s.mu.Lock()
+		r = c.reg // fixed from here on: decided
+		s.mu.Unlock()
+	}
 	c.parent = ctx
 	c.deadline = time.Now().Add(r.timeout)
 	if r.handler == nil {
