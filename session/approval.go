@@ -114,9 +114,10 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 // call, a call that needs no approval or was already decided (the first
 // decision wins, also across restarts), an unknown decision, an approval
 // without the request's inputDigest (invalid_request) or with another
-// request's (stale_approval), and a decision the journal could not record
-// (unavailable). The decision is journaled as approval_decided, naming p
-// and the frame's decidedBy, before it takes effect.
+// request's (stale_approval). The decision is journaled as approval_decided,
+// naming p and the frame's decidedBy, before it takes effect; an approval
+// the journal fails to store ends the call with unavailable instead of
+// running it, and Approve reports unavailable.
 func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	if m.Decision != protocol.DecisionApproved && m.Decision != protocol.DecisionRejected {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "decision %q is neither approved nor rejected", m.Decision)
@@ -153,12 +154,17 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	}
 	rec := &protocol.ApprovalDecided{CallID: c.id, Name: c.name, Decision: m.Decision, DecidedBy: m.DecidedBy,
 		Decider: protocol.Decider{Side: string(p.Side), Name: p.Name}, Feedback: m.Feedback, InputDigest: m.InputDigest}
-	if err := s.emitDurableLocked(entry{typ: protocol.TypeApprovalDecided, owner: &c.reg.owner, msg: rec}); err != nil {
-		s.mu.Unlock()
-		return err
-	}
+	jerr := s.emitDurableLocked(entry{typ: protocol.TypeApprovalDecided, owner: &c.reg.owner, msg: rec})
 	c.decided = true
 	c.awaitingApproval = false
+	if jerr != nil && m.Decision == protocol.DecisionApproved {
+		// Acting on an approval the journal may not hold could run the call
+		// twice: once now, once after a restart that asks again.
+		s.endLocked(c, protocol.Fail(protocol.CodeUnavailable,
+			"the approval could not be journaled (%v); the call did not run: invoke it again", jerr))
+		s.mu.Unlock()
+		return protocol.Errorf(protocol.CodeUnavailable, "the approval of call %q could not be journaled (%v); the call ended without running", m.CallID, jerr)
+	}
 	c.approval <- *m
 	logKey := c.reg.logKey
 	s.mu.Unlock()

@@ -180,28 +180,37 @@ func (j *failingJournal) Append(e session.Event) error {
 	return j.memJournal.Append(e)
 }
 
-// TestDecisionJournaledFirst: a decision the journal cannot record does not
-// take effect; the call still awaits a decision.
+// TestDecisionJournaledFirst: an approval the journal fails to store is
+// not acted on: the call ends unavailable without running, and the
+// approver is told. A rejection goes through (it runs nothing).
 func TestDecisionJournaledFirst(t *testing.T) {
-	j := &failingJournal{}
-	j.fail.Store(true)
-	s := session.New("durable", &session.Options{Journal: j})
-	ran, _ := countingCap(t, s, "fs.delete")
-	sub := watch(t, s)
-	done := make(chan protocol.Outcome, 1)
-	go func() { done <- s.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", textInput) }()
-	req, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
-	before := s.LastSeq()
-	wantErrCode(t, s.Approve(session.Client, approvalOf(req, protocol.DecisionApproved, "ada")), protocol.CodeUnavailable)
-	if s.LastSeq() != before || ran.Load() != 0 || digestOf(s, req.CallID) == "" {
-		t.Fatal("an unrecorded decision took effect")
-	}
-	j.fail.Store(false)
-	if err := s.Approve(session.Client, approvalOf(req, protocol.DecisionApproved, "ada")); err != nil {
-		t.Fatal(err)
-	}
-	if out := recv(t, done, "outcome"); !out.IsOK() || ran.Load() != 1 {
-		t.Fatalf("outcome %+v, ran %d", out.Err, ran.Load())
+	for _, d := range []protocol.Decision{protocol.DecisionApproved, protocol.DecisionRejected} {
+		t.Run(string(d), func(t *testing.T) {
+			j := &failingJournal{}
+			j.fail.Store(true)
+			s := session.New("durable", &session.Options{Journal: j})
+			ran, _ := countingCap(t, s, "fs.delete")
+			sub := watch(t, s)
+			done := make(chan protocol.Outcome, 1)
+			go func() { done <- s.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", textInput) }()
+			req, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
+			err := s.Approve(session.Client, approvalOf(req, d, "ada"))
+			out := recv(t, done, "outcome")
+			if d == protocol.DecisionApproved {
+				wantErrCode(t, err, protocol.CodeUnavailable)
+				wantCode(t, out, protocol.CodeUnavailable)
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantCode(t, out, protocol.CodeRejected)
+			}
+			if ran.Load() != 0 {
+				t.Fatal("the call ran on a decision the journal does not hold")
+			}
+			j.fail.Store(false)
+			wantErrCode(t, s.Approve(session.Client, approvalOf(req, protocol.DecisionApproved, "ada")), protocol.CodeConflict)
+		})
 	}
 }
 

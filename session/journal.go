@@ -37,18 +37,20 @@ func (s *Session) emitLocked(e entry) {
 }
 
 // emitDurableLocked is emitLocked for an event that must be journaled
-// before it takes effect (a decision): when the journal refuses it, the
-// event does not happen and the error says why.
+// before it takes effect (a decision): it reports the journal's error, so
+// that the caller can refuse to act on it. The event is in the log either
+// way: a journal keeps a failed event and stores it before the next one,
+// and the seqs must stay the journal's.
 func (s *Session) emitDurableLocked(e entry) error {
+	var err error
 	if j := s.opts.Journal; j != nil {
 		seq := s.events.last + 1
-		if err := j.Append(Event{Seq: seq, Msg: e.message()}); err != nil {
+		if err = j.Append(Event{Seq: seq, Msg: e.message()}); err != nil {
 			s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
-			return protocol.Errorf(protocol.CodeUnavailable, "the decision could not be recorded (%v); nothing changed, try again", err)
 		}
 	}
 	s.events.appendLocked(e)
-	return nil
+	return err
 }
 
 // Restore rebuilds a session from the events its journal stored (in seq
