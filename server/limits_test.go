@@ -499,3 +499,20 @@ func TestSessionsPerTokenAcrossRestart(t *testing.T) {
 	f.dial(clientToken, "p1", "?after=0")      // its own, restored
 	f.dial(otherClientToken, "p3", "?after=0") // another token's first
 }
+
+// TestDeleteGivesSessionBack: deleting a session gives its token the
+// session back.
+func TestDeleteGivesSessionBack(t *testing.T) {
+	st := &listingStore{memStore: memStore{frames: map[string][][]byte{}}}
+	f, _ := newLimited(t, server.ManagerOptions{Store: st, Limits: server.Limits{SessionsPerToken: 1}}, server.Options{})
+	c := f.dial(clientToken, "d1", "?after=0")
+	c.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.a", false)}})
+	c.reply("r")
+	if status, _ := f.dialStatus(clientToken, "d2"); status != http.StatusTooManyRequests {
+		t.Fatalf("a second session: status %d, want 429", status)
+	}
+	if status, body := f.get("DELETE", "/v1/sessions/d1", opsToken); status != http.StatusOK && status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", status, body)
+	}
+	f.dial(clientToken, "d2", "?after=0")
+}
