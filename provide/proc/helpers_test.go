@@ -138,22 +138,52 @@ func waitGone(t testing.TB, marker string) {
 	t.Fatalf("processes (%q) still alive", marker)
 }
 
-// processesOf counts the processes (zombies included: the kernel counts
-// them against RLIMIT_NPROC too) whose real uid is uid.
-func processesOf(uid int) int {
+// processesInGroupsOf counts the processes of uid (zombies included) in the
+// process groups of the live processes whose command line contains one of
+// markers.
+func processesInGroupsOf(uid int, markers ...string) int {
+	groups := map[string]bool{}
+	for _, m := range markers {
+		for _, pid := range running(m) {
+			if g := pgrpOf(strconv.Itoa(pid)); g != "" {
+				groups[g] = true
+			}
+		}
+	}
+	if len(groups) == 0 {
+		return 0
+	}
 	ents, _ := os.ReadDir("/proc")
 	n := 0
 	want := "Uid:\t" + strconv.Itoa(uid) + "\t"
 	for _, ent := range ents {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
+		if _, err := strconv.Atoi(ent.Name()); err != nil || !groups[pgrpOf(ent.Name())] {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/status")
-		if err == nil && strings.Contains(string(b), want) {
+		if b, err := os.ReadFile("/proc/" + ent.Name() + "/status"); err == nil && strings.Contains(string(b), want) {
 			n++
 		}
 	}
 	return n
+}
+
+// pgrpOf returns the process group of pid, from /proc/<pid>/stat (the
+// fifth field, after the command name in parentheses), or "".
+func pgrpOf(pid string) string {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:]) // state ppid pgrp ...
+	if len(f) < 3 {
+		return ""
+	}
+	return f[2]
 }
 
 // forEachLimitMode runs f once for each way the process limit can be
