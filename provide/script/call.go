@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/protocol"
@@ -35,17 +36,20 @@ const (
 	maxMessage = 2000
 )
 
-// call is the state of one Call: its limits, its goja runtime and why it
-// was stopped. Everything but mu, vm, cause and stopped belongs to the
-// goroutine that runs the script.
+// call is a goja runtime, set up and locked down once (lockdown.go), and the
+// state of the Call running in it: its limits and why it was stopped. A
+// call is reused for Call after Call while each ends cleanly (see
+// Runtime.Call); one that was stopped is discarded. Everything but mu, gen,
+// vm, cause and stopped belongs to the goroutine that runs the script.
 type call struct {
 	grants Grants
 	lim    limits
 	log    *slog.Logger
 
 	mu      sync.Mutex
+	gen     uint64                  // counts the Calls run here; under mu
 	vm      *goja.Runtime           // set once, under mu, before any script runs
-	cause   *handle.CapabilityError // first reason the call was stopped; under mu
+	cause   *handle.CapabilityError // first reason the Call was stopped; under mu
 	stopped atomic.Bool             // cause != nil, readable without mu
 	stopCh  chan struct{}           // closed when cause is set
 
@@ -58,18 +62,58 @@ type call struct {
 	joining map[*goja.Object]struct{}
 	// hasInstance is the Symbol.hasInstance of the wrapped constructors.
 	hasInstance goja.Value
+	// world checks and cleans the global object between Calls.
+	world *world
 }
 
 func newCall(g Grants, lim limits, log *slog.Logger) *call {
 	return &call{grants: g, lim: lim, log: log, stopCh: make(chan struct{})}
 }
 
-// abort stops the call for err: the first reason wins. JavaScript code
-// stops at its next instruction with an uncatchable interrupt; the guards
-// check stopped in their loops.
+// begin starts a Call in c and returns its generation, which the stops
+// from outside (the deadline, the heap watchdog) name, so that a late stop
+// meant for an earlier Call is ignored.
+func (c *call) begin() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.cause = nil
+	c.stopped.Store(false)
+	c.stopCh = make(chan struct{})
+	c.depth = 0
+	clear(c.joining)
+	if c.vm != nil {
+		c.vm.ClearInterrupt()
+	}
+	return c.gen
+}
+
+// stopChan returns the channel closed when the current Call is stopped.
+func (c *call) stopChan() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopCh
+}
+
+// abort stops the current Call for err: the first reason wins. JavaScript
+// code stops at its next instruction with an uncatchable interrupt; the
+// guards check stopped in their loops.
 func (c *call) abort(err *handle.CapabilityError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stopLocked(err)
+}
+
+// abortGen is abort for the Call of generation gen only.
+func (c *call) abortGen(gen uint64, err *handle.CapabilityError) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen == gen {
+		c.stopLocked(err)
+	}
+}
+
+func (c *call) stopLocked(err *handle.CapabilityError) {
 	if c.cause != nil {
 		return
 	}
@@ -91,15 +135,26 @@ func (c *call) reason() *handle.CapabilityError {
 	return c.cause
 }
 
-// setVM publishes vm to abort; a call stopped before it existed is
-// interrupted at once.
-func (c *call) setVM(vm *goja.Runtime) {
+// prepare makes c's runtime: goja.New, the guards (setup) and the
+// lockdown. It runs once, before c's first Call.
+func (c *call) prepare() error {
+	vm := goja.New()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.vm = vm
-	if c.cause != nil {
-		vm.Interrupt(c.cause)
+	c.mu.Unlock()
+	orig, err := originals(vm)
+	if err != nil {
+		return err
 	}
+	if err := c.setup(vm); err != nil {
+		return err
+	}
+	w, err := lockdown(vm, orig)
+	if err != nil {
+		return err
+	}
+	c.world = w
+	return nil
 }
 
 // tooLarge stops the call with too_large and returns undefined, which the
@@ -116,47 +171,38 @@ func fail(format string, args ...any) *handle.CapabilityError {
 	return handle.Errorf(handle.KindJS, opCall, protocol.CodeInvalidArgument, format, args...)
 }
 
-// run runs one call to its end on the calling goroutine. Everything that
-// touches the goja runtime happens here, while abort can still interrupt
-// it: reading an exception's message or encoding the result may run script
-// code (toString, toJSON, getters).
-func (c *call) run(source string, args json.RawMessage) (o outcome) {
+// run runs one Call, of generation gen, to its end on the calling
+// goroutine. Everything that touches the goja runtime happens here, while
+// abort can still interrupt it: reading an exception's message or encoding
+// the result may run script code (toString, toJSON, getters).
+func (c *call) run(gen uint64, prg *goja.Program, args json.RawMessage) (o outcome) {
 	stopWatch := heap.watch(c.lim.memory, func(used int64) {
-		c.abort(handle.Errorf(handle.KindJS, opCall, protocol.CodeTooLarge,
+		c.abortGen(gen, handle.Errorf(handle.KindJS, opCall, protocol.CodeTooLarge,
 			"the script went over its memory budget of %d MiB (the heap grew by about %d MiB)",
 			c.lim.memory>>20, used>>20))
 	})
 	defer stopWatch()
 	defer func() {
+		// The runtime may serve another call, unless the engine itself
+		// failed: an interrupted runtime is fine once ClearInterrupt ran
+		// (begin), and the script's world is cleaned by world.reset.
+		clean := true
 		if x := recover(); x != nil {
 			o = outcome{err: c.fromPanic(x)}
+			clean = !isBug(x)
 		}
 		// A stop that the script never noticed (a built-in was still
 		// running and the script ended right after it) still stands.
 		if cause := c.reason(); cause != nil {
 			o = outcome{err: cause}
 		}
+		o.clean = clean
 	}()
 
-	if strings.TrimSpace(source) == "" {
-		return outcome{err: fail("the script is empty; it must be a function expression such as (args) => args.a + args.b")}
-	}
-	// The parentheses make "function (a) {…}" an expression. The opening
-	// one shares the first line so that line numbers stay those of the
-	// source; the newline ends a trailing // comment.
-	prg, err := goja.Compile("script.js", "("+source+"\n)", false)
-	if err != nil {
-		return outcome{err: syntaxError(err, source)}
-	}
+	vm := c.vm
 	if deeperThan(string(args), maxNesting) {
 		return outcome{err: fail("the arguments nest deeper than %d levels", maxNesting)}
 	}
-	vm := goja.New()
-	c.setVM(vm)
-	if err := c.setup(vm); err != nil {
-		panic(err) // a bug: setup runs only this package's own code
-	}
-
 	argv := goja.Undefined()
 	if len(args) > 0 {
 		v, err := c.in.parse(goja.Undefined(), vm.ToValue(string(args)))
@@ -186,6 +232,40 @@ func (c *call) run(source string, args json.RawMessage) (o outcome) {
 		return outcome{err: cerr}
 	}
 	return outcome{result: out}
+}
+
+// compile compiles source, the text of a Call, as the one expression it
+// must be. The parentheses make "function (a) {…}" an expression; the
+// opening one shares the first line so that line numbers stay those of the
+// source, and the newline ends a trailing // comment. A source that closes
+// the parenthesis and goes on ("0); let x = 1; (0") would compile to more
+// than one statement, and a top-level declaration would outlive the Call in
+// a reused runtime: it is refused.
+func compile(source string) (*goja.Program, *handle.CapabilityError) {
+	if strings.TrimSpace(source) == "" {
+		return nil, fail("the script is empty; it must be a function expression such as (args) => args.a + args.b")
+	}
+	tree, err := goja.Parse("script.js", "("+source+"\n)")
+	if err != nil {
+		return nil, syntaxError(err, source)
+	}
+	if _, ok := singleExpression(tree); !ok || len(tree.DeclarationList) > 0 {
+		return nil, fail("the script must be one function expression, such as (args) => args.a + args.b, with nothing after it")
+	}
+	prg, err := goja.CompileAST(tree, false)
+	if err != nil {
+		return nil, syntaxError(err, source)
+	}
+	return prg, nil
+}
+
+// singleExpression returns the one expression statement tree holds.
+func singleExpression(tree *ast.Program) (*ast.ExpressionStatement, bool) {
+	if len(tree.Body) != 1 {
+		return nil, false
+	}
+	st, ok := tree.Body[0].(*ast.ExpressionStatement)
+	return st, ok
 }
 
 var promiseType = reflect.TypeOf((*goja.Promise)(nil))
@@ -346,6 +426,17 @@ func describe(v goja.Value) string {
 		return "a number"
 	}
 	return "a bigint"
+}
+
+// isBug reports whether x, a panic that escaped the engine, is a bug in
+// goja or in this package rather than an interrupt or exception (see
+// fromPanic).
+func isBug(x any) bool {
+	switch x.(type) {
+	case *goja.InterruptedError, *goja.StackOverflowError, *goja.Exception, *handle.CapabilityError:
+		return false
+	}
+	return true
 }
 
 // fromPanic turns a panic that escaped the engine into an error. Engine

@@ -3,6 +3,7 @@ package script_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/script"
@@ -58,25 +59,68 @@ func TestNoHostAccess(t *testing.T) {
 }
 
 // TestCallsAreIsolated checks that nothing a script does to its world is
-// seen by the next call.
+// seen by the next call, although calls reuse a runtime (issue 12: a
+// global set in one call is absent in the next). One slot, so that every
+// call runs in the same runtime.
 func TestCallsAreIsolated(t *testing.T) {
-	r := newRuntime(t, script.Grants{}, nil)
+	r := newRuntime(t, script.Grants{}, &script.Options{MaxConcurrent: 1})
 	ctx := context.Background()
 	steps := []jsCase{
 		{name: "change the world", src: `() => {
 			globalThis.leak = 1;
+			var2 = 2;
+			(0, eval)("var viaEval = 3; function fnViaEval() {}");
+			(0, eval)("let lexical = 4; const c = 5; class K {}");
 			Array.prototype.map = () => "hijacked";
 			Object.prototype.polluted = true;
 			JSON.parse = () => "hijacked";
 			Object.freeze(String.prototype);
-			return "changed" }`, want: `"changed"`},
+			return [leak, var2, viaEval, typeof fnViaEval, [1].map(x => x), ({}).polluted] }`, want: `[1,2,3,"function",[1],null]`},
 		{name: "the next call sees none of it", args: `{"a": [1, 2]}`, src: `(args) => [
-			typeof leak, [1].map(x => x + 1), ({}).polluted, JSON.parse("[3]"),
-			Object.isFrozen(String.prototype), args.a.map(x => x)]`, want: `["undefined",[2],null,[3],false,[1,2]]`},
+			typeof leak, typeof var2, typeof viaEval, typeof fnViaEval, typeof lexical, typeof c, typeof K,
+			[1].map(x => x + 1), ({}).polluted, JSON.parse("[3]"), args.a.map(x => x)]`,
+			want: `["undefined","undefined","undefined","undefined","undefined","undefined","undefined",[2],null,[3],[1,2]]`},
+		{name: "strict code is told the built-ins are frozen", src: `() => { "use strict"; try { Array.prototype.map = null } catch (e) { return e instanceof TypeError } }`, want: `true`},
+		{name: "a permanent global", src: `() => { Object.defineProperty(globalThis, "permanent", {value: 1}); return permanent }`, want: `1`},
+		{name: "a new global prototype", src: `() => { Object.setPrototypeOf(globalThis, {inherited: 1}); return inherited }`, want: `1`},
+		{name: "a global object made non-extensible", src: `() => { Object.preventExtensions(globalThis); return Object.isExtensible(globalThis) }`, want: `false`},
+		{name: "a global accessor", src: `() => { Object.defineProperty(globalThis, "acc", {get() { return 1 }, configurable: true}); return acc }`, want: `1`},
+		// Those runtimes were discarded, not cleaned: none of it shows.
+		{name: "none of those either", src: `() => [typeof permanent, typeof inherited, Object.isExtensible(globalThis), typeof acc]`, want: `["undefined","undefined",true,"undefined"]`},
+		{name: "a script that stopped", src: `() => { globalThis.half = 1; for (;;) {} }`, code: protocol.CodeTimeout},
+		{name: "sees nothing of it", src: `() => typeof half`, want: `"undefined"`},
+		{name: "one expression only", src: `0); let x = 1; (() => x`, code: protocol.CodeInvalidArgument, msg: "must be one function expression"},
 	}
 	for _, s := range steps {
-		out, err := r.Call(ctx, s.src, []byte(s.args))
-		check(t, out, err, s.want, s.code, s.msg)
+		t.Run(s.name, func(t *testing.T) {
+			callCtx := ctx
+			if s.code == protocol.CodeTimeout {
+				var cancel context.CancelFunc
+				callCtx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+				defer cancel()
+			}
+			out, err := r.Call(callCtx, s.src, []byte(s.args))
+			check(t, out, err, s.want, s.code, s.msg)
+		})
+	}
+}
+
+// TestOverrides: built-ins are frozen, but ordinary code that assigns a
+// property a built-in prototype also has still works (the override
+// mistake is tamed).
+func TestOverrides(t *testing.T) {
+	r := newRuntime(t, script.Grants{}, nil)
+	tests := []jsCase{
+		{name: "Error subclass sets name", src: `() => { class MyError extends Error { constructor(m) { super(m); this.name = "MyError" } }; const e = new MyError("x"); return [e.name, String(e), e instanceof Error] }`, want: `["MyError","MyError: x",true]`},
+		{name: "toString on a constructor's prototype", src: `() => { function P(n) { this.n = n }; P.prototype.toString = function () { return "P" + this.n }; return String(new P(1)) }`, want: `"P1"`},
+		{name: "toString and valueOf on an object", src: `() => { const o = {}; o.toString = () => "o"; o.valueOf = () => 41; return [String(o), o + 1] }`, want: `["o",42]`},
+		{name: "constructor on an object", src: `() => { const o = {}; o.constructor = "mine"; return [o.constructor, ({}).constructor === Object] }`, want: `["mine",true]`},
+		{name: "toJSON", src: `() => { const d = new Date(0); d.toJSON = () => "custom"; return JSON.stringify({d}) }`, want: `"{\"d\":\"custom\"}"`},
+		{name: "built-in prototypes still read the same", src: `() => [Object.prototype.toString.call([]), (5).toString(2), [1, 2].toString(), new Error("m").message, Error.prototype.name, RangeError.prototype.name]`, want: `["[object Array]","101","1,2","m","Error","RangeError"]`},
+		{name: "frozen, with the prototype itself refused", src: `() => { "use strict"; const r = []; for (const f of [() => { Object.prototype.toString = null }, () => { Array.prototype.x = 1 }, () => { Math.PI = 3 }]) { try { f(); r.push("assigned") } catch (e) { r.push(e.constructor.name) } } return r }`, want: `["TypeError","TypeError","TypeError"]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, r) })
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dop251/goja"
+
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/protocol"
 )
@@ -49,7 +51,11 @@ type Runtime struct {
 	// inside a built-in, which ends within matchTimeout for a regular
 	// expression): lingerPerSlot times the slots.
 	lingering chan struct{}
-	log       *slog.Logger
+	// idle holds runtimes set up and locked down, ready for the next call;
+	// programs holds compiled scripts.
+	idle     chan *call
+	programs programs
+	log      *slog.Logger
 }
 
 // lingerPerSlot is how many abandoned scripts each slot may leave running.
@@ -86,6 +92,7 @@ func New(g Grants, opts *Options) (*Runtime, error) {
 		lim:       newLimits(g),
 		slots:     make(chan struct{}, o.MaxConcurrent),
 		lingering: make(chan struct{}, lingerPerSlot*o.MaxConcurrent),
+		idle:      make(chan *call, o.MaxConcurrent),
 		log:       o.Logger,
 	}, nil
 }
@@ -138,32 +145,37 @@ func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage)
 		return nil, err
 	}
 
-	c := newCall(r.grants, r.lim, r.log)
+	c := r.take()
+	gen := c.begin()
 	done := make(chan outcome, 1)
 	var held hold
 	go func() {
 		defer r.release(&held)
-		done <- c.run(source, args)
+		done <- r.execute(c, gen, source, args)
 	}()
 	// context.AfterFunc interrupts the script the moment ctx ends, whatever
 	// this goroutine is doing. stop runs before cancel (defers run last
 	// first), so a call that ends normally is never interrupted.
-	stop := context.AfterFunc(ctx, func() { c.abort(handle.FromContext(ctx, handle.KindJS, opCall)) })
+	stop := context.AfterFunc(ctx, func() { c.abortGen(gen, handle.FromContext(ctx, handle.KindJS, opCall)) })
 	defer stop()
 
 	select {
 	case o := <-done:
+		r.recycle(c, o)
 		return o.result, o.err
-	case <-c.stopCh: // the deadline, a cancel, or a limit
+	case <-c.stopChan(): // the deadline, a cancel, or a limit
 	case <-ctx.Done():
 	}
 	wait := time.NewTimer(abandonAfter)
 	defer wait.Stop()
 	select {
 	case o := <-done:
+		r.recycle(c, o)
 		return o.result, o.err
 	case <-wait.C:
 	}
+	// The runtime is abandoned to its script, never reused; the next call
+	// that finds no idle runtime prepares a fresh one.
 	err := c.reason()
 	if err == nil {
 		err = handle.FromContext(ctx, handle.KindJS, opCall)
@@ -219,8 +231,104 @@ func (r *Runtime) release(h *hold) {
 	}
 }
 
-// outcome is what one run produced.
+// outcome is what one run produced. clean is true for a run that ended
+// normally (a result or an ordinary error), after which its runtime may be
+// reused.
 type outcome struct {
 	result json.RawMessage
 	err    error
+	clean  bool
+}
+
+// execute prepares c's runtime if it is new, compiles source (or finds it
+// compiled) and runs the call of generation gen.
+func (r *Runtime) execute(c *call, gen uint64, source string, args json.RawMessage) outcome {
+	if c.world == nil {
+		if err := c.prepare(); err != nil {
+			if cause := c.reason(); cause != nil {
+				return outcome{err: cause}
+			}
+			// A bug: setup and lockdown run only this package's code.
+			r.log.Error("js: cannot set up a runtime", slog.String("err", err.Error()))
+			return outcome{err: &handle.CapabilityError{Handle: handle.KindJS, Op: opCall, Code: protocol.CodeInternal,
+				Message: "the JavaScript runtime could not be set up; this is a bug in the runtime, not in the script", Err: err}}
+		}
+	}
+	prg, err := r.programs.get(source)
+	if err != nil {
+		return outcome{err: err, clean: true}
+	}
+	return c.run(gen, prg, args)
+}
+
+// take returns an idle runtime, or a new one that execute prepares.
+func (r *Runtime) take() *call {
+	select {
+	case c := <-r.idle:
+		return c
+	default:
+		return newCall(r.grants, r.lim, r.log)
+	}
+}
+
+// recycle keeps c, whose run ended with o, for a later call when the
+// engine did not fail and the call's globals could be cleaned away. A late
+// stop meant for this call (the deadline firing just now, the heap
+// watchdog) names its generation and cannot reach the next one.
+func (r *Runtime) recycle(c *call, o outcome) {
+	if o.clean && c.world != nil && c.world.reset() {
+		r.put(c)
+	}
+}
+
+// put keeps c for a later call, unless enough runtimes are idle.
+func (r *Runtime) put(c *call) {
+	select {
+	case r.idle <- c:
+	default:
+	}
+}
+
+// Bounds of the cache of compiled scripts: a Runtime keeps up to
+// maxPrograms of them, from at most maxProgramBytes of source, and forgets
+// them all when either is reached.
+const (
+	maxPrograms     = 256
+	maxProgramBytes = 4 << 20
+)
+
+// programs caches compiled scripts by their source: a goja Program is
+// immutable and runs in any runtime, so a call whose source was seen
+// before skips parsing and compiling.
+type programs struct {
+	mu    sync.Mutex
+	m     map[string]*goja.Program
+	bytes int
+}
+
+// get returns source compiled, from the cache or compiled now.
+func (ps *programs) get(source string) (*goja.Program, *handle.CapabilityError) {
+	ps.mu.Lock()
+	prg, ok := ps.m[source]
+	ps.mu.Unlock()
+	if ok {
+		return prg, nil
+	}
+	prg, err := compile(source)
+	if err != nil {
+		return nil, err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if len(ps.m) >= maxPrograms || ps.bytes+len(source) > maxProgramBytes {
+		ps.m, ps.bytes = nil, 0
+	}
+	if ps.m == nil {
+		ps.m = make(map[string]*goja.Program)
+	}
+	if _, ok := ps.m[source]; !ok {
+		ps.m[source] = prg
+		ps.bytes += len(source)
+	}
+	return prg, nil
 }
