@@ -231,8 +231,8 @@ type journals struct {
 // Admit reports whether session s may take new work: nil, or a
 // quota_exceeded error when its journal has reached
 // Limits.JournalBytesPerSession. The WebSocket endpoint asks before every
-// capability_register and capability_invoke; the MCP endpoint should ask
-// before every tools/call (mcpbridge.ServerOptions.Admit).
+// capability_register, capability_invoke and turn_start; the MCP endpoint
+// should ask before every tools/call (mcpbridge.ServerOptions.Admit).
 func (m *Manager) Admit(s *session.Session) *protocol.Error {
 	if m.journals.limit < 0 {
 		return nil

@@ -196,6 +196,10 @@ func TestJournalQuota(t *testing.T) {
 	if code := errorCode(t, c.reply("i")); code != protocol.CodeQuotaExceeded {
 		t.Fatalf("invoke at the quota: %s, want quota_exceeded", code)
 	}
+	c.send("t", &protocol.TurnStart{})
+	if code := errorCode(t, c.reply("t")); code != protocol.CodeQuotaExceeded {
+		t.Fatalf("turn_start at the quota: %s, want quota_exceeded", code)
+	}
 	c.send("res", &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`"fine"`)})
 	if r := c.reply("res"); r.Msg.MessageType() != protocol.TypeAck {
 		t.Fatalf("result at the quota: %+v, want ack", r.Msg)

@@ -187,7 +187,7 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			continue
 		}
 		switch f.Msg.(type) {
-		case *protocol.CapabilityRegister, *protocol.CapabilityInvoke:
+		case *protocol.CapabilityRegister, *protocol.CapabilityInvoke, *protocol.TurnStart: // new work; results, decisions and endings go through
 			if perr := c.srv.opts.Manager.Admit(c.s); perr != nil {
 				c.reply(&f.ID, perr)
 				continue
