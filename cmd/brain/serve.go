@@ -43,7 +43,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS and WSS with this PEM certificate (chain) file; needs --tls-key")
 	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
-	consoleAddr := fs.String("console-addr", "127.0.0.1:7778", `the operator console's own listener (docs/console.md); "off" disables it`)
+	consoleAddr := fs.String("console-addr", "", `the operator console's own listener (docs/console.md); default 127.0.0.1 on the port after --addr's; "off" disables it`)
 	verbose := fs.Bool("v", false, "log debug messages")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -70,7 +70,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 type serveArgs struct {
 	addr, data, nats, config string
 	tlsCert, tlsKey          string
-	consoleAddr              string // "" or "off": no console
+	consoleAddr              string // "": the default (consoleAddress); "off": no console
 	idle                     time.Duration
 	ready                    func(addr string) // tests: called once listening
 }
@@ -95,7 +95,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if tlsConfig != nil {
 		l = tls.NewListener(l, tlsConfig)
 	}
-	cl, err := listenConsole(a.consoleAddr, tlsConfig)
+	cl, err := listenConsole(consoleAddress(a.consoleAddr, a.addr), tlsConfig)
 	if err != nil {
 		return err
 	}

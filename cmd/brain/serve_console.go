@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/brainrt/brain/console"
@@ -24,6 +25,27 @@ type consoleConfig struct {
 	// WebComponentOrigins are the origins web-component render sources may
 	// load scripts from; none by default.
 	WebComponentOrigins []string `yaml:"web_component_origins"`
+}
+
+// consoleAddress resolves --console-addr: "off" is none; "" is the default,
+// loopback on the port after the kernel's (127.0.0.1:7778 beside the
+// default 127.0.0.1:7777; port 0, any free port, when the kernel's is 0).
+// Loopback whatever --addr is: exposing the console is a decision of its
+// own.
+func consoleAddress(flag, kernelAddr string) string {
+	if flag != "" {
+		return flag
+	}
+	port := 7778
+	if _, p, err := net.SplitHostPort(kernelAddr); err == nil {
+		if n, err := strconv.Atoi(p); err == nil && n >= 0 && n < 65535 {
+			port = n + 1
+			if n == 0 {
+				port = 0
+			}
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // listenConsole opens the console's listener; "" and "off" mean none.
