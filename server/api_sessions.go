@@ -326,7 +326,7 @@ func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, p session
 		httpError(w, http.StatusRequestEntityTooLarge, string(protocol.CodeTooLarge), "a frame is at most 1 MiB")
 		return
 	}
-	f, err := protocol.DecodeFrame(data)
+	f, err := protocol.DecodePeerFrame(data) // refuses the kernel's seq and ref
 	if err != nil {
 		httpError(w, http.StatusBadRequest, string(protocol.CodeInvalidRequest), err.Error())
 		return
@@ -341,7 +341,12 @@ func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, p session
 		return
 	}
 	defer release()
-	reply := s.HandleFrame(p, f)
+	var reply *protocol.Frame
+	if perr := srv.opts.Manager.Admit(s); perr != nil && f.Msg.MessageType() == protocol.TypeCapabilityInvoke { // quotas (limits.go)
+		reply = &protocol.Frame{Seq: s.LastSeq(), Ref: f.ID, Msg: &protocol.ErrorReply{Code: perr.Code, Message: perr.Message}}
+	} else {
+		reply = s.HandleFrame(p, f)
+	}
 	b, err := protocol.EncodeFrame(reply)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "internal", "cannot encode the reply")
@@ -367,6 +372,8 @@ func statusOf(c protocol.Code) int {
 		return http.StatusConflict
 	case protocol.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case protocol.CodeQuotaExceeded:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusBadRequest
 }

@@ -520,3 +520,51 @@ func TestDeleteGivesSessionBack(t *testing.T) {
 	}
 	f.dial(clientToken, "d2", "?after=0")
 }
+
+// TestFramesEndpointLimits: POST /v1/sessions/{id}/frames refuses a
+// frame carrying the kernel's seq, and an invocation once the session's
+// journal is full (429 quota_exceeded).
+func TestFramesEndpointLimits(t *testing.T) {
+	st := &memStore{frames: map[string][][]byte{}}
+	f, _ := newLimited(t, server.ManagerOptions{Store: st, Limits: server.Limits{JournalBytesPerSession: 300}}, server.Options{})
+	c := f.dial(clientToken, "fe", "?after=0")
+	user := clientCap("ui.a", false)
+	user.Audience = []protocol.Audience{protocol.AudienceUser}
+	c.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{user}})
+	c.reply("r")
+	post := func(frame string) (int, string) {
+		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/sessions/fe/frames", strings.NewReader(frame))
+		req.Header.Set("Authorization", "Bearer "+opsToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := post(`{"v":2,"id":"x","seq":9,"msg":{"type":"capability_cancel","callId":"nope"}}`); status != http.StatusBadRequest || !strings.Contains(body, "seq: set by the kernel only") {
+		t.Fatalf("a frame with seq: %d %s", status, body)
+	}
+	for i := 0; ; i++ { // fill the journal
+		s, release, err := f.mgr.Acquire(context.Background(), "fe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := f.mgr.Admit(s) != nil
+		if !full {
+			cp := clientCap(fmt.Sprint("ui.fill", i), false)
+			if err := s.Register(session.Client, cp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		release()
+		if full {
+			break
+		}
+	}
+	status, body := post(`{"v":2,"id":"i","msg":{"type":"capability_invoke","name":"ui.a","input":{}}}`)
+	if status != http.StatusTooManyRequests || !strings.Contains(body, `"code":"quota_exceeded"`) || !strings.Contains(body, `"ref":"i"`) {
+		t.Fatalf("an invocation at the journal quota: %d %s, want 429 quota_exceeded with ref i", status, body)
+	}
+}
