@@ -201,7 +201,9 @@ func TestServeEndToEnd(t *testing.T) {
 // address and token once it listens.
 func startBrain(t *testing.T, dir string) (*exec.Cmd, string, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", "data")
+	// No console: its default port is fixed, and other tests (the docs
+	// test, the TypeScript client's) run brain serve at the same time.
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", "data", "--console-addr", "off")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "BRAIN_TEST_AS_BRAIN=1")
 	stdout, err := cmd.StdoutPipe()
