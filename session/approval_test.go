@@ -309,7 +309,7 @@ func TestApprovalWithdrawnOnReregistration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := session.New("rereg", nil)
+			s := session.New("rereg", &session.Options{Observe: func(session.CallEvent) {}}) // Observe reads the call while it is rebound
 			if err := s.Register(session.Client, base); err != nil {
 				t.Fatal(err)
 			}

@@ -51,6 +51,8 @@ type call struct {
 	input    json.RawMessage
 	invoker  protocol.Audience
 	started  time.Time
+	origin   protocol.Origin // of reg, which a re-registration may replace but never with another origin or side
+	side     protocol.Side
 
 	// reg is the registration the call was made to. It changes only while
 	// the call awaits an undecided approval (a re-registration with another
@@ -148,7 +150,8 @@ func (s *Session) start(invoker protocol.Audience, name string, input json.RawMe
 	if err := r.input.ValidateJSON(input); err != nil {
 		return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
 	}
-	c := &call{id: s.nextCallID(), name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now()}
+	c := &call{id: s.nextCallID(), name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(),
+		origin: r.cap.Origin, side: r.cap.Side}
 	if r.cap.RequiresApproval {
 		c.awaitingApproval = true
 		c.approval = make(chan protocol.CapabilityApprove, 1)

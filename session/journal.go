@@ -219,6 +219,8 @@ func (s *Session) resume(id, name string, input []byte, invoker protocol.Audienc
 	c := &call{id: id, name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(), resumed: true}
 	if r == nil {
 		c.reg = &registration{logKey: "capability:?:" + name, timeout: s.opts.DefaultCallTimeout}
+	} else {
+		c.origin, c.side = r.cap.Origin, r.cap.Side
 	}
 	s.mu.Lock()
 	s.calls[id] = c

@@ -70,10 +70,8 @@ func (s *Session) observe(kind CallEventKind, c *call, fill func(*CallEvent)) {
 	if o == nil {
 		return
 	}
-	ev := CallEvent{Kind: kind, Session: s.id, CallID: c.id, Name: c.name, Invoker: c.invoker, Time: time.Now()}
-	if c.reg != nil {
-		ev.Origin, ev.Side = c.reg.cap.Origin, c.reg.cap.Side
-	}
+	ev := CallEvent{Kind: kind, Session: s.id, CallID: c.id, Name: c.name, Invoker: c.invoker, Time: time.Now(),
+		Origin: c.origin, Side: c.side}
 	if fill != nil {
 		fill(&ev)
 	}
