@@ -167,11 +167,25 @@ func summarize(r io.Reader, w io.Writer) ([]string, error) {
 		fmt.Fprintln(w, ", none failed.")
 		return nil, nil
 	}
-	fmt.Fprintf(w, ", %d failed:\n", len(failed))
+	// With -count, a test can fail more than once: name it once, with how
+	// many times.
+	times := map[string]int{}
+	var names []string
 	for _, n := range failed {
-		fmt.Fprintf(w, "FAILED %s\n", n)
+		if times[n] == 0 {
+			names = append(names, n)
+		}
+		times[n]++
 	}
-	return failed, nil
+	fmt.Fprintf(w, ", %d failed:\n", len(failed))
+	for _, n := range names {
+		if times[n] > 1 {
+			fmt.Fprintf(w, "FAILED %s (%d times)\n", n, times[n])
+		} else {
+			fmt.Fprintf(w, "FAILED %s\n", n)
+		}
+	}
+	return names, nil
 }
 
 // isParentOf reports whether test b ("pkg Test/sub") is a subtest of a.

@@ -33,6 +33,12 @@ func TestSummarize(t *testing.T) {
 {"Action":"fail","Package":"p","Elapsed":0.3}
 {"Action":"pass","Package":"q","Elapsed":0.1}
 `, []string{"p TestA/x"}, "FAILED p TestA/x", []string{"a_test.go:9: boom", "FAIL\tp\t0.3s", "ok  \tq"}, nil},
+		{"count 2", `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"fail","Package":"p","Test":"TestA","Elapsed":0}
+{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"fail","Package":"p","Test":"TestA","Elapsed":0}
+{"Action":"fail","Package":"p","Elapsed":0}
+`, []string{"p TestA"}, "FAILED p TestA (2 times)", nil, nil},
 		{"timeout", `{"Action":"run","Package":"p","Test":"TestSlow"}
 {"Action":"output","Package":"p","Output":"panic: test timed out after 1s\n"}
 {"Action":"fail","Package":"p","Elapsed":1}
