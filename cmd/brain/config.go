@@ -39,13 +39,16 @@ type serveConfig struct {
 	MCPServers []mcpServerConfig `yaml:"mcp_servers"`
 	// Console configures the operator console (docs/console.md).
 	Console consoleConfig `yaml:"console"`
+	// Limits are the kernel's quotas (limits.go, docs/operations.md).
+	Limits limitsConfig `yaml:"limits"`
+	// Approvals sets the approval timeout and the grace for gone peers
+	// (approvals.go).
+	Approvals approvalsConfig `yaml:"approvals"`
 	// Policy sets, per tool or glob, how the environment's tools are
 	// offered as capabilities (policy.go).
 	Policy []policyConfig `yaml:"policy"`
 	// Model is the model that drives turns (chat.go, docs/agent.md).
 	Model modelConfig `yaml:"model"`
-	// Limits are the kernel's quotas (limits.go, docs/operations.md).
-	Limits limitsConfig `yaml:"limits"`
 
 	dir  string     // the config file's directory
 	pos  positions  // where each key is, for errors naming a line
@@ -121,6 +124,9 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		return nil, err
 	}
 	if err := c.Limits.validate(c.pos); err != nil {
+		return nil, err
+	}
+	if err := c.Approvals.validate(c.pos); err != nil {
 		return nil, err
 	}
 	return &c, nil

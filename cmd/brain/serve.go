@@ -162,6 +162,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	defer mcpHandler.Close()
 	sessionOpts := session.Options{Logger: logger, Observe: tel.Observe}
 	cfg.Limits.session(&sessionOpts)
+	cfg.Approvals.session(&sessionOpts)
 	mgr = server.NewManager(server.ManagerOptions{
 		Store:   st,
 		Session: sessionOpts,
