@@ -67,10 +67,29 @@ func New(opts Options) *Server {
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(srv.handleWS))
 	srv.routeSessionsAPI() // GET /v1/sessions[/{id}], DELETE, frames, approvals (api_sessions.go)
 	srv.mux.HandleFunc("/v1/sessions/{id}/mcp", srv.withSession(srv.handleMCP))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}/conversation", srv.authenticated(false, srv.handleConversation))
 	if opts.Metrics != nil {
 		srv.mux.HandleFunc("GET /metrics", srv.handleMetrics) // operator tokens only (stats.go)
 	}
 	return srv
+}
+
+// handleConversation is GET /v1/sessions/{id}/conversation: the session's
+// conversation and turn (docs/protocol.md, "Turns and the conversation"),
+// for the client and operators; apps and environments see only their own
+// calls, so not the conversation. It creates no session.
+func (srv *Server) handleConversation(w http.ResponseWriter, r *http.Request, p session.Peer) {
+	if p.Side != session.SideClient && p.Side != session.SideOperator {
+		httpError(w, http.StatusForbidden, "forbidden", "the conversation is for client and operator tokens")
+		return
+	}
+	s, release, ok := srv.openSession(w, r, r.PathValue("id"), p, false)
+	if !ok {
+		return
+	}
+	defer release()
+	turn, running := s.CurrentTurn()
+	writeJSON(w, http.StatusOK, map[string]any{"turn": turn, "running": running, "messages": s.Conversation()})
 }
 
 // ServeHTTP serves the routes above.

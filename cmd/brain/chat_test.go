@@ -280,6 +280,27 @@ func TestChatRemote(t *testing.T) {
 	if r := m.request(2); !strings.Contains(r, "what do my notes say?") || !strings.Contains(r, "buy milk") {
 		t.Fatalf("the second turn did not carry the conversation: %s", r)
 	}
+	// The conversation is readable over HTTP; reading creates no session.
+	get := func(id string) (int, map[string]any) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/sessions/"+id+"/conversation", nil)
+		req.Header.Set("Authorization", "Bearer "+token[1])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	status, body := get("remote")
+	msgs, _ := body["messages"].([]any)
+	if status != 200 || body["turn"] != float64(2) || body["running"] != false || len(msgs) != 6 {
+		t.Fatalf("GET conversation: %d %v", status, body)
+	}
+	if status, _ := get("nosuch"); status != 404 {
+		t.Fatalf("GET conversation of an unknown session: %d, want 404", status)
+	}
 	cancel()
 	<-done
 }
