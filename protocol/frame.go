@@ -176,9 +176,9 @@ func decodeFrame(data []byte) (*Frame, map[string]bool, error) {
 		err := json.Unmarshal(data, &probe) // for the syntax error's message
 		return nil, nil, &DecodeError{Code: CodeInvalidRequest, Err: fmt.Errorf("invalid JSON: %w", err)}
 	}
-	id := frameID(data)
 	fail := func(err error) (*Frame, map[string]bool, error) {
-		return nil, nil, &DecodeError{ID: id, Code: CodeInvalidRequest, Err: err}
+		// Only a failure pays for finding the id a second time.
+		return nil, nil, &DecodeError{ID: frameID(data), Code: CodeInvalidRequest, Err: err}
 	}
 	keys, err := objectKeys(data)
 	if err != nil {

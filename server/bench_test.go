@@ -17,7 +17,7 @@ import (
 // loopback WebSocket: invoke → capability_invoked to the client →
 // capability_result back → the outcome.
 func BenchmarkWSRoundTrip(b *testing.B) {
-	f := newFixture(b, nil)
+	f, _ := newLimited(b, server.ManagerOptions{Limits: server.Limits{FramesPerSecond: -1, FrameBurst: -1}}, server.Options{}) // a benchmark outruns any frame rate
 	c := f.dial(clientToken, "s1", "?after=0")
 	c.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.echo", false)}})
 	c.reply("r")

@@ -17,8 +17,8 @@ import (
 // Default limits; see [Limits].
 const (
 	DefaultSessionsPerToken       = 1000
-	DefaultFramesPerSecond        = 100
-	DefaultFrameBurst             = 200
+	DefaultFramesPerSecond        = 1000
+	DefaultFrameBurst             = 5000
 	DefaultJournalBytesPerSession = 64 << 20
 )
 
@@ -37,7 +37,10 @@ type Limits struct {
 	// FramesPerSecond and FrameBurst are a token bucket per WebSocket
 	// connection: a connection may send FrameBurst frames at once, then
 	// FramesPerSecond on average. A frame over the rate is answered with
-	// quota_exceeded and not applied. Defaults 100 and 200.
+	// quota_exceeded and not applied. Defaults 1000 and 5000: a client
+	// answering a burst of calls, or a benchmark's thousand round trips,
+	// passes; a connection flooding the kernel is held to 1000 frames a
+	// second, a fraction of what one kernel decodes.
 	FramesPerSecond float64
 	FrameBurst      int
 	// JournalBytesPerSession bounds the bytes of events a session journals
