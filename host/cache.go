@@ -45,9 +45,9 @@ const (
 	// cacheFormat names the layout of a sealed entry; bump it when it changes.
 	cacheFormat = "brain-cache/1"
 	// instrumentVersion names the transformation the host applies to a
-	// payload before compiling it (0: none). Entries of another version are
-	// stale.
-	instrumentVersion = 0
+	// payload before compiling it (instrument.go). Entries of another
+	// version are stale.
+	instrumentVersion = 1
 	// maxEntryBytes bounds a cache entry read from disk.
 	maxEntryBytes = 1 << 30
 )

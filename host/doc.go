@@ -3,7 +3,8 @@
 // functions of the handles their manifest declares.
 //
 // A payload's identity (sha-256) is verified before anything is compiled;
-// compiled code is cached on disk by wazero under a directory the host owns.
+// compiled code is cached on disk, sealed, under a directory private to the
+// host.
 // An [Artifact] implements tool.Attachable, so an environment attaches and
 // invokes it exactly like a native tool: provisioning (compile, check the
 // imports against the declared handles, instantiate, initialise with the
@@ -11,6 +12,16 @@
 // Calls run on a bounded pool of instances, one call per instance at a time;
 // an instance that trapped, ran out of memory or was stopped at its deadline
 // is discarded, never reused.
+//
+// Deadlines hold wherever a guest is: each payload is instrumented at load
+// (after its identity is verified) so that loops and function entries spend
+// an inline fuel counter and call the host when it runs out, which stops a
+// guest whose call's context is done; a guest's sleep and every host
+// function honour the context too; and the pool gives a call's slot back
+// at its deadline whatever the guest is doing. Instantiation and
+// initialisation are bounded the same way. The compilation cache is
+// untrusted: each entry is sealed with a MAC and checked before wazero
+// reads it.
 //
 // The ABI is in docs/abi.md.
 package host

@@ -55,9 +55,10 @@ type Host struct {
 
 	cache *codeCache // nil without a CacheDir
 
-	mu       sync.RWMutex
-	payloads map[string][]byte // identity → verified bytes
-	pools    map[*pool]struct{}
+	mu           sync.RWMutex
+	payloads     map[string][]byte // identity → verified bytes
+	instrumented map[string][]byte // identity → the instrumented payload
+	pools        map[*pool]struct{}
 }
 
 // New starts a host: a wazero runtime with the compilation cache, memory
@@ -80,13 +81,12 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	// WithCloseOnContextDone is what stops a guest spinning past its
-	// deadline. It is not free: wazero then calls into Go at every loop
-	// back-edge, which makes a Go guest's JSON echo about ten times slower
-	// (docs/RATIONALE.md, "Why do artifacts pay for termination checks?").
+	// No WithCloseOnContextDone: payloads are instrumented instead (see
+	// instrument.go), which stops a guest at its deadline without a Go
+	// round trip at every loop header (docs/RATIONALE.md, "Why are
+	// payloads instrumented instead of compiled with termination checks?").
 	cfg := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(uint32(o.MemoryLimitMiB) * 16). // 64 KiB pages
-		WithCloseOnContextDone(true)
+		WithMemoryLimitPages(uint32(o.MemoryLimitMiB) * 16) // 64 KiB pages
 	var cache *codeCache
 	if o.CacheDir != "" {
 		var err error
@@ -96,7 +96,8 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 		cfg = cfg.WithCompilationCache(cache.wcache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	h := &Host{opts: o, log: o.Logger, rt: rt, cache: cache, payloads: map[string][]byte{}, pools: map[*pool]struct{}{}}
+	h := &Host{opts: o, log: o.Logger, rt: rt, cache: cache, payloads: map[string][]byte{},
+		instrumented: map[string][]byte{}, pools: map[*pool]struct{}{}}
 	fail := func(err error) (*Host, error) {
 		_ = h.Close(ctx)
 		return nil, err
@@ -119,13 +120,27 @@ func (h *Host) Close(ctx context.Context) error {
 	return err
 }
 
-// compile compiles a payload whose identity the caller verified, through
-// the verified cache when there is one.
+// compile instruments and compiles a payload whose identity the caller
+// verified, through the verified cache when there is one. The
+// instrumented bytes are kept per identity: each payload is rewritten once
+// per host.
 func (h *Host) compile(ctx context.Context, identity string, payload []byte) (wazero.CompiledModule, error) {
-	if h.cache == nil {
-		return h.rt.CompileModule(ctx, payload)
+	h.mu.RLock()
+	wasm, ok := h.instrumented[identity]
+	h.mu.RUnlock()
+	if !ok {
+		var err error
+		if wasm, err = instrument(payload); err != nil {
+			return nil, err
+		}
+		h.mu.Lock()
+		h.instrumented[identity] = wasm
+		h.mu.Unlock()
 	}
-	return h.cache.compile(ctx, h.rt, identity, payload)
+	if h.cache == nil {
+		return h.rt.CompileModule(ctx, wasm)
+	}
+	return h.cache.compile(ctx, h.rt, identity, wasm)
 }
 
 // Identity returns a payload's identity: "sha256:<hex>".
@@ -175,7 +190,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 // Bounds on what ReadArtifact reads.
 const (
 	maxManifestBytes = 4 << 20
-	maxPayloadBytes  = 512 << 20
+	maxPayloadBytes  = 64 << 20 // Go payloads are 3 to 10 MB
 )
 
 // decodeManifest decodes a tool.json strictly: one JSON object, no unknown
@@ -274,23 +289,31 @@ func allowedModules(requires []handle.Kind) map[string]bool {
 // module instantiates many times), the reactor's _initialize as start
 // function, real clocks and randomness, and nothing else — no files,
 // environment or arguments. A guest's sleep (WASI poll_oneoff, the only
-// WASI function that blocks: stdin is empty) ends when abort is closed, so
-// that an instance stopped at its deadline does not sleep on.
-func guestConfig(abort <-chan struct{}) wazero.ModuleConfig {
+// WASI function that blocks: stdin is empty) ends when the running call's
+// context is done or the instance is given up, so that an instance
+// stopped at its deadline does not sleep on.
+func guestConfig(in *instance) wazero.ModuleConfig {
 	return wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize").
-		WithSysWalltime().WithSysNanotime().WithNanosleep(interruptibleSleep(abort)).WithRandSource(rand.Reader)
+		WithSysWalltime().WithSysNanotime().WithNanosleep(interruptibleSleep(in)).WithRandSource(rand.Reader)
 }
 
-func interruptibleSleep(abort <-chan struct{}) sys.Nanosleep {
+// interruptibleSleep runs on the goroutine of the instance's export call,
+// which set in.cur.
+func interruptibleSleep(in *instance) sys.Nanosleep {
 	return func(ns int64) {
 		if ns <= 0 {
 			return
+		}
+		var done <-chan struct{}
+		if in.cur != nil {
+			done = in.cur.Done()
 		}
 		t := time.NewTimer(time.Duration(ns))
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-abort:
+		case <-done:
+		case <-in.abort:
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/internal/abi"
@@ -121,6 +122,7 @@ func instantiateHostModules(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(abi.ModuleBrain)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(response), []api.ValueType{i32}, nil).Export(abi.ImportResponse)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(progress), []api.ValueType{i32, i32}, nil).Export(abi.ImportProgress)
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(tick), nil, []api.ValueType{i32}).Export(tickImport)
 	if _, err := b.Instantiate(ctx); err != nil {
 		return err
 	}
@@ -251,4 +253,17 @@ func progress(ctx context.Context, mod api.Module, stack []uint64) {
 		report(p)
 		return protocol.Outcome{}
 	})
+}
+
+// tick is what an instrumented guest calls when its fuel runs out: it stops
+// the guest if the call's context is done (a trap with the exit code of a
+// deadline or a cancellation), and otherwise returns the next allowance.
+func tick(ctx context.Context, _ api.Module, stack []uint64) {
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.Canceled) {
+			panic(sys.NewExitError(sys.ExitCodeContextCanceled))
+		}
+		panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+	}
+	stack[0] = fuelPerTick
 }

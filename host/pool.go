@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -51,8 +52,9 @@ type instance struct {
 	alloc  api.Function
 	invoke api.Function
 	stack  []uint64
-	req    []byte        // the invoke request, reused
-	abort  chan struct{} // closed when the instance is given up: ends its sleep
+	req    []byte          // the invoke request, reused
+	abort  chan struct{}   // closed when the instance is given up: ends its sleep
+	cur    context.Context // the context of the running export call, for the sleep
 	once   sync.Once
 	gaveUp chan struct{} // closed when abandon has handed the slot back
 }
@@ -80,7 +82,9 @@ func (p *pool) newInstance(ctx context.Context, st *callState) (*instance, error
 }
 
 func (p *pool) initialise(ctx context.Context, in *instance) error {
-	mod, err := p.h.rt.InstantiateModule(ctx, p.cm, guestConfig(in.abort))
+	in.cur = ctx // _initialize runs inside InstantiateModule
+	mod, err := p.h.rt.InstantiateModule(ctx, p.cm, guestConfig(in))
+	in.cur = nil
 	if err != nil {
 		if ctx.Err() != nil {
 			return initStopped(ctx, p.name)
@@ -122,6 +126,8 @@ func initStopped(ctx context.Context, name string) error {
 // call writes data into the guest, calls fn(ptr, len) and returns the
 // bytes it answers, which alias guest memory.
 func (in *instance) call(ctx context.Context, fn api.Function, data []byte) ([]byte, error) {
+	in.cur = ctx
+	defer func() { in.cur = nil }()
 	in.stack[0] = uint64(len(data))
 	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
 		return nil, err
@@ -265,7 +271,16 @@ func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error
 		return nil, err
 	}
 	in.req = abi.AppendInvoke(in.req[:0], c.ID, c.Workspace, c.Input)
-	stop := context.AfterFunc(ctx, func() { p.abandon(in) })
+	// Every place a guest can wait honours ctx itself (tick, the sleep,
+	// the host functions). The timer is the backstop that gives the slot
+	// back at the deadline even if something else blocks: a timer, not
+	// context.AfterFunc, which costs a goroutine per call on the kernel's
+	// own context type.
+	stop := func() bool { return true }
+	if d, ok := ctx.Deadline(); ok {
+		t := time.AfterFunc(time.Until(d), func() { p.abandon(in) })
+		stop = t.Stop
+	}
 	raw, err := in.call(withCallState(ctx, st), in.invoke, in.req)
 	var out protocol.Outcome
 	if err == nil {

@@ -1,6 +1,7 @@
-// Package stall blocks on request, for the deadline tests: it sleeps (WASI
-// poll_oneoff) or reads a path through the fs handle (a brain host
-// function) during a call, and its init does what the workspace file
+// Package stall blocks on request, for the deadline tests: during a call it
+// sleeps (WASI poll_oneoff), reads a path through the fs handle (a brain
+// host function that may block), spins, recurses without end, or loops
+// around host calls; its init does what the workspace file
 // "mode" says — "spin" loops forever, "sleep" sleeps an hour, anything else
 // (or no file) initialises.
 package stall
@@ -14,7 +15,7 @@ import (
 )
 
 type In struct {
-	Do   string `json:"do" jsonschema:"sleep, read, or anything else to answer"`
+	Do   string `json:"do" jsonschema:"sleep, read, spin, recurse, hostloop, or anything else to answer"`
 	Path string `json:"path,omitempty"`
 }
 
@@ -32,6 +33,16 @@ var Tool = tool.New(tool.Spec{Name: "stall", Description: "Blocks on request."},
 		case "read":
 			b, err := ctx.Handles.FS.ReadFile(ctx, in.Path)
 			return string(b), err
+		case "spin":
+			for i := 0; ; i++ {
+				sink = i
+			}
+		case "recurse":
+			sink = fib(90)
+		case "hostloop":
+			for {
+				_, _ = ctx.Handles.FS.Stat(ctx, "mode")
+			}
 		}
 		return "awake", nil
 	}).
@@ -47,3 +58,11 @@ var Tool = tool.New(tool.Spec{Name: "stall", Description: "Blocks on request."},
 		}
 		return nil
 	})
+
+// fib recurses exponentially, with no loop of its own.
+func fib(n int) int {
+	if n < 2 {
+		return n
+	}
+	return fib(n-1) + fib(n-2)
+}
