@@ -115,6 +115,7 @@ interface PendingCommand {
   readonly msg: Command;
   readonly resend: boolean;
   sent: boolean;
+  retries: number;
   resolve(ack: AckReply): void;
   reject(err: unknown): void;
 }
@@ -126,6 +127,7 @@ interface RunningCall {
 
 const OPEN = 1;
 const RECENT = 1024;
+const MAX_QUOTA_RETRIES = 8;
 
 /**
  * BrainClient is a host platform's connection to one session of a
@@ -147,7 +149,9 @@ const RECENT = 1024;
  * unanswered `invoke` is rejected with `unavailable`, since sending it twice
  * could start two calls. After a reconnect, capabilities this client
  * registered that the kernel no longer has (its snapshot lacks them) are
- * registered again.
+ * registered again. An idempotent command refused with `quota_exceeded`
+ * (the kernel's frame rate limit; nothing was applied) is sent again after
+ * a growing pause, up to 8 times, before its promise rejects.
  *
  * A half-open TCP connection (a peer that vanished without a FIN) is not
  * detected by the client itself: browsers expose no WebSocket ping.
@@ -476,7 +480,7 @@ export class BrainClient {
     }
     const id = `c${++this.nextID}`;
     return new Promise((resolve, reject) => {
-      const p: PendingCommand = { msg, resend, sent: false, resolve, reject };
+      const p: PendingCommand = { msg, resend, sent: false, retries: 0, resolve, reject };
       this.pending.set(id, p);
       this.trySend(id, p);
     });
@@ -604,6 +608,18 @@ export class BrainClient {
         if (m.type === "error") {
           this.emitError(new BrainError(m.code, m.message));
         }
+        return;
+      }
+      if (m.type === "error" && m.code === "quota_exceeded" && p.resend && p.retries < MAX_QUOTA_RETRIES) {
+        // The kernel applied nothing (a frame rate limit): an idempotent
+        // command goes again after a pause, so a result is not lost.
+        p.sent = false;
+        const delay = Math.min(1_000, 50 * 2 ** p.retries++) * (0.5 + Math.random() / 2);
+        setTimeout(() => {
+          if (this.pending.get(f.ref!) === p && !p.sent) {
+            this.trySend(f.ref!, p);
+          }
+        }, delay);
         return;
       }
       this.pending.delete(f.ref!);

@@ -57,6 +57,7 @@ export class Brain {
   private proc: ChildProcess | undefined;
   private exited: Promise<void> = Promise.resolve();
   stderr = "";
+  private args: string[] = [];
 
   private constructor(dir: string, token: string) {
     this.dir = dir;
@@ -64,10 +65,14 @@ export class Brain {
   }
 
   /** start creates a data directory holding a client token and starts brain serve on a free loopback port. */
-  static async start(): Promise<Brain> {
+  static async start(opts?: { config?: string }): Promise<Brain> {
     const dir = mkdtempSync(join(tmpdir(), "brain-ts-"));
     const b = new Brain(dir, randomBytes(24).toString("hex"));
     b.writeTokens();
+    if (opts?.config !== undefined) {
+      writeFileSync(join(dir, "brain.yaml"), opts.config);
+      b.args = ["--config", "brain.yaml"];
+    }
     mkdirSync(join(dir, "workspace"), { recursive: true });
     await b.launch(0);
     return b;
@@ -89,7 +94,7 @@ export class Brain {
 
   private async launch(port: number): Promise<void> {
     const bin = await brainBinary();
-    const args = ["serve", "--addr", `127.0.0.1:${port}`, "--data", "data", ...(await extraFlags(bin))];
+    const args = ["serve", "--addr", `127.0.0.1:${port}`, "--data", "data", ...this.args, ...(await extraFlags(bin))];
     const proc = spawn(bin, args, { cwd: this.dir, stdio: ["ignore", "pipe", "pipe"] });
     this.proc = proc;
     this.exited = new Promise((resolve) => proc.once("exit", () => resolve()));

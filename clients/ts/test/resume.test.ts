@@ -221,3 +221,26 @@ test("events a kernel sends twice are delivered once", { timeout: 20_000 }, asyn
   assert.match(urls[1]!, /[?&]after=2(&|$)/);
   assert.match(urls[1]!, /[?&]token=t{20}(&|$)/);
 });
+
+test("results refused by the frame rate limit are sent again, and every call completes", { timeout: 60_000 }, async () => {
+  const brain = await Brain.start({ config: "limits:\n  frames_per_second: 20\n  frame_burst: 4\n" });
+  cleanup.push(() => brain.stop());
+  const client = brain.client("throttled");
+  cleanup.push(() => client.close());
+  const refused: string[] = [];
+  client.on("error", (e) => refused.push(`${e.code}: ${e.message}`));
+  await client.connect();
+  await client.register(
+    defineCapability({ name: "ui.sq", description: "Square.", input: z.object({ n: z.number() }), handler: async ({ n }) => ({ sq: n * n }) }),
+  );
+  const mcp = await brain.mcp("throttled");
+  cleanup.push(() => mcp.close());
+  await listed(mcp, "ui.sq");
+  const rs = await within(
+    Promise.all(Array.from({ length: 12 }, (_, n) => mcp.callTool({ name: "ui.sq", arguments: { n } }))),
+    40_000,
+    "12 concurrent calls through a 4-frame burst",
+  );
+  rs.forEach((r, n) => assert.deepEqual(r.structuredContent, { sq: n * n }, text(r)));
+  assert.deepEqual(refused, [], "no result was given up");
+});

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Tests of the TypeScript client: installs its pinned dependencies (npm ci),
+# type-checks everything with tsc --strict (including the compile-time proof
+# that the package's types are the seed's, test/assignable.ts), builds brain
+# from this repository, and runs the node:test suites against it.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+npm ci --no-audit --no-fund --loglevel=error
+rm -rf dist
+npx tsc -p tsconfig.json
+
+bin_dir=$(mktemp -d)
+trap 'rm -rf "$bin_dir"' EXIT
+(cd ../.. && go build -o "$bin_dir/brain" ./cmd/brain)
+
+BRAIN_BIN="$bin_dir/brain" node --test --test-force-exit --test-timeout=120000 dist/test/*.test.js
