@@ -47,7 +47,7 @@ step gofmt check_gofmt
 step "go vet" go vet ./...
 step staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 step "go test" go_tests
-# TypeScript client tests (clients/ts): added here by its owner.
+step "TypeScript client" clients/ts/test.sh
 
 echo
 if [ ${#failed_steps[@]} -eq 0 ]; then
