@@ -33,7 +33,7 @@ export interface WebSocketLike {
 }
 
 /** A WebSocket constructor: `globalThis.WebSocket`, or `WebSocket` from the `ws` package. */
-export type WebSocketConstructor = new (url: string) => WebSocketLike;
+export type WebSocketConstructor = new (url: string, options?: any) => WebSocketLike;
 
 /** Options of a {@link BrainClient}. */
 export interface ClientOptions {
@@ -46,11 +46,22 @@ export interface ClientOptions {
   /** The WebSocket implementation; default `globalThis.WebSocket` (browsers, Node 22+). On Node 20 pass `ws`. */
   WebSocket?: WebSocketConstructor;
   /**
+   * How the token travels: `"query"` (default; `?token=`, the only way a
+   * browser's WebSocket can send it) or `"header"` (`Authorization: Bearer`,
+   * which keeps it out of URLs that proxies log; needs an implementation
+   * taking `new WebSocket(url, { headers })`, as `ws` does).
+   */
+  auth?: "query" | "header";
+  /**
    * Start after this seq (a position the host stored): the kernel replays
    * what came after it. Default: start from a snapshot of the session.
    */
   afterSeq?: number;
-  /** Reconnect delays: full jitter over an exponential backoff from `initialDelayMs` (default 100) to `maxDelayMs` (default 5000). */
+  /**
+   * Reconnect delays: full jitter over an exponential backoff from
+   * `initialDelayMs` (default 100) to `maxDelayMs` (default 2000, well
+   * inside the kernel's 5 s grace for calls to a peer that left).
+   */
   reconnect?: { initialDelayMs?: number; maxDelayMs?: number };
   /** The `decidedBy` of {@link BrainClient.approve} when it is not given; default `"user"`. */
   decidedBy?: string;
@@ -202,6 +213,9 @@ export class BrainClient {
     if (WS === undefined) {
       throw new TypeError("BrainClient: no global WebSocket here; pass one (import { WebSocket } from 'ws')");
     }
+    if (opts.auth !== undefined && opts.auth !== "query" && opts.auth !== "header") {
+      throw new TypeError(`BrainClient: auth ${JSON.stringify(opts.auth)} is not "query" or "header"`);
+    }
     if (opts.afterSeq !== undefined && !(Number.isSafeInteger(opts.afterSeq) && opts.afterSeq >= 0)) {
       throw new TypeError(`BrainClient: afterSeq ${opts.afterSeq} is not a seq`);
     }
@@ -210,10 +224,11 @@ export class BrainClient {
       token: opts.token,
       session: opts.session,
       WebSocket: WS,
+      auth: opts.auth ?? "query",
       decidedBy: opts.decidedBy ?? "user",
       maxBuffered: opts.maxBuffered ?? 10_000,
       initialDelayMs: opts.reconnect?.initialDelayMs ?? 100,
-      maxDelayMs: opts.reconnect?.maxDelayMs ?? 5_000,
+      maxDelayMs: opts.reconnect?.maxDelayMs ?? 2_000,
     };
     this.seq = opts.afterSeq;
   }
@@ -425,6 +440,21 @@ export class BrainClient {
     );
   }
 
+  /** startTurn starts the next turn, with the user's message when given (a kernel with a model runs it). A running turn is `conflict`. */
+  async startTurn(message?: string): Promise<void> {
+    await this.request({ type: "turn_start", ...(message ? { message } : {}) }, false);
+  }
+
+  /** endTurn ends the current turn (a platform running its own model loop); `scope: "turn"` capabilities are dropped. */
+  async endTurn(reason?: string): Promise<void> {
+    await this.request({ type: "turn_end", ...(reason ? { reason } : {}) }, false);
+  }
+
+  /** cancelTurn cancels the running turn; no running turn is `conflict`. */
+  async cancelTurn(reason?: string): Promise<void> {
+    await this.request({ type: "turn_cancel", ...(reason ? { reason } : {}) }, false);
+  }
+
   /** cancel cancels one pending call; it ends `cancelled`. */
   async cancel(callId: string, reason?: string): Promise<void> {
     await this.request({ type: "capability_cancel", callId, ...(reason ? { reason } : {}) }, true);
@@ -508,15 +538,19 @@ export class BrainClient {
       return;
     }
     const base = this.opts.url.replace(/^http/, "ws");
-    const q = new URLSearchParams({ token: this.opts.token });
+    const q = new URLSearchParams(this.opts.auth === "query" ? { token: this.opts.token } : {});
     if (this.seq !== undefined) {
       q.set("after", String(this.seq));
     }
-    const url = `${base}/v1/sessions/${encodeURIComponent(this.opts.session)}/ws?${q}`;
+    const query = q.toString();
+    const url = `${base}/v1/sessions/${encodeURIComponent(this.opts.session)}/ws${query === "" ? "" : "?" + query}`;
     this.setState("connecting");
     let ws: WebSocketLike;
     try {
-      ws = new this.opts.WebSocket(url);
+      ws =
+        this.opts.auth === "header"
+          ? new this.opts.WebSocket(url, { headers: { Authorization: `Bearer ${this.opts.token}` } })
+          : new this.opts.WebSocket(url);
     } catch (err) {
       this.emitError(new BrainError("unavailable", `connect: ${(err as Error).message}`, { cause: err }));
       this.scheduleReconnect();

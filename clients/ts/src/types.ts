@@ -306,6 +306,68 @@ export type ErrorReply = {
   message: string;
 };
 
+/** Why a turn ended: the kernel's reasons, or a platform's own identifier-shaped one. */
+export type TurnReason = "completed" | "step_limit" | "cancelled" | "error" | "interrupted" | (string & {});
+
+/** Start the next turn, optionally with the user's message (extension; client → kernel). */
+export type TurnStartCommand = {
+  type: "turn_start";
+  message?: string;
+};
+
+/** End the current turn, dropping `scope: "turn"` capabilities (extension; client → kernel). */
+export type TurnEndCommand = {
+  type: "turn_end";
+  /** Default `completed`; any identifier-shaped reason but `interrupted`. */
+  reason?: TurnReason;
+};
+
+/** Cancel the running turn (extension; client → kernel). */
+export type TurnCancelCommand = {
+  type: "turn_cancel";
+  reason?: string;
+};
+
+/** A turn began (extension; kernel → peers). */
+export type TurnStartedEvent = {
+  type: "turn_started";
+  turn: number;
+  message?: string;
+  startedBy?: string;
+};
+
+/** A turn ended (extension; kernel → peers). */
+export type TurnEndedEvent = {
+  type: "turn_ended";
+  turn: number;
+  reason: TurnReason;
+  /** Why, for `error`, `interrupted` and `cancelled`. */
+  error?: string;
+};
+
+/** One tool call of an assistant message; `name` is the capability's own. */
+export type ToolCall = { id: string; name: string; input: unknown };
+
+/** One message of the conversation. */
+export type ChatMessage =
+  | { role: "user"; text: string }
+  | { role: "assistant"; text?: string; toolCalls?: ToolCall[] }
+  | { role: "tool"; toolCallId: string; name: string; outcome: Outcome };
+
+/** A message joined the conversation (extension; kernel → peers). */
+export type ConversationMessageEvent = {
+  type: "conversation_message";
+  turn: number;
+  message: ChatMessage;
+};
+
+/** A piece of assistant text while the model streams (extension; kernel → peers). */
+export type AssistantDeltaEvent = {
+  type: "assistant_delta";
+  turn: number;
+  text: string;
+};
+
 /** Every message a peer may send. */
 export type Command =
   | CapabilityRegisterCommand
@@ -314,7 +376,10 @@ export type Command =
   | CapabilityApproveCommand
   | CapabilityInvokeCommand
   | CapabilityCancelCommand
-  | ResumeCommand;
+  | ResumeCommand
+  | TurnStartCommand
+  | TurnEndCommand
+  | TurnCancelCommand;
 
 /** Every event the kernel sends, in the session's log (each with a seq). */
 export type Event =
@@ -326,7 +391,11 @@ export type Event =
   | ApprovalDecidedEvent
   | ApprovalWithdrawnEvent
   | CapabilityOutcomeEvent
-  | SnapshotEvent;
+  | SnapshotEvent
+  | TurnStartedEvent
+  | TurnEndedEvent
+  | ConversationMessageEvent
+  | AssistantDeltaEvent;
 
 /** The kernel's replies to commands. */
 export type Reply = AckReply | ErrorReply;

@@ -141,7 +141,7 @@ export class Brain {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  /** client returns a BrainClient for session id, through `ws` (Node 20 has no global WebSocket). */
+  /** client returns a BrainClient for session id, through `ws` (Node 20 has no global WebSocket), the token in a header unless opts say otherwise. */
   client(session: string, opts?: Partial<ClientOptions> & { url?: string }): BrainClient {
     return new BrainClient({
       url: this.url,
@@ -149,6 +149,7 @@ export class Brain {
       session,
       WebSocket: WebSocket as unknown as WebSocketConstructor,
       reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
+      auth: "header",
       ...opts,
     });
   }

@@ -332,4 +332,34 @@ describe("palette and events", { timeout: 30_000 }, () => {
     for (let i = 1; i < seen.length; i++) assert.equal(seen[i]!.seq, seen[i - 1]!.seq + 1);
     assert.equal(client.lastSeq, seen.at(-1)!.seq);
   });
+
+  test("turns: a turn-scoped capability is dropped when the turn ends", async () => {
+    const { client } = await setup("turns");
+    const seen: BrainEvent[] = [];
+    client.on("event", (e) => seen.push(e));
+    await client.startTurn();
+    await client.register(
+      defineCapability({
+        name: "draft.preview",
+        description: "Preview the draft of this turn.",
+        scope: "turn",
+        input: z.object({}),
+        handler: async () => ({}),
+      }),
+    );
+    assert.ok(client.capabilities().some((c) => c.name === "draft.preview"));
+    await client.endTurn();
+    const deadline = Date.now() + 10_000;
+    while (!seen.some((e) => e.msg.type === "turn_ended")) {
+      assert.ok(Date.now() < deadline, "no turn_ended event");
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const types = seen.map((e) => e.msg.type);
+    assert.ok(types.includes("turn_started"), types.join(","));
+    assert.ok(types.indexOf("capability_deregister") < types.indexOf("turn_ended"), types.join(","));
+    const ended = seen.find((e) => e.msg.type === "turn_ended")!.msg;
+    assert.equal(ended.type === "turn_ended" && ended.reason, "completed");
+    assert.ok(!client.capabilities().some((c) => c.name === "draft.preview"), "dropped from the client's view");
+    await assert.rejects(client.cancelTurn(), (e: unknown) => e instanceof BrainError && e.code === "conflict");
+  });
 });
