@@ -122,6 +122,14 @@ func newKernel(t *testing.T) *kernel {
   fetch('/seen?v=' + encodeURIComponent(p), {mode: 'no-cors'});
 });`)
 	})
+	frameMux.HandleFunc("GET /card.js", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		w.Header().Set("Access-Control-Allow-Origin", "*") // a module from another origin
+		fmt.Fprint(w, `customElements.define('brain-card', class extends HTMLElement {
+  set props(p) { this._p = p; this.textContent = 'card: ' + JSON.stringify(p); }
+  get props() { return this._p; }
+});`)
+	})
 	frameMux.HandleFunc("GET /seen", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case k.seen <- r.URL.Query().Get("v"):
@@ -131,7 +139,7 @@ func newKernel(t *testing.T) *kernel {
 	k.frames = httptest.NewServer(frameMux)
 	t.Cleanup(k.frames.Close)
 
-	ch := server.NewConsole(server.ConsoleOptions{Server: api, Tokens: tokens, Assets: console.Assets(), FrameOrigins: []string{k.frames.URL}})
+	ch := server.NewConsole(server.ConsoleOptions{Server: api, Tokens: tokens, Assets: console.Assets(), FrameOrigins: []string{k.frames.URL}, WebComponentOrigins: []string{k.frames.URL}})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -357,6 +365,11 @@ func registerDemo(t *testing.T, s *session.Session, frames string) {
 			Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceIframe, URL: frames + "/frame.html"}, Targets: []protocol.RenderTarget{protocol.TargetPreview},
 				Fallback: "Chart **{{title}}**", Streaming: true}},
 			session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return obj(`{"shown":true}`), nil })},
+		{protocol.Capability{Name: "card.show", Description: "Show a card.", Kind: protocol.KindRender,
+			InputSchema: obj(`{"type":"object"}`), Side: protocol.SideAgent, Origin: agent,
+			Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceWebComponent, URL: frames + "/card.js", TagName: "brain-card"},
+				Targets: []protocol.RenderTarget{protocol.TargetChat}, Fallback: "card {{x}}"}},
+			session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return obj(`{"shown":true}`), nil })},
 		{protocol.Capability{Name: "note.show", Description: "Show a note.", Kind: protocol.KindRender,
 			InputSchema: obj(`{"type":"object","properties":{"title":{"type":"string"},"body":{"type":"string"}}}`), Side: protocol.SideAgent, Origin: agent,
 			Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceWebComponent, URL: "https://widgets.example.com/note.js", TagName: "note-card"},
@@ -581,6 +594,8 @@ func TestConsole(t *testing.T) {
 		if !strings.Contains(eval[string](b, `document.querySelector('.fallback .md').textContent`), `<img src=x onerror="window.__xss=7">`) {
 			t.Fatal("the fallback does not show the prop as text")
 		}
+		go demo.Invoke(context.Background(), protocol.AudienceLLM, "card.show", obj(`{"x":"from an allowed origin"}`))
+		b.until("the web component from the allowed origin", `(document.querySelector('.surface brain-card')?.textContent || '').includes('from an allowed origin')`)
 		b.do("scroll to the renders", chromedp.ScrollIntoView(chromedp.CSS(".surfaces")))
 		b.screenshot("renders")
 	})

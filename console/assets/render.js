@@ -73,11 +73,16 @@ export class Surfaces {
       if (!origin || !this.config.webComponentOrigins.includes(origin) || !TAG.test(src.tagName || '')) {
         update = fallback(`web component from ${origin || '(invalid)'} is not allowed (serve config console.web_component_origins)`);
       } else {
-        const el = document.createElement(src.tagName);
-        el.props = ev.props;
-        body.append(el);
-        import(src.url).catch((e) => body.append(h('p', { class: 'error' }, 'cannot load the component: ', String(e))));
-        update = (p) => { el.props = p; };
+        // The element is created once its class is defined, so that the
+        // props go through its setter (a property set before the upgrade
+        // would shadow it).
+        let el = null;
+        let props = ev.props;
+        import(src.url)
+          .then(() => customElements.whenDefined(src.tagName))
+          .then(() => { el = document.createElement(src.tagName); el.props = props; body.append(el); })
+          .catch((e) => body.append(h('p', { class: 'error' }, 'cannot load the component: ', String(e))));
+        update = (p) => { props = p; if (el) el.props = p; };
       }
     } else {
       update = fallback('unknown render source');
