@@ -183,9 +183,8 @@ func (c *call) run(gen uint64, prg *goja.Program, args json.RawMessage) (o outco
 	})
 	defer stopWatch()
 	defer func() {
-		// The runtime may serve another call, unless the engine itself
-		// failed: an interrupted runtime is fine once ClearInterrupt ran
-		// (begin), and the script's world is cleaned by world.reset.
+		// The runtime may serve another call unless the engine itself
+		// failed (recycle also drops runtimes whose call was stopped).
 		clean := true
 		if x := recover(); x != nil {
 			o = outcome{err: c.fromPanic(x)}

@@ -70,12 +70,15 @@ func waitIdle(t *testing.T, r *script.Runtime) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var last error
 	for ctx.Err() == nil {
-		if _, err := r.Call(ctx, `() => 1`, nil); err == nil {
+		_, err := r.Call(ctx, `() => 1`, nil)
+		if err == nil {
 			return
 		}
+		last = err
 	}
-	t.Fatalf("a script still runs a minute after its call ended")
+	t.Fatalf("a script still runs a minute after its call ended (last error: %v)", last)
 }
 
 func TestContext(t *testing.T) {
@@ -187,7 +190,7 @@ func TestCatastrophicRegexp(t *testing.T) {
 		for _, err := range errs {
 			check(t, nil, err, "", protocol.CodeTimeout, "")
 		}
-		if d := time.Since(start); d > limit+slow(600*time.Millisecond) {
+		if d := time.Since(start); d > limit+slow(1500*time.Millisecond) {
 			t.Errorf("round %d: the calls took %v under a %v timeout", round, d, limit)
 		}
 		start = time.Now()

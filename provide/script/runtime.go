@@ -180,7 +180,10 @@ func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage)
 	if err == nil {
 		err = handle.FromContext(ctx, handle.KindJS, opCall)
 	}
-	if r.abandon(&held) {
+	// A script stopped for its memory is left holding its slot: it may be
+	// inside a built-in that keeps allocating, and lingering scripts must
+	// not add up to more memory than the slots allow.
+	if err.Code != protocol.CodeTooLarge && r.abandon(&held) {
 		r.log.Warn("js: script still running after its call ended; it will finish in the background, its slot given back",
 			slog.String("reason", err.Error()))
 	} else {
@@ -271,12 +274,16 @@ func (r *Runtime) take() *call {
 	}
 }
 
-// recycle keeps c, whose run ended with o, for a later call when the
-// engine did not fail and the call's globals could be cleaned away. A late
-// stop meant for this call (the deadline firing just now, the heap
-// watchdog) names its generation and cannot reach the next one.
+// recycle keeps c, whose run ended with o, for a later call when the call
+// ended on its own (nothing stopped it), the engine did not fail, and the
+// call's globals could be cleaned away. A stopped call's runtime is
+// dropped: goja's value stack may still hold what the script built when
+// it was interrupted (a memory budget's worth), which the garbage
+// collector could not free while the runtime lives. A late stop meant for
+// a reused runtime's earlier call names that call's generation and cannot
+// reach the next one.
 func (r *Runtime) recycle(c *call, o outcome) {
-	if o.clean && c.world != nil && c.world.reset() {
+	if o.clean && c.reason() == nil && c.world != nil && c.world.reset() {
 		r.put(c)
 	}
 }
