@@ -11,13 +11,34 @@ import (
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
+	"github.com/brainrt/brain/store"
 )
 
 // BenchmarkWSRoundTrip: one invocation of a client-side capability over a
 // loopback WebSocket: invoke → capability_invoked to the client →
-// capability_result back → the outcome.
+// capability_result back → the outcome. No journal.
 func BenchmarkWSRoundTrip(b *testing.B) {
-	f, _ := newLimited(b, server.ManagerOptions{Limits: server.Limits{FramesPerSecond: -1, FrameBurst: -1}}, server.Options{}) // a benchmark outruns any frame rate
+	benchRoundTrip(b, server.ManagerOptions{})
+}
+
+// BenchmarkWSRoundTripJournaled is BenchmarkWSRoundTrip with the embedded
+// JetStream journal on, as `brain serve` runs by default: every event of
+// the call (capability_invoked, capability_result's outcome) is
+// acknowledged by the store before the client or the invoker sees it.
+func BenchmarkWSRoundTripJournaled(b *testing.B) {
+	st, err := store.Open(context.Background(), &store.Options{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	benchRoundTrip(b, server.ManagerOptions{Store: st})
+}
+
+// benchRoundTrip runs the round trip on a kernel with options mo; the
+// frame rate is unlimited (a benchmark outruns any).
+func benchRoundTrip(b *testing.B, mo server.ManagerOptions) {
+	mo.Limits = server.Limits{FramesPerSecond: -1, FrameBurst: -1}
+	f, _ := newLimited(b, mo, server.Options{})
 	c := f.dial(clientToken, "s1", "?after=0")
 	c.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.echo", false)}})
 	c.reply("r")
@@ -26,9 +47,13 @@ func BenchmarkWSRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer release()
+	// The client's reads outlive the dial's 10 s handshake context: a
+	// long run must not lose its client half-way.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() { // the client: answer every call
 		for {
-			_, data, err := c.conn.Read(c.ctx)
+			_, data, err := c.conn.Read(ctx)
 			if err != nil {
 				return
 			}
@@ -38,11 +63,10 @@ func BenchmarkWSRoundTrip(b *testing.B) {
 			}
 			if inv, ok := fr.Msg.(*protocol.CapabilityInvoked); ok {
 				b, _ := protocol.EncodeFrame(&protocol.Frame{Msg: &protocol.CapabilityResult{CallID: inv.CallID, Result: inv.Input}})
-				_ = c.conn.Write(c.ctx, 1, b)
+				_ = c.conn.Write(ctx, 1, b)
 			}
 		}
 	}()
-	ctx := context.Background()
 	in := json.RawMessage(`{"n":7}`)
 	b.ReportAllocs()
 	b.ResetTimer()
