@@ -99,7 +99,7 @@ func listenOnThread(pid int, addr string) (ln net.Listener, ns string, restored 
 		return nil, "", true, fmt.Errorf("read brain's network namespace: %w", err)
 	}
 	if ns == mine {
-		return nil, "", true, errors.New("Chromium runs in brain's own network namespace, not an isolated one")
+		return nil, "", true, errors.New("the browser runs in brain's own network namespace, not an isolated one")
 	}
 	target, err := os.Open(path)
 	if err != nil {

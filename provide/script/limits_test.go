@@ -27,9 +27,6 @@ func backtrack(n int) string {
 // slowBuiltin loops over a built-in of a fraction of a second.
 var slowBuiltin = `() => { for (;;) ` + backtrack(22) + ` }`
 
-// stuckBuiltin is one call of a built-in of about a second.
-var stuckBuiltin = `() => ` + backtrack(23)
-
 func TestTimeout(t *testing.T) {
 	const limit = 200 * time.Millisecond
 	// One slot, so that waitIdle can tell when the script that outlived
