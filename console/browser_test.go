@@ -740,7 +740,9 @@ func TestConsole(t *testing.T) {
 		doomed := k.session("doomed")
 		registerDemo(t, doomed, k.frames.URL)
 		done := make(chan protocol.Outcome, 1)
-		go func() { done <- doomed.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", obj(`{"path":"x"}`)) }()
+		go func() {
+			done <- doomed.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", obj(`{"path":"x"}`))
+		}()
 		b.do("open the list", chromedp.Navigate(k.console.URL+"/#/sessions"))
 		b.until("the row with its pending approval", `document.querySelector('tr[data-session="doomed"] td:nth-child(4)')?.textContent === '1'`)
 		b.do("delete", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS(`tr[data-session="doomed"] button.danger`)))

@@ -207,6 +207,8 @@ func (srv *Server) handleApprovals(w http.ResponseWriter, _ *http.Request, _ ses
 // handleApprovalsWS is GET /v1/approvals/ws: the inbox as a stream. The
 // first message is {"type":"approvals","approvals":[…]}; then
 // approval_added (with the approval) and approval_removed as they happen.
+// When a call ends before its decision is reported (a fast handler), its
+// approval_removed comes twice: as the call ends, then with the decision.
 // A stream that falls behind gets a fresh "approvals" list. The stream is
 // read-only: decisions go to the session (capability_approve).
 func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ session.Peer) {
