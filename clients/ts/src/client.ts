@@ -417,8 +417,10 @@ export class BrainClient {
   }
 
   /**
-   * approve decides a call awaiting approval. It echoes the request's
-   * `inputDigest`, so the decision binds to exactly the input shown. The
+   * approve decides a call awaiting approval. It echoes the `inputDigest`
+   * of the latest request seen for the call, so the decision binds to
+   * exactly that input and registration ({@link ApprovalRequest.approve}
+   * echoes its own request's). The
    * promise rejects with the kernel's code (`not_found`, `conflict` when
    * already decided, `stale_approval`, `forbidden`).
    */
@@ -426,7 +428,10 @@ export class BrainClient {
     if (d.decision !== "approved" && d.decision !== "rejected") {
       throw new TypeError(`approve: decision must be "approved" or "rejected", not ${JSON.stringify(d.decision)}`);
     }
-    const req = this.approvalsByCall.get(callId);
+    await this.decide(callId, d, this.approvalsByCall.get(callId)?.inputDigest);
+  }
+
+  private async decide(callId: string, d: Decision, digest: string | undefined): Promise<void> {
     await this.request(
       {
         type: "capability_approve",
@@ -434,7 +439,7 @@ export class BrainClient {
         decision: d.decision,
         decidedBy: d.decidedBy ?? this.opts.decidedBy,
         ...(d.feedback ? { feedback: d.feedback } : {}),
-        ...(req?.inputDigest ? { inputDigest: req.inputDigest } : {}),
+        ...(digest ? { inputDigest: digest } : {}),
       },
       true,
     );
@@ -772,18 +777,29 @@ export class BrainClient {
       ...(ev.inputDigest !== undefined ? { inputDigest: ev.inputDigest } : {}),
       ...(this.registry.has(ev.name) ? { capability: this.registry.get(ev.name)! } : {}),
       seq,
+      // A request decides with its own digest: if it was withdrawn and
+      // asked again (the capability changed), the old dialog's answer is
+      // refused (stale_approval) instead of approving what it never showed.
       approve: (o) =>
-        this.approve(ev.callId, {
-          decision: "approved",
-          ...(o?.feedback !== undefined ? { feedback: o.feedback } : {}),
-          ...(o?.decidedBy !== undefined ? { decidedBy: o.decidedBy } : {}),
-        }),
+        this.decide(
+          ev.callId,
+          {
+            decision: "approved",
+            ...(o?.feedback !== undefined ? { feedback: o.feedback } : {}),
+            ...(o?.decidedBy !== undefined ? { decidedBy: o.decidedBy } : {}),
+          },
+          ev.inputDigest,
+        ),
       reject: (feedback, o) =>
-        this.approve(ev.callId, {
-          decision: "rejected",
-          ...(feedback !== undefined ? { feedback } : {}),
-          ...(o?.decidedBy !== undefined ? { decidedBy: o.decidedBy } : {}),
-        }),
+        this.decide(
+          ev.callId,
+          {
+            decision: "rejected",
+            ...(feedback !== undefined ? { feedback } : {}),
+            ...(o?.decidedBy !== undefined ? { decidedBy: o.decidedBy } : {}),
+          },
+          ev.inputDigest,
+        ),
     };
     this.approvalsByCall.set(ev.callId, req);
     this.emit("approval", req);

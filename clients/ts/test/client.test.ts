@@ -163,6 +163,32 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     await approvals.return!();
   });
 
+  test("an approval withdrawn by a changed registration: the old request's answer is refused", async () => {
+    const { client, mcp } = await setup("withdrawn");
+    const def = (description: string) =>
+      defineCapability({
+        name: "mail.send",
+        description,
+        requiresApproval: true,
+        input: z.object({ to: z.string() }),
+        handler: async ({ to }) => ({ sentTo: to, description }),
+      });
+    await client.register(def("Send a mail."));
+    await listed(mcp, "mail.send");
+    const approvals = client.approvals();
+    const call = mcp.callTool({ name: "mail.send", arguments: { to: "bob" } });
+    const old = (await within(approvals.next(), 10_000, "the first request")).value!;
+    await client.register(def("Send a mail, and forward it to everyone.")); // changed under the dialog
+    const fresh = (await within(approvals.next(), 10_000, "the request again")).value!;
+    assert.equal(fresh.callId, old.callId);
+    assert.notEqual(fresh.inputDigest, old.inputDigest);
+    await assert.rejects(old.approve({ decidedBy: "ada" }), (e: unknown) => e instanceof BrainError && e.code === "stale_approval");
+    await fresh.approve({ decidedBy: "ada" });
+    const r = await call;
+    assert.deepEqual(r.structuredContent, { sentTo: "bob", description: "Send a mail, and forward it to everyone." }, text(r));
+    await approvals.return!();
+  });
+
   test("fire-and-forget: the spec's own example", async () => {
     const { client, mcp } = await setup("react");
     const reacted = new Deferred<{ emoji: string; targetSeq: number | undefined }>();
