@@ -8,6 +8,8 @@ cd "$(dirname "$0")"
 
 npm ci --no-audit --no-fund --loglevel=error
 rm -rf dist
+# The package alone, without Node's types: it must build for a browser.
+npx tsc -p tsconfig.build.json --noEmit
 npx tsc -p tsconfig.json
 
 bin_dir=$(mktemp -d)
