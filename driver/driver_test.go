@@ -78,11 +78,6 @@ func (j *textJournal) text() string {
 	return strings.Join(j.frames, "\n")
 }
 
-type lockedBuilder struct {
-	mu sync.Mutex
-	strings.Builder
-}
-
 func newFixture(t *testing.T, p provider, transcript string, opts *driver.Options) *fixture {
 	t.Helper()
 	f := &fixture{t: t, stub: newStub(t, transcript), journal: &textJournal{}, logs: &strings.Builder{}, barrier: make(chan string, 8)}

@@ -1,7 +1,6 @@
 package driver_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -121,5 +120,4 @@ func TestRestartMidTurn(t *testing.T) {
 		"user: go on",
 		"assistant: Continuing where we were.",
 	)
-	_ = context.Background
 }

@@ -3,9 +3,7 @@ package driver_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -165,6 +163,3 @@ func (st *stub) requestJSON(i int) string {
 	b, _ := json.Marshal(st.request(i))
 	return string(b)
 }
-
-var _ = context.Background
-var _ = fmt.Sprint
