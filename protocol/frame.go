@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -105,7 +106,38 @@ func EncodeFrame(f *Frame) ([]byte, error) {
 	if v == 0 {
 		v = Version
 	}
-	return json.Marshal(frameJSON{V: v, Seq: f.Seq, ID: f.ID, Ref: f.Ref, Msg: msg})
+	if !plainString(f.ID) || !plainString(f.Ref) {
+		return json.Marshal(frameJSON{V: v, Seq: f.Seq, ID: f.ID, Ref: f.Ref, Msg: msg})
+	}
+	// The envelope by hand: the bytes json.Marshal would give (msg is
+	// compact JSON already), without re-validating and copying msg.
+	b := make([]byte, 0, len(msg)+len(f.ID)+len(f.Ref)+56)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(v), 10)
+	if f.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, f.Seq, 10)
+	}
+	if f.ID != "" {
+		b = append(append(append(b, `,"id":"`...), f.ID...), '"')
+	}
+	if f.Ref != "" {
+		b = append(append(append(b, `,"ref":"`...), f.Ref...), '"')
+	}
+	b = append(append(b, `,"msg":`...), msg...)
+	return append(b, '}'), nil
+}
+
+// plainString reports whether json.Marshal writes s as itself in quotes:
+// printable ASCII with nothing to escape (encoding/json also escapes <, >
+// and &).
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // EncodeMessage returns the message's JSON with its "type" first.

@@ -46,7 +46,137 @@ func checkKeys(seen, allowed map[string]bool, required ...string) error {
 
 // objectKeys returns the keys of the JSON object in data, failing on a value
 // that is not an object and on duplicated keys.
+//
+// Valid JSON whose keys are plain (printable ASCII without escapes) — every
+// frame a well-behaved peer sends — is scanned in place, without a
+// tokenizer; anything else takes objectKeysTokens, whose errors name what
+// is wrong. Both give the same keys for the same document.
 func objectKeys(data []byte) (map[string]bool, error) {
+	if json.Valid(data) {
+		if seen, dup, ok := scanKeys(data); ok {
+			if dup != nil {
+				return nil, fmt.Errorf("duplicate field %q", *dup)
+			}
+			return seen, nil
+		}
+	}
+	return objectKeysTokens(data)
+}
+
+// scanKeys reads the top-level keys of data, which must be valid JSON. It
+// reports ok false (the caller falls back to the tokenizer) for anything
+// but an object whose keys are printable ASCII without escapes; dup is the
+// first key seen twice, if any.
+func scanKeys(data []byte) (seen map[string]bool, dup *string, ok bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, nil, false
+	}
+	seen = make(map[string]bool, 8)
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return seen, nil, true
+	}
+	for i < len(data) {
+		if data[i] != '"' {
+			return nil, nil, false
+		}
+		j := i + 1
+		for j < len(data) && data[j] != '"' {
+			if c := data[j]; c == '\\' || c < 0x20 || c >= 0x7f {
+				return nil, nil, false
+			}
+			j++
+		}
+		if j >= len(data) {
+			return nil, nil, false
+		}
+		k := string(data[i+1 : j])
+		if seen[k] && dup == nil {
+			dup = &k
+		}
+		seen[k] = true
+		i = skipSpace(data, j+1)
+		if i >= len(data) || data[i] != ':' {
+			return nil, nil, false
+		}
+		if i = skipValue(data, skipSpace(data, i+1)); i < 0 {
+			return nil, nil, false
+		}
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return nil, nil, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return seen, dup, true
+		default:
+			return nil, nil, false
+		}
+	}
+	return nil, nil, false
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the valid JSON value at data[i:],
+// or -1.
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for i < len(data) {
+		switch c := data[i]; c {
+		case '"':
+			i++
+			for i < len(data) && data[i] != '"' {
+				if data[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= len(data) {
+				return -1
+			}
+			i++
+		case '{', '[':
+			depth++
+			i++
+		case '}', ']':
+			if depth == 0 {
+				return i // the enclosing object's end: a scalar ended here
+			}
+			depth--
+			i++
+		case ',':
+			if depth == 0 {
+				return i
+			}
+			i++
+		default:
+			i++
+		}
+		if depth == 0 && i < len(data) {
+			// A string or a container just closed, or a scalar goes on.
+			switch data[i-1] {
+			case '"', '}', ']':
+				return i
+			}
+		}
+	}
+	if depth == 0 {
+		return i
+	}
+	return -1
+}
+
+// objectKeysTokens is objectKeys through encoding/json's tokenizer.
+func objectKeysTokens(data []byte) (map[string]bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {

@@ -53,11 +53,17 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	defer s.Detach(p)
 	c.subs = make(chan *session.Subscription, 1)
 	c.subs <- c.subscribe(after)
+	// Reads and writes run without a context of their own (a context per
+	// frame costs coder/websocket an AfterFunc, and a write timeout a
+	// timer): the connection ends when ctx does, and each write is bounded
+	// by its writer's watchdog.
+	stopClose := context.AfterFunc(ctx, func() { _ = conn.CloseNow() })
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); c.writeLoop(ctx) }()
 	c.readLoop(ctx)
 	cancel(nil)
 	<-writerDone
+	stopClose()
 	if p.Side == session.SideEnvironment {
 		// An environment's tools cannot be called without it.
 		c.deregisterOwned()
@@ -124,9 +130,11 @@ func (c *wsConn) subscribe(after *uint64) *session.Subscription {
 // reply and the connection stays usable.
 func (c *wsConn) readLoop(ctx context.Context) {
 	for {
-		typ, rd, err := c.conn.Reader(ctx)
+		typ, rd, err := c.conn.Reader(context.Background()) // ctx's end closes the connection
 		if err != nil {
-			c.cancel(fmt.Errorf("read: %w", err))
+			if ctx.Err() == nil {
+				c.cancel(fmt.Errorf("read: %w", err))
+			}
 			return
 		}
 		data, err := io.ReadAll(io.LimitReader(rd, protocol.MaxFrameBytes+1))
@@ -227,6 +235,8 @@ func (c *wsConn) send(f *protocol.Frame) {
 // writeLoop writes replies and the session's events (filtered for the
 // peer) until the connection ends.
 func (c *wsConn) writeLoop(ctx context.Context) {
+	wd := c.newWatchdog()
+	defer wd.t.Stop()
 	events := make(chan []byte)
 	var sub *session.Subscription
 	var subCtx context.Context
@@ -243,11 +253,11 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 			go c.pump(subCtx, sub, events, done)
 			stop = func() { cancel(); sub.Close(); <-done }
 		case b := <-c.replies:
-			if !c.write(ctx, b) {
+			if !c.write(wd, b) {
 				return
 			}
 		case b := <-events:
-			if !c.write(ctx, b) {
+			if !c.write(wd, b) {
 				return
 			}
 		case <-ctx.Done():
@@ -282,11 +292,34 @@ func (c *wsConn) pump(ctx context.Context, sub *session.Subscription, out chan<-
 	}
 }
 
-func (c *wsConn) write(ctx context.Context, b []byte) bool {
-	wctx, cancel := context.WithTimeout(ctx, c.srv.opts.WriteTimeout)
-	defer cancel()
-	if err := c.conn.Write(wctx, websocket.MessageText, b); err != nil {
-		if errors.Is(wctx.Err(), context.DeadlineExceeded) { // our deadline, not a closing connection
+// watchdog bounds the writer's writes by Options.WriteTimeout: one
+// timer, reset per write, instead of a context and a timer per frame.
+type watchdog struct {
+	t       *time.Timer
+	writing atomic.Bool
+	fired   atomic.Bool
+}
+
+func (c *wsConn) newWatchdog() *watchdog {
+	wd := &watchdog{}
+	wd.t = time.AfterFunc(time.Hour, func() {
+		if wd.writing.Load() {
+			wd.fired.Store(true)
+			_ = c.conn.CloseNow() // the stuck write returns
+		}
+	})
+	wd.t.Stop()
+	return wd
+}
+
+func (c *wsConn) write(wd *watchdog, b []byte) bool {
+	wd.writing.Store(true)
+	wd.t.Reset(c.srv.opts.WriteTimeout)
+	err := c.conn.Write(context.Background(), websocket.MessageText, b)
+	wd.t.Stop()
+	wd.writing.Store(false)
+	if err != nil {
+		if wd.fired.Load() { // our deadline, not a closing connection
 			c.writeErr.Store(fmt.Errorf("write: the peer has not read for %s: %w", c.srv.opts.WriteTimeout, err))
 		}
 		c.cancel(fmt.Errorf("write: %w", err))
