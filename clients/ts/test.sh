@@ -11,6 +11,11 @@ rm -rf dist
 # The package alone, without Node's types: it must build for a browser.
 npx tsc -p tsconfig.build.json --noEmit
 npx tsc -p tsconfig.json
+# The README's host-platform example, type-checked against the package.
+mkdir -p .readme-check
+awk '/^## A host platform/{f=1} f&&/^```ts$/{p=1;next} p&&/^```$/{exit} p' README.md > .readme-check/example.ts
+test -s .readme-check/example.ts
+npx tsc -p test/readme/tsconfig.json
 
 bin_dir=$(mktemp -d)
 trap 'rm -rf "$bin_dir"' EXIT
