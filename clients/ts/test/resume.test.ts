@@ -244,3 +244,65 @@ test("results refused by the frame rate limit are sent again, and every call com
   rs.forEach((r, n) => assert.deepEqual(r.structuredContent, { sq: n * n }, text(r)));
   assert.deepEqual(refused, [], "no result was given up");
 });
+
+test("a fresh client picks up from the snapshot: pending approvals, and calls it never saw", { timeout: 60_000 }, async () => {
+  const brain = await Brain.start();
+  cleanup.push(() => brain.stop());
+  const first = brain.client("handover");
+  cleanup.push(() => first.close());
+  await first.connect();
+  const started = new Promise<void>((resolve) =>
+    first.register(
+      defineCapability({
+        name: "ui.job",
+        description: "A job the first tab starts and never finishes.",
+        input: z.object({ n: z.number() }),
+        handler: () => {
+          resolve();
+          return new Promise(() => {});
+        },
+      }),
+      defineCapability({
+        name: "ui.confirm",
+        description: "Needs a yes.",
+        requiresApproval: true,
+        input: z.object({ what: z.string() }),
+        handler: async ({ what }) => ({ confirmed: what }),
+      }),
+    ),
+  );
+  const mcp = await brain.mcp("handover");
+  cleanup.push(() => mcp.close());
+  await listed(mcp, "ui.job", "ui.confirm");
+  const job = mcp.callTool({ name: "ui.job", arguments: { n: 4 } });
+  const confirm = mcp.callTool({ name: "ui.confirm", arguments: { what: "ship" } });
+  await within(started, 10_000, "the first handler");
+  await until(() => first.pendingApprovals().length === 1, "the approval request");
+  first.close(); // the tab goes away
+
+  // A new tab, with the same definitions, starting from a snapshot.
+  const second = brain.client("handover");
+  cleanup.push(() => second.close());
+  const approvals: string[] = [];
+  second.on("approval", (r) => approvals.push(r.name));
+  const reg = second.register(
+    defineCapability({ name: "ui.job", description: "The same job, finished here.", input: z.object({ n: z.number() }), handler: async ({ n }) => ({ done: n }) }),
+    defineCapability({
+      name: "ui.confirm",
+      description: "Needs a yes.",
+      requiresApproval: true,
+      input: z.object({ what: z.string() }),
+      handler: async ({ what }) => ({ confirmed: what }),
+    }),
+  );
+  await second.connect();
+  await reg;
+  const r1 = await within(job, 20_000, "the job, answered by the second tab");
+  assert.deepEqual(r1.structuredContent, { done: 4 }, text(r1));
+  await until(() => second.pendingApprovals().length === 1, "the pending approval from the snapshot");
+  assert.deepEqual(approvals, ["ui.confirm"]);
+  await second.pendingApprovals()[0]!.approve({ decidedBy: "ada" });
+  const r2 = await within(confirm, 20_000, "the approved call");
+  assert.deepEqual(r2.structuredContent, { confirmed: "ship" }, text(r2));
+});
+
