@@ -22,7 +22,9 @@ function stats(ms: number[]): string {
   return `median ${(q(0.5) * 1000).toFixed(0)} µs, p99 ${(q(0.99) * 1000).toFixed(0)} µs, max ${(s.at(-1)! * 1000).toFixed(0)} µs (n=${s.length})`;
 }
 
-async function viaClient(brain: Brain): Promise<number[]> {
+type Runner = { run(n: number, out: number[] | undefined): Promise<void>; close(): void };
+
+async function tsClient(brain: Brain): Promise<Runner> {
   const client = brain.client("bench-ts");
   await client.connect();
   await client.register(
@@ -35,20 +37,24 @@ async function viaClient(brain: Brain): Promise<number[]> {
       handler: async ({ i }) => ({ i }),
     }),
   );
-  const out: number[] = [];
-  for (let i = 0; i < WARMUP + N; i++) {
-    const t0 = performance.now();
-    const o = await client.invoke("bench.echo", { i });
-    const dt = performance.now() - t0;
-    if (!o.ok || (o.value as { i: number }).i !== i) throw new Error(`call ${i}: ${JSON.stringify(o)}`);
-    if (i >= WARMUP) out.push(dt);
-  }
-  client.close();
-  return out;
+  return {
+    async run(n, out) {
+      for (let i = 0; i < n; i++) {
+        const t0 = performance.now();
+        const o = await client.invoke("bench.echo", { i });
+        const dt = performance.now() - t0;
+        if (!o.ok || (o.value as { i: number }).i !== i) throw new Error(`call ${i}: ${JSON.stringify(o)}`);
+        out?.push(dt);
+      }
+    },
+    close: () => client.close(),
+  };
 }
 
-async function viaBareWS(brain: Brain): Promise<number[]> {
-  const ws = new WebSocket(`ws://127.0.0.1:${brain.port}/v1/sessions/bench-ws/ws?token=${brain.token}`);
+async function bareWS(brain: Brain): Promise<Runner> {
+  const ws = new WebSocket(`ws://127.0.0.1:${brain.port}/v1/sessions/bench-ws/ws`, {
+    headers: { Authorization: `Bearer ${brain.token}` },
+  });
   await new Promise((resolve, reject) => {
     ws.once("open", resolve);
     ws.once("error", reject);
@@ -58,12 +64,13 @@ async function viaBareWS(brain: Brain): Promise<number[]> {
   let registered: (() => void) | undefined;
   ws.on("message", (data) => {
     const f = JSON.parse(data.toString());
-    if (process.env.DEBUG) console.error(data.toString().slice(0, 200));
     const m = f.msg;
     if (m.type === "capability_invoked") {
       ws.send(JSON.stringify({ v: 2, id: `r${++id}`, msg: { type: "capability_result", callId: m.callId, result: m.input } }));
     } else if (m.type === "capability_outcome") {
       waiting?.(m.callId);
+    } else if (m.type === "error") {
+      throw new Error(`bare ws: ${m.code}: ${m.message}`);
     } else if (f.ref === "reg") {
       registered?.();
     }
@@ -90,32 +97,41 @@ async function viaBareWS(brain: Brain): Promise<number[]> {
       }),
     );
   });
-  const out: number[] = [];
-  for (let i = 0; i < WARMUP + N; i++) {
-    const t0 = performance.now();
-    await new Promise<string>((resolve) => {
-      waiting = resolve;
-      ws.send(JSON.stringify({ v: 2, id: `i${++id}`, msg: { type: "capability_invoke", name: "bench.echo", input: { i } } }));
-    });
-    const dt = performance.now() - t0;
-    if (i >= WARMUP) out.push(dt);
-  }
-  ws.close();
-  return out;
+  return {
+    async run(n, out) {
+      for (let i = 0; i < n; i++) {
+        const t0 = performance.now();
+        await new Promise<string>((resolve) => {
+          waiting = resolve;
+          ws.send(JSON.stringify({ v: 2, id: `i${++id}`, msg: { type: "capability_invoke", name: "bench.echo", input: { i } } }));
+        });
+        out?.push(performance.now() - t0);
+      }
+    },
+    close: () => ws.close(),
+  };
 }
 
-console.error("bench: starting brain");
 // The default frame rate limit (docs/serve.md, "Limits") would throttle
 // this loop; the kernel serves no tools of its own here.
 const brain = await Brain.start({ config: "limits:\n  frames_per_second: -1\n" });
-console.error("bench: brain on", brain.port);
 try {
-  // Alternate, so neither side gets the warmer machine.
-  const bare1 = await viaBareWS(brain);
-  console.error("bench: bare done");
-  const ts1 = await viaClient(brain);
-  console.log(`bare ws client:   ${stats(bare1)}`);
-  console.log(`TypeScript client: ${stats(ts1)}`);
+  const bare = await bareWS(brain);
+  const ts = await tsClient(brain);
+  await bare.run(WARMUP, undefined);
+  await ts.run(WARMUP, undefined);
+  // Interleaved rounds, so that both see the same machine (its load varies).
+  const b: number[] = [];
+  const t: number[] = [];
+  for (let done = 0; done < N; done += 100) {
+    const n = Math.min(100, N - done);
+    await bare.run(n, b);
+    await ts.run(n, t);
+  }
+  bare.close();
+  ts.close();
+  console.log(`bare ws client:    ${stats(b)}`);
+  console.log(`TypeScript client: ${stats(t)}`);
 } finally {
   await brain.stop();
 }
