@@ -77,3 +77,6 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+// MCP: a one-line patch of go-sdk v1.8.0 (third_party/go-sdk/BRAIN-PATCH.md).
+replace github.com/modelcontextprotocol/go-sdk => ./third_party/go-sdk
