@@ -134,6 +134,7 @@ interface PendingCommand {
 interface RunningCall {
   readonly ctrl: AbortController;
   readonly fireAndForget: boolean;
+  readonly timer: ReturnType<typeof setTimeout>;
 }
 
 const OPEN = 1;
@@ -297,8 +298,10 @@ export class BrainClient {
       w.reject(err);
     }
     for (const r of this.running.values()) {
+      clearTimeout(r.timer);
       r.ctrl.abort(err);
     }
+    this.running.clear();
     for (const resolve of this.invokes.values()) {
       resolve({ ok: false, error: { code: "cancelled", message: err.message } });
     }
@@ -851,7 +854,7 @@ export class BrainClient {
       () => ctrl.abort(new BrainError("timeout", `the call did not finish within its callTimeoutMs (${timeoutMs} ms)`)),
       timeoutMs,
     );
-    this.running.set(callId, { ctrl, fireAndForget });
+    this.running.set(callId, { ctrl, fireAndForget, timer });
     let result: Promise<unknown>;
     try {
       result = def.run(input, { callId, name, signal: ctrl.signal });
