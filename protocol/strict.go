@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // fieldSet builds the set of JSON names a type accepts.
@@ -91,7 +92,10 @@ func scanKeys(data []byte) (seen map[string]bool, dup *string, ok bool) {
 		if j >= len(data) {
 			return nil, nil, false
 		}
-		k := string(data[i+1 : j])
+		k, ok := keyNames()[string(data[i+1:j])] // a lookup that allocates nothing
+		if !ok {
+			k = string(data[i+1 : j])
+		}
 		if seen[k] && dup == nil {
 			dup = &k
 		}
@@ -117,6 +121,32 @@ func scanKeys(data []byte) (seen map[string]bool, dup *string, ok bool) {
 		}
 	}
 	return nil, nil, false
+}
+
+var (
+	keyNamesOnce sync.Once
+	keyNamesMap  map[string]string
+)
+
+// keyNames returns the field names of every message and envelope, each
+// mapped to itself: a key found here is stored without a new string.
+func keyNames() map[string]string {
+	keyNamesOnce.Do(func() {
+		keyNamesMap = map[string]string{}
+		add := func(m map[string]bool) {
+			for k := range m {
+				keyNamesMap[k] = k
+			}
+		}
+		add(frameFields)
+		add(capabilityFields)
+		add(renderSpecFields)
+		for _, spec := range messageSpecs {
+			add(spec.allowed)
+		}
+		add(fieldSet("kind", "url", "tagName", "value", "error", "code", "message"))
+	})
+	return keyNamesMap
 }
 
 func skipSpace(data []byte, i int) int {
