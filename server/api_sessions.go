@@ -138,6 +138,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 		c.cancel()
 	}
 	release()
+	m.dropLease(e)        // cluster.go
 	m.sessions.forget(id) // its token may create another (limits.go)
 	if e != nil && m.opts.Release != nil {
 		m.opts.Release(s)
@@ -223,6 +224,8 @@ func (srv *Server) openSession(w http.ResponseWriter, r *http.Request, id string
 	switch {
 	case errors.Is(err, ErrNotFound):
 		httpError(w, http.StatusNotFound, "not_found", "no session "+id)
+		return nil, nil, false
+	case srv.forward(w, r, err): // owned by another node (cluster.go)
 		return nil, nil, false
 	case err != nil:
 		srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))

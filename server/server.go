@@ -127,6 +127,9 @@ func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
 			httpError(w, http.StatusTooManyRequests, string(perr.Code), perr.Message)
 			return
 		}
+		if srv.forward(w, r, err) { // owned by another node (cluster.go)
+			return
+		}
 		if err != nil {
 			srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
 			httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")

@@ -36,6 +36,14 @@ type ManagerOptions struct {
 	// Limits are the quotas of sessions, connections and journals (see
 	// [Limits]); the zero value means the defaults.
 	Limits Limits
+	// Lease, if set, makes this manager one node of a cluster
+	// (docs/cluster.md): a session is opened only under its lease, which
+	// is released when the session hibernates or is deleted, and the
+	// session stops being served the moment the lease is lost. A session
+	// leased by another node is a [*NotOwnerError]; the server forwards.
+	Lease LeaseFunc
+	// Node is this node's id in a cluster, sent with forwarded requests.
+	Node string
 }
 
 // Manager owns the sessions of a kernel: it creates a session on first use,
@@ -66,6 +74,7 @@ type managed struct {
 	conns    map[*conn]struct{} // WebSocket connections; guarded by Manager.mu
 	activity atomic.Int64       // unix nanoseconds of the last call event or use
 	calls    callTimes          // the kernel's timings of recent calls
+	lease    Lease              // in a cluster: this node's hold on it (cluster.go); set before ready
 }
 
 // conn is one WebSocket connection to a managed session.
@@ -119,6 +128,11 @@ func (m *Manager) acquire(ctx context.Context, id string, create bool) (*session
 	e.touch()
 	if !ok {
 		e.s, e.err = m.open(ctx, e, create)
+		if e.err != nil {
+			m.dropLease(e)
+		} else {
+			m.watchLease(e) // cluster.go
+		}
 		close(e.ready)
 		if e.err != nil {
 			m.mu.Lock()
@@ -169,11 +183,14 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (*session.S
 	var events []session.Event
 	var cj *countingJournal // counts journal bytes (limits.go)
 	if m.opts.Store != nil {
+		if err := m.takeLease(ctx, e); err != nil { // cluster.go; before the journal reads the last event
+			return nil, err
+		}
 		j, err := m.opts.Store.Journal(id)
 		if err != nil {
 			return nil, fmt.Errorf("session %s: journal: %w", id, err)
 		}
-		cj = newCountingJournal(j)
+		cj = newCountingJournal(m.fence(e, j))
 		opts.Journal = cj
 		if events, err = m.opts.Store.Load(ctx, id); err != nil {
 			return nil, fmt.Errorf("session %s: load: %w", id, err)
@@ -244,6 +261,7 @@ func (m *Manager) Hibernate(idle time.Duration) int {
 	}
 	m.mu.Unlock()
 	for _, e := range drop {
+		m.dropLease(e) // cluster.go: a hibernated session wakes on whichever node a connection reaches
 		m.journals.untrack(e.s)
 		if m.opts.Release != nil {
 			m.opts.Release(e.s)

@@ -1,0 +1,356 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/server"
+	"github.com/brainrt/brain/session"
+	"github.com/brainrt/brain/store"
+)
+
+// startNATSCluster starts n in-process NATS servers with JetStream,
+// clustered on loopback (route ports picked free first), and returns their
+// client URLs.
+func startNATSCluster(t testing.TB, n int) []string {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+	}
+	urls := make([]string, n)
+	for i := range n {
+		var routes []string
+		for j, p := range ports {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+			}
+		}
+		ns, err := natsserver.NewServer(&natsserver.Options{
+			ServerName: fmt.Sprintf("nats%d", i+1), Host: "127.0.0.1", Port: -1,
+			JetStream: true, StoreDir: t.TempDir(), JetStreamMaxMemory: 32 << 20, JetStreamMaxStore: 256 << 20,
+			NoSigs: true, NoLog: true, DisableJetStreamBanner: true,
+			Cluster: natsserver.ClusterOpts{Name: "brain-test", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  natsserver.RoutesFromStr(strings.Join(routes, ",")),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		if !ns.ReadyForConnections(20 * time.Second) {
+			t.Fatalf("nats server %d not ready", i+1)
+		}
+		urls[i] = ns.ClientURL()
+	}
+	return urls
+}
+
+// node is one brain node of a test cluster.
+type node struct {
+	id     string
+	url    string // http://127.0.0.1:port
+	st     *store.Store
+	leases *store.Leases
+	mgr    *server.Manager
+	hs     *http.Server
+}
+
+const clusterTTL = time.Second
+
+func startNode(t *testing.T, id, natsURL string, tokens *server.Tokens) *node {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{id: id, url: "http://" + l.Addr().String()}
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n.st, err = store.Open(ctx, &store.Options{URL: natsURL, Replicas: 3})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s: open store: %v", id, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling a cluster electing its leaders
+	}
+	if n.leases, err = n.st.Leases(context.Background(), &store.LeaseOptions{Node: id, Addr: n.url, TTL: clusterTTL}); err != nil {
+		t.Fatal(err)
+	}
+	n.mgr = server.NewManager(server.ManagerOptions{Store: n.st, Node: id, Session: session.Options{PeerGrace: 5 * time.Second},
+		Lease: func(ctx context.Context, sid string) (server.Lease, error) {
+			x, err := n.leases.Acquire(ctx, sid)
+			if err != nil {
+				return nil, err
+			}
+			return x, nil
+		}})
+	n.hs = &http.Server{Handler: server.New(server.Options{Tokens: tokens, Manager: n.mgr}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = n.hs.Serve(l) }()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// kill stops n as a crash would: its listener and NATS connection go
+// away, so its leases are neither renewed nor released.
+func (n *node) kill() {
+	_ = n.hs.Close()
+	_ = n.st.Close()
+}
+
+func (n *node) stop() {
+	_ = n.leases.Close()
+	_ = n.hs.Close()
+	_ = n.st.Close()
+}
+
+type clusterPeer struct {
+	t    *testing.T
+	conn *websocket.Conn
+	ctx  context.Context
+}
+
+// dialNode opens a client WebSocket to session sid through node n,
+// retrying 503s (a session moving between nodes) for up to within.
+func dialNode(t *testing.T, n *node, sid, query string, within time.Duration) *clusterPeer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	u := "ws" + strings.TrimPrefix(n.url, "http") + "/v1/sessions/" + sid + "/ws" + query
+	deadline := time.Now().Add(within)
+	for {
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + clientToken}}})
+		dcancel()
+		if err == nil {
+			conn.SetReadLimit(8 << 20)
+			t.Cleanup(func() { conn.CloseNow() })
+			return &clusterPeer{t: t, conn: conn, ctx: ctx}
+		}
+		if resp == nil || resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("dial %s via %s: %v", sid, n.id, err)
+		}
+		time.Sleep(50 * time.Millisecond) // a client's retry delay
+	}
+}
+
+func (c *clusterPeer) send(id string, m protocol.Message) {
+	c.t.Helper()
+	b, err := protocol.EncodeFrame(&protocol.Frame{ID: id, Msg: m})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.conn.Write(c.ctx, websocket.MessageText, b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *clusterPeer) next() (*protocol.Frame, error) {
+	_, b, err := c.conn.Read(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.DecodeFrame(b)
+}
+
+func (c *clusterPeer) until(match func(*protocol.Frame) bool) *protocol.Frame {
+	c.t.Helper()
+	for {
+		f, err := c.next()
+		if err != nil {
+			c.t.Fatalf("read: %v", err)
+		}
+		if match(f) {
+			return f
+		}
+	}
+}
+
+func acquireOn(t *testing.T, n *node, sid string) *session.Session {
+	t.Helper()
+	s, release, err := n.mgr.Acquire(context.Background(), sid)
+	if err != nil {
+		t.Fatalf("acquire %s on %s: %v", sid, n.id, err)
+	}
+	t.Cleanup(release)
+	return s
+}
+
+// TestClusterNodes runs three brain nodes on a three-server NATS cluster
+// (R3 stream and buckets): forwarding, a lost lease, failover, handover.
+func TestClusterNodes(t *testing.T) {
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := startNATSCluster(t, 3)
+	n1, n2, n3 := startNode(t, "node1", urls[0], tokens), startNode(t, "node2", urls[1], tokens), startNode(t, "node3", urls[2], tokens)
+	ctx := context.Background()
+
+	t.Run("a session used through a node that does not own it", func(t *testing.T) {
+		owner := dialNode(t, n2, "fw", "", 5*time.Second) // placement: the node a connection reaches first
+		if f := owner.until(ofType(protocol.TypeSnapshot)); f == nil {
+			t.Fatal("no snapshot")
+		}
+		if _, _, err := n1.mgr.Acquire(ctx, "fw"); !errors.As(err, new(*server.NotOwnerError)) {
+			t.Fatalf("acquire on a non-owner: %v, want NotOwnerError", err)
+		}
+		c := dialNode(t, n1, "fw", "", 5*time.Second) // forwarded to node2
+		snap := c.until(ofType(protocol.TypeSnapshot))
+		show := clientCap("ui.show", false)
+		c.send("r1", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{show}})
+		c.until(func(f *protocol.Frame) bool { return f.Ref == "r1" })
+		s := acquireOn(t, n2, "fw")
+		done := make(chan protocol.Outcome, 1)
+		go func() { done <- s.Invoke(ctx, protocol.AudienceLLM, "ui.show", json.RawMessage(`{"n":1}`)) }()
+		inv := c.until(ofType(protocol.TypeCapabilityInvoked))
+		c.send("x1", &protocol.CapabilityResult{CallID: inv.Msg.(*protocol.CapabilityInvoked).CallID, Result: json.RawMessage(`{"ok":1}`)})
+		select {
+		case out := <-done:
+			if !out.IsOK() {
+				t.Fatalf("forwarded call: %+v", out.Err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("forwarded call did not finish")
+		}
+		// Resume by seq through a third node: the next frame follows it.
+		r := dialNode(t, n3, "fw", fmt.Sprintf("?after=%d", snap.Seq), 5*time.Second)
+		f := r.until(func(f *protocol.Frame) bool { return f.Seq != 0 })
+		if f.Seq != snap.Seq+1 {
+			t.Fatalf("resumed at seq %d after %d", f.Seq, snap.Seq)
+		}
+		if n1.mgr.Live() != 0 || n3.mgr.Live() != 0 {
+			t.Fatalf("non-owners hold sessions: node1 %d node3 %d", n1.mgr.Live(), n3.mgr.Live())
+		}
+	})
+
+	t.Run("a node that loses the lease stops serving at once", func(t *testing.T) {
+		c := dialNode(t, n3, "lost", "", 5*time.Second)
+		c.until(ofType(protocol.TypeSnapshot))
+		s := acquireOn(t, n3, "lost")
+		// Another process with node3's id takes the lease over.
+		st, err := store.Open(ctx, &store.Options{URL: urls[0], Replicas: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		thief, err := st.Leases(ctx, &store.LeaseOptions{Node: "node3", TTL: clusterTTL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer thief.Close()
+		if _, err := thief.Acquire(ctx, "lost"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for {
+			if _, err := c.next(); err != nil {
+				break // the connection was closed
+			}
+		}
+		if took := time.Since(start); took > 2*clusterTTL {
+			t.Fatalf("connection closed %s after the lease was taken", took)
+		}
+		before, err := n2.st.Load(ctx, "lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.RegisterAgent(protocol.Capability{Name: "late.tool", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}},
+			session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return nil, nil }))
+		after, err := n2.st.Load(ctx, "lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != len(before) {
+			t.Fatalf("the stale session still journals: %d events, then %d", len(before), len(after))
+		}
+	})
+
+	t.Run("failover: the owner dies, a pending approval survives", func(t *testing.T) {
+		c := dialNode(t, n1, "fo", "", 5*time.Second)
+		c.until(ofType(protocol.TypeSnapshot))
+		c.send("r1", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.delete", true)}})
+		c.until(func(f *protocol.Frame) bool { return f.Ref == "r1" })
+		s := acquireOn(t, n1, "fo")
+		go s.Invoke(ctx, protocol.AudienceLLM, "ui.delete", json.RawMessage(`{"n":7}`))
+		req := c.until(ofType(protocol.TypeApprovalRequested))
+		last := req.Seq
+		n1.kill()
+		start := time.Now()
+		// The peer reconnects to another node and resumes.
+		r := dialNode(t, n3, "fo", fmt.Sprintf("?after=%d", last), 6*clusterTTL)
+		took := time.Since(start)
+		r.send("a1", &protocol.CapabilityApprove{CallID: req.Msg.(*protocol.ApprovalRequested).CallID, Decision: protocol.DecisionApproved,
+			DecidedBy: "ada", InputDigest: req.Msg.(*protocol.ApprovalRequested).InputDigest})
+		seq := last
+		for {
+			f := r.until(func(f *protocol.Frame) bool { return f.Seq != 0 || f.Ref != "" })
+			if f.Ref != "" { // a reply (it may name the seq of its event)
+				if f.Msg.MessageType() != protocol.TypeAck {
+					t.Fatalf("reply %s on the new owner: %+v", f.Ref, f.Msg)
+				}
+				continue
+			}
+			if f.Seq != seq+1 {
+				evs, _ := n3.st.Load(ctx, "fo")
+				for _, e := range evs {
+					b, _ := json.Marshal(e.Msg)
+					t.Logf("stored %d %s %s", e.Seq, e.Msg.MessageType(), b)
+				}
+				b, _ := json.Marshal(f.Msg)
+				t.Fatalf("seq %d (%s %s) after %d: gap or duplicate", f.Seq, f.Msg.MessageType(), b, seq)
+			}
+			seq = f.Seq
+			if inv, ok := f.Msg.(*protocol.CapabilityInvoked); ok {
+				r.send("x1", &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"deleted":7}`)})
+			}
+			if f.Msg.MessageType() == protocol.TypeCapabilityOutcome {
+				break
+			}
+		}
+		t.Logf("failover: resumed on node3 %s after the owner died (TTL %s)", took.Round(10*time.Millisecond), clusterTTL)
+	})
+
+	t.Run("graceful handover releases at once", func(t *testing.T) {
+		c := dialNode(t, n2, "gh", "", 5*time.Second)
+		snap := c.until(ofType(protocol.TypeSnapshot))
+		start := time.Now()
+		if err := n2.leases.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := c.next(); err != nil {
+				break
+			}
+		}
+		r := dialNode(t, n3, "gh", fmt.Sprintf("?after=%d", snap.Seq), 2*clusterTTL)
+		if took := time.Since(start); took > clusterTTL/2 {
+			t.Fatalf("handover took %s, the TTL is %s: it waited for expiry", took, clusterTTL)
+		}
+		r.send("p1", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.x", false)}})
+		if f := r.until(func(f *protocol.Frame) bool { return f.Ref == "p1" }); f.Msg.MessageType() != protocol.TypeAck {
+			t.Fatalf("register on the new owner: %+v", f.Msg)
+		}
+	})
+}
