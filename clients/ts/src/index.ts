@@ -21,8 +21,8 @@ export {
   type StandardResult,
   type StandardSchemaV1,
 } from "./define.js";
+export { BrainClient } from "./client.js";
 export {
-  BrainClient,
   type ApprovalRequest,
   type BrainEvent,
   type ClientOptions,
@@ -31,4 +31,4 @@ export {
   type RenderRequest,
   type WebSocketConstructor,
   type WebSocketLike,
-} from "./client.js";
+} from "./api.js";
