@@ -162,27 +162,30 @@ export type Frame<M extends Message = Message> = {
   msg: M;
 };
 
-/** Error codes brain itself produces; a tool's own identifier-shaped code is preserved, hence `string`. */
-export type ErrorCode =
-  | "not_found"
-  | "forbidden"
-  | "invalid_input"
-  | "invalid_output"
-  | "invalid_request"
-  | "rejected"
-  | "stale_approval"
-  | "timeout"
-  | "cancelled"
-  | "conflict"
-  | "path_escape"
-  | "denied"
-  | "too_large"
-  | "quota_exceeded"
-  | "unavailable"
-  | "invalid_argument"
-  | "tool_error"
-  | "internal"
-  | (string & {});
+/** The error codes brain itself produces (docs/protocol.md, "Error codes"; a test keeps the two in step). */
+export const ERROR_CODES = [
+  "not_found",
+  "forbidden",
+  "invalid_input",
+  "invalid_output",
+  "invalid_request",
+  "rejected",
+  "stale_approval",
+  "timeout",
+  "cancelled",
+  "conflict",
+  "path_escape",
+  "denied",
+  "too_large",
+  "quota_exceeded",
+  "unavailable",
+  "invalid_argument",
+  "tool_error",
+  "internal",
+] as const;
+
+/** An error code: one of {@link ERROR_CODES}, or a tool's own identifier-shaped code (preserved), hence `string`. */
+export type ErrorCode = (typeof ERROR_CODES)[number] | (string & {});
 
 /** The error of a failed call or command. */
 export type OutcomeError = { code: ErrorCode; message: string };
@@ -405,3 +408,34 @@ export type Message = Command | Event | Reply;
 
 /** The `type` discriminants of {@link Event}. */
 export type EventType = Event["type"];
+
+/**
+ * Every message type of the protocol, seed and extensions (docs/protocol.md;
+ * a test keeps the two in step, and test/assignable.ts keeps this list and
+ * {@link Message} in step).
+ */
+export const MESSAGE_TYPES = [
+  "capability_register",
+  "capability_deregister",
+  "capability_result",
+  "capability_approve",
+  "capability_invoked",
+  "render_invoked",
+  "capability_invoke",
+  "capability_cancel",
+  "approval_requested",
+  "approval_decided",
+  "approval_withdrawn",
+  "capability_outcome",
+  "resume",
+  "snapshot",
+  "ack",
+  "error",
+  "turn_start",
+  "turn_end",
+  "turn_cancel",
+  "turn_started",
+  "turn_ended",
+  "conversation_message",
+  "assistant_delta",
+] as const;

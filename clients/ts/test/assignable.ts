@@ -31,6 +31,9 @@ export const seedAgrees = [
   same<typeof Seed.isUserInvokable, typeof isUserInvokable>(true),
 ] as const;
 
+// MESSAGE_TYPES lists exactly the types of the Message union.
+export const messageTypesAgree = same<(typeof Pkg.MESSAGE_TYPES)[number], Pkg.Message["type"]>(true);
+
 // The check can fail: pairs that differ are refused (if these stopped being
 // errors, `// @ts-expect-error` itself would fail the build).
 export const checkCanFail = [
