@@ -513,9 +513,18 @@ export class BrainClient {
     ws.onerror = () => {
       // onclose follows, and carries what there is to know.
     };
-    ws.onclose = () => {
+    ws.onclose = (ev: { code?: number; reason?: string }) => {
       if (this.ws !== ws) {
         return;
+      }
+      if (this.wsState !== "open") {
+        // Never opened: a wrong URL or token, or the kernel is down. Say
+        // so (a browser tells no more than this), then retry.
+        this.emitError(
+          new BrainError("unavailable", `could not connect to ${base}/v1/sessions/${this.opts.session}/ws (close code ${ev?.code ?? "?"}${ev?.reason ? `: ${ev.reason}` : ""})`),
+        );
+      } else if (ev?.code !== undefined && ev.code !== 1000 && ev.code !== 1001 && ev.code !== 1006 && ev.reason) {
+        this.emitError(new BrainError("unavailable", `the kernel closed the connection (${ev.code}: ${ev.reason})`));
       }
       detach(ws);
       this.ws = undefined;

@@ -80,6 +80,26 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     );
   });
 
+  test("a wrong token: connect keeps trying and says why", async () => {
+    const client = brain.client("badtoken", { token: "not-a-token-of-this-kernel" });
+    clients.push(client);
+    const errors: BrainError[] = [];
+    client.on("error", (e) => errors.push(e));
+    const ac = new AbortController();
+    const connecting = client.connect({ signal: ac.signal });
+    const deadline = Date.now() + 10_000;
+    while (errors.length < 2) {
+      assert.ok(Date.now() < deadline, "no error events");
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.equal(errors[0]!.code, "unavailable");
+    assert.match(errors[0]!.message, /could not connect to ws:\/\/127\.0\.0\.1:\d+\/v1\/sessions\/badtoken\/ws/);
+    assert.equal(client.state, "connecting");
+    ac.abort(new Error("gave up"));
+    await assert.rejects(connecting, /gave up/);
+    client.close();
+  });
+
   test("a handler's error reaches the MCP caller with its code", async () => {
     const { client, mcp } = await setup("errors");
     class QuotaError extends Error {
