@@ -249,6 +249,20 @@ func dialChat(ctx context.Context, base, token, id string) (*remoteChat, error) 
 		return nil, fmt.Errorf("connect to %s: %w", base, err)
 	}
 	conn.SetReadLimit(protocol.MaxFrameBytes)
+	// A connection without ?after= begins with a snapshot, taken when the
+	// kernel first reads the session for it: wait for it before sending
+	// anything, or the events of our own turn could fold into it.
+	for {
+		_, b, err := conn.Read(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("join session %s: %w", id, err)
+		}
+		if f, err := protocol.DecodeFrame(b); err == nil {
+			if _, ok := f.Msg.(*protocol.Snapshot); ok {
+				break
+			}
+		}
+	}
 	return &remoteChat{conn: conn}, nil
 }
 

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/brainrt/brain/protocol"
 )
 
 // chatModel is a loopback OpenAI-compatible server answering with the
@@ -52,6 +54,12 @@ func (m *chatModel) start(t *testing.T) string {
 			fmt.Fprintf(w, "data: %s\n\n", b)
 		}
 		step := m.steps[n]
+		if text, ok := strings.CutPrefix(step, "!hang "); ok { // stream, then stall until the client goes
+			chunk(map[string]any{"role": "assistant", "content": text}, nil)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
 		if name, args, ok := strings.Cut(step, " {"); ok && !strings.Contains(name, " ") {
 			call := map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n), "type": "function",
 				"function": map[string]any{"name": name, "arguments": "{" + args}}
@@ -303,4 +311,42 @@ func TestChatRemote(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestChatServeKilledMidTurn: a real brain serve process is killed with
+// SIGKILL while the model streams; started again on the same data, the
+// session's turn 1 is ended as interrupted, the conversation is intact,
+// and brain chat --url continues it.
+func TestChatServeKilledMidTurn(t *testing.T) {
+	dir := chatDir(t)
+	m := &chatModel{steps: []string{"!hang Thinking about ", "Back again."}}
+	url := m.start(t)
+	grants := fmt.Sprintf("workspace: %s\nfs: {}\n", filepath.Join(dir, "workspace"))
+	cfg := fmt.Sprintf("grants: grants.yaml\ntools: [fs.read]\nmodel:\n  url: %s\n  name: stub\n", url)
+	_ = os.WriteFile("grants.yaml", []byte(grants), 0o600)
+	_ = os.WriteFile("kernel.yaml", []byte(cfg), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 120e9)
+	defer cancel()
+	cmd, addr, token := startBrain(t, dir, "--config", "kernel.yaml")
+	p := dialPeer(t, ctx, addr, token, "k", "?after=0")
+	p.send("t", &protocol.TurnStart{Message: "think hard"})
+	p.until(protocol.TypeAssistantDelta)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	_, addr, token = startBrain(t, dir, "--config", "kernel.yaml")
+	q := dialPeer(t, ctx, addr, token, "k", "?after=0")
+	f := q.until(protocol.TypeTurnEnded)
+	if e := f.Msg.(*protocol.TurnEnded); e.Turn != 1 || e.Reason != protocol.TurnInterrupted || !strings.Contains(e.Error, "kernel stopped") {
+		t.Fatalf("turn_ended after the restart: %+v", e)
+	}
+	code, stdout, stderr := runChatWith(t, "are you back?", false, "--url", "http://"+addr, "--token", token, "--session", "k")
+	if code != 0 || stdout != "Back again.\n" {
+		t.Fatalf("chat after the restart: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	if r := m.request(1); !strings.Contains(r, "think hard") || !strings.Contains(r, "are you back?") {
+		t.Fatalf("the turn after the restart lacks the conversation: %s", r)
+	}
 }

@@ -197,13 +197,13 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 }
 
-// startBrain runs the test binary as `brain serve` in dir and returns its
-// address and token once it listens.
-func startBrain(t *testing.T, dir string) (*exec.Cmd, string, string) {
+// startBrain runs the test binary as `brain serve` in dir (with extra
+// flags) and returns its address and token once it listens.
+func startBrain(t *testing.T, dir string, extra ...string) (*exec.Cmd, string, string) {
 	t.Helper()
 	// No console: its default port is fixed, and other tests (the docs
 	// test, the TypeScript client's) run brain serve at the same time.
-	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--data", "data", "--console-addr", "off")
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--addr", "127.0.0.1:0", "--data", "data", "--console-addr", "off"}, extra...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "BRAIN_TEST_AS_BRAIN=1")
 	stdout, err := cmd.StdoutPipe()
