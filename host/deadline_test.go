@@ -108,6 +108,17 @@ func TestBlockedGuestReleasesSlot(t *testing.T) {
 	}
 }
 
+// warm provisions the stall tool once with h (no mode file: its init
+// returns), so that the next provisioning finds the payload instrumented
+// and compiled, and what it takes is the init alone: compiling is not
+// what these tests bound (seconds under -race).
+func warm(t *testing.T, h *host.Host, fs handle.FS) {
+	t.Helper()
+	inst, err := load(t, h, "stall").Provision(context.Background(), tool.Handles{FS: fs}, nil)
+	must(t, err)
+	must(t, inst.Close())
+}
+
 // TestInitDeadline: instantiation and initialisation are bounded like a
 // call, at attach and when the pool grows; the tool recovers once its init
 // does.
@@ -117,6 +128,7 @@ func TestInitDeadline(t *testing.T) {
 		t.Run("at attach: init "+mode+"s", func(t *testing.T) {
 			h := newHost(t, &host.Options{InitTimeout: initTimeout})
 			fs, ws := stallFS(t)
+			warm(t, h, fs)
 			must(t, os.WriteFile(filepath.Join(ws, "mode"), []byte(mode), 0o644))
 			start := time.Now()
 			_, err := load(t, h, "stall").Provision(context.Background(), tool.Handles{FS: fs}, nil)
@@ -127,6 +139,7 @@ func TestInitDeadline(t *testing.T) {
 		t.Run("at attach: the attach context bounds an init that "+mode+"s", func(t *testing.T) {
 			h := newHost(t, nil) // the default InitTimeout is long
 			fs, ws := stallFS(t)
+			warm(t, h, fs)
 			must(t, os.WriteFile(filepath.Join(ws, "mode"), []byte(mode), 0o644))
 			ctx, cancel := context.WithTimeout(context.Background(), initTimeout)
 			defer cancel()

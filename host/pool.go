@@ -302,9 +302,15 @@ func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error
 	return out.Value, nil
 }
 
-// Close closes the idle instances; busy ones close when their call ends.
+// Close closes the idle instances and releases the compiled code (which
+// wazero allows while calls are running); busy instances close when their
+// call ends. Closing twice is a no-op.
 func (p *pool) Close() error {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
 	p.closed = true
 	idle := p.idle
 	p.idle = nil
@@ -315,7 +321,7 @@ func (p *pool) Close() error {
 	for _, in := range idle {
 		_ = in.mod.Close(context.Background())
 	}
-	return nil
+	return p.cm.Close(context.Background())
 }
 
 func stoppedErr(ctx context.Context, name string) error {
