@@ -233,63 +233,80 @@ func (c *wsConn) send(f *protocol.Frame) {
 }
 
 // writeLoop writes replies and the session's events (filtered for the
-// peer) until the connection ends.
+// peer) until the connection ends. It reads the subscription itself — no
+// goroutine between the session's log and the socket — and takes a waiting
+// resume first, then replies, then events: a peer answering calls at speed
+// never starves its own replies.
 func (c *wsConn) writeLoop(ctx context.Context) {
 	wd := c.newWatchdog()
 	defer wd.t.Stop()
-	events := make(chan []byte)
 	var sub *session.Subscription
-	var subCtx context.Context
-	stop := func() {}
-	defer func() { stop() }()
+	defer func() {
+		if sub != nil {
+			sub.Close()
+		}
+	}()
 	for {
 		select {
 		case next := <-c.subs:
-			stop()
+			if sub != nil {
+				sub.Close()
+			}
 			sub = next
-			var cancel context.CancelFunc
-			subCtx, cancel = context.WithCancel(ctx)
-			done := make(chan struct{})
-			go c.pump(subCtx, sub, events, done)
-			stop = func() { cancel(); sub.Close(); <-done }
+			continue
 		case b := <-c.replies:
 			if !c.write(wd, b) {
 				return
 			}
-		case b := <-events:
+			continue
+		default:
+		}
+		var wake <-chan struct{} // nil (never ready) without a subscription
+		if sub != nil {
+			ev, ok, w, err := sub.TryNext()
+			switch {
+			case err != nil: // closed: only this loop closes it
+				sub = nil
+			case ok:
+				if b := c.encodeEvent(ev); b != nil && !c.write(wd, b) {
+					return
+				}
+				continue
+			default:
+				wake = w
+			}
+		}
+		select {
+		case next := <-c.subs:
+			if sub != nil {
+				sub.Close()
+			}
+			sub = next
+		case b := <-c.replies:
 			if !c.write(wd, b) {
 				return
 			}
+		case <-wake:
 		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-// pump turns a subscription's events into encoded frames.
-func (c *wsConn) pump(ctx context.Context, sub *session.Subscription, out chan<- []byte, done chan<- struct{}) {
-	defer close(done)
-	for {
-		ev, err := sub.Next(ctx)
-		if err != nil {
-			return
-		}
-		if snap, ok := ev.Msg.(*protocol.Snapshot); ok {
-			ev.Msg = filterSnapshot(c.s, c.peer, snap)
-		} else if !visibleTo(c.peer, ev) {
-			continue
-		}
-		b, err := protocol.EncodeFrame(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
-		if err != nil {
-			c.log.Error("encode event", slog.String("error", err.Error()))
-			continue
-		}
-		select {
-		case out <- b:
-		case <-ctx.Done():
-			return
-		}
+// encodeEvent returns the frame of an event for the peer, or nil when the
+// peer does not see it.
+func (c *wsConn) encodeEvent(ev session.Event) []byte {
+	if snap, ok := ev.Msg.(*protocol.Snapshot); ok {
+		ev.Msg = filterSnapshot(c.s, c.peer, snap)
+	} else if !visibleTo(c.peer, ev) {
+		return nil
 	}
+	b, err := protocol.EncodeFrame(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
+	if err != nil {
+		c.log.Error("encode event", slog.String("error", err.Error()))
+		return nil
+	}
+	return b
 }
 
 // watchdog bounds the writer's writes by Options.WriteTimeout: one

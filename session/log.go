@@ -131,36 +131,11 @@ func (sub *Subscription) Close() {
 
 // Next returns the next event, waiting for one until ctx is done.
 func (sub *Subscription) Next(ctx context.Context) (Event, error) {
-	s := sub.s
 	for {
-		select {
-		case <-sub.closed:
-			return Event{}, ErrSubscriptionClosed
-		default:
+		ev, ok, wake, err := sub.TryNext()
+		if err != nil || ok {
+			return ev, err
 		}
-		s.mu.Lock()
-		l := &s.events
-		switch {
-		case sub.next > l.last+1 || (sub.next < l.oldest() && l.last > 0):
-			snap := s.snapshotLocked()
-			sub.next = l.last + 1
-			s.mu.Unlock()
-			return Event{Seq: snap.Seq, Msg: snap}, nil
-		case sub.next <= l.last:
-			e := l.at(sub.next)
-			sub.next++
-			s.mu.Unlock()
-			ev := Event{Seq: e.seq, Msg: e.message()}
-			if e.owner != nil {
-				ev.Owner = *e.owner
-			}
-			return ev, nil
-		}
-		if l.wake == nil {
-			l.wake = make(chan struct{})
-		}
-		wake := l.wake
-		s.mu.Unlock()
 		select {
 		case <-wake:
 		case <-sub.closed:
@@ -169,6 +144,43 @@ func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 			return Event{}, ctx.Err()
 		}
 	}
+}
+
+// TryNext is Next without waiting, for a transport that waits on several
+// things in one goroutine: it returns the next event (ok true), or, when
+// there is none yet, a channel closed once there may be one — call TryNext
+// again then. After Close it returns ErrSubscriptionClosed.
+func (sub *Subscription) TryNext() (ev Event, ok bool, wake <-chan struct{}, err error) {
+	select {
+	case <-sub.closed:
+		return Event{}, false, nil, ErrSubscriptionClosed
+	default:
+	}
+	s := sub.s
+	s.mu.Lock()
+	l := &s.events
+	switch {
+	case sub.next > l.last+1 || (sub.next < l.oldest() && l.last > 0):
+		snap := s.snapshotLocked()
+		sub.next = l.last + 1
+		s.mu.Unlock()
+		return Event{Seq: snap.Seq, Msg: snap}, true, nil, nil
+	case sub.next <= l.last:
+		e := l.at(sub.next)
+		sub.next++
+		s.mu.Unlock()
+		ev := Event{Seq: e.seq, Msg: e.message()}
+		if e.owner != nil {
+			ev.Owner = *e.owner
+		}
+		return ev, true, nil, nil
+	}
+	if l.wake == nil {
+		l.wake = make(chan struct{})
+	}
+	w := l.wake
+	s.mu.Unlock()
+	return Event{}, false, w, nil
 }
 
 // LastSeq returns the seq of the newest event.
