@@ -23,7 +23,9 @@ package docstest
 //     with its output. Every background block is stopped with SIGINT (then
 //     SIGKILL after 10 s) when the file is done, pass or fail.
 //   - Files run one after another (they may use the same ports). The whole
-//     test is bounded (BRAIN_DOCS_TEST_TIMEOUT, default 10m).
+//     test is bounded (BRAIN_DOCS_TEST_TIMEOUT, default 10m). The scripts
+//     run with GOFLAGS=-trimpath, so that `go run` in a fresh copy reuses
+//     the build cache.
 
 import (
 	"bufio"
@@ -193,7 +195,7 @@ func TestDocs(t *testing.T) {
 	}
 
 	bin := t.TempDir()
-	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, "brain"), "./cmd/brain")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(bin, "brain"), "./cmd/brain")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/brain: %v\n%s", err, out)
@@ -274,7 +276,11 @@ __wait_for() { # pid log text: bounded poll until the log contains text
 	}
 	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Dir = scratch
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "BRAIN_DOCS_TEST=1")
+	// -trimpath: compiled packages do not depend on the directory, so each
+	// page's `go run ./cmd/brain` in its fresh copy reuses the build cache
+	// instead of compiling brain again.
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "BRAIN_DOCS_TEST=1",
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 15 * time.Second
