@@ -1,17 +1,18 @@
-package session
+package session_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
 )
 
 // TestTryNext: without an event TryNext returns a wake channel that the next
 // event closes; then it returns that event, in order; after Close it says
 // so.
 func TestTryNext(t *testing.T) {
-	s := New("try", nil)
+	s := session.New("try", nil)
 	sub := s.Subscribe(0)
 	_, ok, wake, err := sub.TryNext()
 	if ok || err != nil || wake == nil {
@@ -22,7 +23,7 @@ func TestTryNext(t *testing.T) {
 		t.Fatal("woken before any event")
 	default:
 	}
-	if err := s.Register(Client, clientCap("ui.a")); err != nil {
+	if err := s.Register(session.Client, clientCap("ui.a")); err != nil {
 		t.Fatal(err)
 	}
 	<-wake // closed by the append
@@ -34,7 +35,7 @@ func TestTryNext(t *testing.T) {
 		t.Fatal("a second event out of one append")
 	}
 	sub.Close()
-	if _, ok, _, err := sub.TryNext(); ok || !errors.Is(err, ErrSubscriptionClosed) {
+	if _, ok, _, err := sub.TryNext(); ok || !errors.Is(err, session.ErrSubscriptionClosed) {
 		t.Fatalf("TryNext after Close = ok %v, err %v", ok, err)
 	}
 }
