@@ -39,6 +39,9 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	addr := fs.String("addr", "127.0.0.1:7777", "address to listen on (loopback by default; elsewhere, use TLS)")
 	data := fs.String("data", "brain-data", "data directory: tokens, sessions, compiled code")
 	natsURL := fs.String("nats", "", "use this NATS server (JetStream) instead of the embedded one")
+	nodeID := fs.String("node-id", "", "run as this node of a cluster sharing --nats (docs/cluster.md)")
+	advertise := fs.String("advertise", "", "cluster: this node's URL for the other nodes (default: http(s)://--addr)")
+	leaseTTL := fs.Duration("lease-ttl", 0, "cluster: session lease TTL, the same on every node (default 10s)")
 	config := fs.String("config", "", "environment config (docs/serve.md); default: the example tools over ./workspace")
 	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS and WSS with this PEM certificate (chain) file; needs --tls-key")
@@ -60,6 +63,10 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	a := serveArgs{addr: *addr, data: *data, nats: *natsURL, config: *config, idle: *idle, tlsCert: *tlsCert, tlsKey: *tlsKey, consoleAddr: *consoleAddr}
+	a.nodeID, a.advertise, a.leaseTTL = *nodeID, *advertise, *leaseTTL // serve_cluster.go
+	if err := checkClusterFlags(a); err != nil {
+		return usageError(stderr, "serve", "%v", err)
+	}
 	if err := serve(ctx, a, stdout, logger); err != nil {
 		fmt.Fprintln(stderr, "brain serve:", err)
 		return exitFail
@@ -73,6 +80,8 @@ type serveArgs struct {
 	consoleAddr              string // "": the default (consoleAddress); "off": no console
 	idle                     time.Duration
 	ready                    func(addr string) // tests: called once listening
+	nodeID, advertise        string            // cluster (serve_cluster.go)
+	leaseTTL                 time.Duration
 }
 
 func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logger) error {
@@ -140,7 +149,11 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		Connections: func() map[string]int { return srv.Connections() },
 		Pools:       func() []telemetry.PoolStat { return poolStats(cfg.host) },
 	})
-	st, err := store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger, OnAppend: tel.ObserveAppend})
+	replicas := 0
+	if a.nodeID != "" {
+		replicas = clusterReplicas // serve_cluster.go
+	}
+	st, err := store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger, OnAppend: tel.ObserveAppend, Replicas: replicas})
 	if err != nil {
 		// The store's errors name the directory themselves.
 		if errors.Is(err, store.ErrLocked) {
@@ -149,6 +162,15 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		return fmt.Errorf("open the session store: %w", err)
 	}
 	defer st.Close()
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
+	leaseFn, leaveCluster, err := joinCluster(ctx, a, st, l.Addr(), scheme, logger) // serve_cluster.go
+	if err != nil {
+		return err
+	}
+	defer leaveCluster()
 
 	env, closeEnv, err := buildEnvironment(ctx, cfg, a.data, logger)
 	if err != nil {
@@ -182,6 +204,8 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 			mcpHandler.Release(s)
 		},
 		Logger: logger,
+		Lease:  leaseFn, // nil unless --node-id (serve_cluster.go)
+		Node:   a.nodeID,
 	})
 	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler()})
 

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/brainrt/brain/server"
+	"github.com/brainrt/brain/store"
+)
+
+// clusterReplicas is the replication factor of the stream and buckets when
+// brain runs as one node of a cluster (--node-id): R3, so a NATS cluster of
+// three keeps every event and lease through the loss of one server.
+const clusterReplicas = 3
+
+// checkClusterFlags validates --nats, --node-id, --advertise and
+// --lease-ttl together, before anything starts.
+func checkClusterFlags(a serveArgs) error {
+	if a.nodeID == "" {
+		if a.advertise != "" || a.leaseTTL != 0 {
+			return errors.New("--advertise and --lease-ttl need --node-id (cluster mode)")
+		}
+		return nil
+	}
+	if a.nats == "" {
+		return errors.New("--node-id needs --nats: a cluster's nodes share an external NATS cluster (docs/cluster.md)")
+	}
+	if !server.ValidSessionID(a.nodeID) {
+		return fmt.Errorf("--node-id %q: use 1 to 128 of A-Z a-z 0-9 _ -", a.nodeID)
+	}
+	if a.leaseTTL != 0 && a.leaseTTL < 500*time.Millisecond {
+		return fmt.Errorf("--lease-ttl %s: at least 500ms", a.leaseTTL)
+	}
+	if a.advertise != "" {
+		u, err := url.Parse(a.advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("--advertise %q: want the node's base URL, like http://10.0.0.5:7777", a.advertise)
+		}
+	}
+	return nil
+}
+
+// advertiseURL is the address other nodes forward this node's sessions'
+// connections to: --advertise, or the listener's own address when it is
+// a specific one.
+func advertiseURL(a serveArgs, listen net.Addr, scheme string) (string, error) {
+	if a.advertise != "" {
+		return a.advertise, nil
+	}
+	ta, ok := listen.(*net.TCPAddr)
+	if !ok || ta.IP.IsUnspecified() {
+		return "", fmt.Errorf("--addr %s listens on every interface: give --advertise, the URL other nodes reach this one at", listen)
+	}
+	return scheme + "://" + listen.String(), nil
+}
+
+// joinCluster makes this kernel one node of a cluster when --node-id is
+// set: it opens the session leases and returns the manager's lease
+// function. The leases are released — the node's sessions handed over — as
+// soon as ctx ends (SIGTERM), and by the returned close in any case.
+// Without --node-id it returns nil and a no-op.
+func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.Addr, scheme string, logger *slog.Logger) (server.LeaseFunc, func(), error) {
+	if a.nodeID == "" {
+		return nil, func() {}, nil
+	}
+	addr, err := advertiseURL(a, listen, scheme)
+	if err != nil {
+		return nil, nil, err
+	}
+	leases, err := st.Leases(ctx, &store.LeaseOptions{Node: a.nodeID, Addr: addr, TTL: a.leaseTTL})
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		if err := leases.Close(); err != nil {
+			logger.Warn("cluster: release leases", slog.String("error", err.Error()))
+		}
+		logger.Info("cluster: sessions handed over", slog.String("node", a.nodeID))
+	})
+	logger.Info("cluster: joined", slog.String("node", a.nodeID), slog.String("advertise", addr), slog.Duration("lease_ttl", leases.TTL()))
+	lease := func(ctx context.Context, id string) (server.Lease, error) {
+		x, err := leases.Acquire(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return x, nil
+	}
+	return lease, func() { stop(); _ = leases.Close() }, nil
+}
