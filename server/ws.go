@@ -83,6 +83,30 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 }
 
+// keptReadBuffer is the largest read buffer a connection keeps between
+// frames; a larger frame's buffer is left to the collector.
+const keptReadBuffer = 64 << 10
+
+// readAll is io.ReadAll into b's spare capacity.
+func readAll(b []byte, r io.Reader) ([]byte, error) {
+	if cap(b) == 0 {
+		b = make([]byte, 0, 1024)
+	}
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				return b, nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+	}
+}
+
 // parseAfter reads the "after" parameter: empty means "snapshot, then live".
 func parseAfter(v string) (*uint64, error) {
 	if v == "" {
@@ -129,6 +153,8 @@ func (c *wsConn) subscribe(after *uint64) *session.Subscription {
 // readLoop decodes each frame and answers it; a bad frame gets an error
 // reply and the connection stays usable.
 func (c *wsConn) readLoop(ctx context.Context) {
+	var lr io.LimitedReader
+	var buf []byte
 	for {
 		typ, rd, err := c.conn.Reader(context.Background()) // ctx's end closes the connection
 		if err != nil {
@@ -137,7 +163,11 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			}
 			return
 		}
-		data, err := io.ReadAll(io.LimitReader(rd, protocol.MaxFrameBytes+1))
+		lr.R, lr.N = rd, protocol.MaxFrameBytes+1
+		data, err := readAll(buf[:0], &lr)
+		if cap(data) <= keptReadBuffer {
+			buf = data // decoding copies what it keeps: the buffer serves the next frame
+		}
 		if err != nil {
 			c.cancel(fmt.Errorf("read: %w", err))
 			return
