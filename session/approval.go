@@ -170,7 +170,10 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	s.mu.Unlock()
 	s.logInfo("call decided", slog.String(keyCapability, logKey), slog.String(keyCall, c.id),
 		slog.String("decision", string(m.Decision)), slog.String("decider", p.String()), slog.String("decidedBy", m.DecidedBy))
-	s.observe(ApprovalDecided, c, func(e *CallEvent) { e.Decision, e.DecidedBy = m.Decision, decidedBy(p, m.DecidedBy) })
+	s.observe(ApprovalDecided, c, func(e CallEvent) CallEvent {
+		e.Decision, e.DecidedBy = m.Decision, decidedBy(p, m.DecidedBy)
+		return e
+	})
 	return nil
 }
 

@@ -93,7 +93,7 @@ func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name st
 		return fail
 	}
 	if s.opts.Observe != nil {
-		s.observe(CallStarted, c, func(e *CallEvent) { e.Context = ctx })
+		s.observe(CallStarted, c, func(e CallEvent) CallEvent { e.Context = ctx; return e })
 	}
 	return s.run(ctx, c)
 }
@@ -333,7 +333,7 @@ func (s *Session) endLocked(c *call, out protocol.Outcome) {
 // afterFinish reports a finished call to Observe and logs it at info: its
 // capability, invoker, outcome code and duration.
 func (s *Session) afterFinish(c *call, out protocol.Outcome) {
-	s.observe(CallFinished, c, func(e *CallEvent) { e.Outcome = out })
+	s.observe(CallFinished, c, func(e CallEvent) CallEvent { e.Outcome = out; return e })
 	if s.log.Enabled(context.Background(), slog.LevelInfo) {
 		code := "ok"
 		if !out.IsOK() {

@@ -64,8 +64,9 @@ type CallEvent struct {
 }
 
 // observe reports a point of c's life to Options.Observe. It must not be
-// called with s.mu held.
-func (s *Session) observe(kind CallEventKind, c *call, fill func(*CallEvent)) {
+// called with s.mu held. fill, if set, adds the kind's own fields; it works
+// on a copy, so that the event stays off the heap.
+func (s *Session) observe(kind CallEventKind, c *call, fill func(CallEvent) CallEvent) {
 	o := s.opts.Observe
 	if o == nil {
 		return
@@ -73,7 +74,7 @@ func (s *Session) observe(kind CallEventKind, c *call, fill func(*CallEvent)) {
 	ev := CallEvent{Kind: kind, Session: s.id, CallID: c.id, Name: c.name, Invoker: c.invoker, Time: time.Now(),
 		Origin: c.origin, Side: c.side}
 	if fill != nil {
-		fill(&ev)
+		ev = fill(ev)
 	}
 	o(ev)
 }
