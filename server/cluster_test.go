@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +48,9 @@ func startNATSCluster(t testing.TB, n int) []string {
 			ServerName: fmt.Sprintf("nats%d", i+1), Host: "127.0.0.1", Port: -1,
 			JetStream: true, StoreDir: t.TempDir(), JetStreamMaxMemory: 32 << 20, JetStreamMaxStore: 256 << 20,
 			NoSigs: true, NoLog: true, DisableJetStreamBanner: true,
-			Cluster: natsserver.ClusterOpts{Name: "brain-test", Host: "127.0.0.1", Port: ports[i]},
+			// NoAdvertise: clients know only the URL they were given, so a
+			// proxy in front of one server can partition a node.
+			Cluster: natsserver.ClusterOpts{Name: "brain-test", Host: "127.0.0.1", Port: ports[i], NoAdvertise: true},
 			Routes:  natsserver.RoutesFromStr(strings.Join(routes, ",")),
 		})
 		if err != nil {
@@ -109,6 +113,64 @@ func startNode(t *testing.T, id, natsURL string, tokens *server.Tokens) *node {
 	go func() { _ = n.hs.Serve(l) }()
 	t.Cleanup(n.stop)
 	return n
+}
+
+// cuttable is a TCP proxy on loopback to a NATS server that can cut every
+// connection and refuse new ones: a network partition of one node.
+type cuttable struct {
+	l     net.Listener
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func newCuttable(t *testing.T, natsURL string) (*cuttable, string) {
+	t.Helper()
+	target := strings.TrimPrefix(natsURL, "nats://")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cuttable{l: l}
+	t.Cleanup(func() { _ = l.Close(); p.partition(true) })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				_ = c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				_ = c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	return p, "nats://" + l.Addr().String()
+}
+
+// partition cuts (or, with cut false, heals) the link.
+func (p *cuttable) partition(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.conns = nil
+	}
 }
 
 // kill stops n as a crash would: its listener and NATS connection go
@@ -284,6 +346,72 @@ func TestClusterNodes(t *testing.T) {
 		}
 		if len(after) != len(before) {
 			t.Fatalf("the stale session still journals: %d events, then %d", len(before), len(after))
+		}
+	})
+
+	t.Run("a node partitioned from NATS stops serving; the other side takes over", func(t *testing.T) {
+		proxy, via := newCuttable(t, urls[0])
+		n4 := startNode(t, "node4", via, tokens)
+		c := dialNode(t, n4, "part", "", 5*time.Second)
+		snap := c.until(ofType(protocol.TypeSnapshot))
+		s := acquireOn(t, n4, "part")
+		stale, err := n4.st.Journal("part") // a journal of the old owner, to write after the takeover
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.partition(true)
+		start := time.Now()
+		for {
+			if _, err := c.next(); err != nil {
+				break // node4 closed the connection: it stopped serving
+			}
+		}
+		stoppedAfter := time.Since(start)
+		if stoppedAfter > 2*clusterTTL {
+			t.Fatalf("the partitioned node served %s after the partition (TTL %s)", stoppedAfter, clusterTTL)
+		}
+		if n4.mgr.Live() != 0 {
+			t.Fatalf("the partitioned node holds %d sessions", n4.mgr.Live())
+		}
+		// Its session writes nothing more, even if it tries.
+		_ = s.RegisterAgent(protocol.Capability{Name: "late.tool", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}},
+			session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return nil, nil }))
+		r := dialNode(t, n3, "part", fmt.Sprintf("?after=%d", snap.Seq), 6*clusterTTL)
+		r.send("p1", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.part", false)}})
+		if f := r.until(func(f *protocol.Frame) bool { return f.Ref == "p1" }); f.Msg.MessageType() != protocol.TypeAck {
+			t.Fatalf("register on the new owner: %+v", f.Msg)
+		}
+		t.Logf("partition: old owner stopped after %s, new owner serving after %s (TTL %s)",
+			stoppedAfter.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond), clusterTTL)
+		// The partition heals: a write from the old owner is fenced.
+		proxy.partition(false)
+		healed := time.Now().Add(15 * time.Second)
+		for {
+			lctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := n4.st.Load(lctx, "part")
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(healed) {
+				t.Fatalf("the healed node cannot read: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond) // polling the reconnection
+		}
+		// One append, on a connected store: only fencing can refuse it.
+		appendErr := stale.Append(session.Event{Seq: snap.Seq + 1, Msg: &protocol.CapabilityDeregister{Names: []string{"ui.part"}}})
+		if !errors.Is(appendErr, store.ErrConflict) || !strings.Contains(appendErr.Error(), "another journal") {
+			t.Fatalf("the old owner's write after the takeover: %v, want store.ErrConflict", appendErr)
+		}
+		events, err := n3.st.Load(ctx, "part")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			if reg, ok := e.Msg.(*protocol.CapabilityRegister); ok && reg.Capabilities[0].Name == "late.tool" {
+				t.Fatal("the partitioned node's write reached the journal")
+			}
 		}
 	})
 

@@ -155,7 +155,8 @@ type Lease struct {
 
 // Acquire takes the session's lease for this node: it succeeds if no node
 // holds it (or its holder let it expire), or this node id holds it from
-// an earlier run. A lease held by another node is a [*LeasedError].
+// an earlier run. A lease held by another node is a [*LeasedError]. It
+// waits at most the TTL (or Options.Timeout, if shorter) for the cluster.
 func (l *Leases) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if _, err := subjectFor(id); err != nil {
 		return nil, err
@@ -169,7 +170,9 @@ func (l *Leases) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if mine != nil && mine.Valid() {
 		return nil, fmt.Errorf("store: session %q: this node holds its lease already", id)
 	}
-	rctx, cancel := l.s.requestContext(ctx)
+	// Bounded by the TTL too: a node that cannot reach the cluster for
+	// that long could not keep the lease anyway, and answers quickly.
+	rctx, cancel := context.WithTimeout(ctx, min(l.opts.TTL, l.s.opts.Timeout))
 	defer cancel()
 	sent := time.Now()
 	rev, err := l.kv.Create(rctx, id, l.value)
