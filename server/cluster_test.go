@@ -78,7 +78,7 @@ type node struct {
 
 const clusterTTL = time.Second
 
-func startNode(t *testing.T, id, natsURL string, tokens *server.Tokens) *node {
+func startNode(t testing.TB, id, natsURL string, tokens *server.Tokens) *node {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,7 +124,7 @@ type cuttable struct {
 	conns []net.Conn
 }
 
-func newCuttable(t *testing.T, natsURL string) (*cuttable, string) {
+func newCuttable(t testing.TB, natsURL string) (*cuttable, string) {
 	t.Helper()
 	target := strings.TrimPrefix(natsURL, "nats://")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -187,14 +187,14 @@ func (n *node) stop() {
 }
 
 type clusterPeer struct {
-	t    *testing.T
+	t    testing.TB
 	conn *websocket.Conn
 	ctx  context.Context
 }
 
 // dialNode opens a client WebSocket to session sid through node n,
 // retrying 503s (a session moving between nodes) for up to within.
-func dialNode(t *testing.T, n *node, sid, query string, within time.Duration) *clusterPeer {
+func dialNode(t testing.TB, n *node, sid, query string, within time.Duration) *clusterPeer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -481,4 +481,40 @@ func TestClusterNodes(t *testing.T) {
 			t.Fatalf("register on the new owner: %+v", f.Msg)
 		}
 	})
+}
+
+// BenchmarkClusterInvoke measures a user invocation of a client-side
+// capability — invoke, capability_invoked, result, outcome — by a peer
+// connected to the session's owner, and by one connected to another node
+// (forwarded), in one run on a three-server NATS cluster with R3.
+func BenchmarkClusterInvoke(b *testing.B) {
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	urls := startNATSCluster(b, 3)
+	owner, other := startNode(b, "node1", urls[0], tokens), startNode(b, "node2", urls[1], tokens)
+	echo := clientCap("ui.echo", false)
+	echo.Audience = []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser}
+	for _, bc := range []struct {
+		name string
+		via  *node
+	}{{"owner", owner}, {"forwarded", other}} {
+		b.Run(bc.name, func(b *testing.B) {
+			sid := "bench-" + bc.name
+			first := dialNode(b, owner, sid, "", 5*time.Second) // placement: node1 owns it
+			first.until(ofType(protocol.TypeSnapshot))
+			c := dialNode(b, bc.via, sid, "", 5*time.Second)
+			c.until(ofType(protocol.TypeSnapshot))
+			c.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{echo}})
+			c.until(func(f *protocol.Frame) bool { return f.Ref == "r" })
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				c.send(fmt.Sprintf("u%d", i), &protocol.CapabilityInvoke{Name: "ui.echo", Input: json.RawMessage(`{"n":1}`)})
+				inv := c.until(ofType(protocol.TypeCapabilityInvoked)).Msg.(*protocol.CapabilityInvoked)
+				c.send(fmt.Sprintf("x%d", i), &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"n":1}`)})
+				c.until(ofType(protocol.TypeCapabilityOutcome))
+			}
+		})
+	}
 }
