@@ -174,15 +174,15 @@ func TestInitDeadline(t *testing.T) {
 // TestDeadlinePrecision: a guest that spins, recurses without a loop,
 // loops around host calls, sleeps, or blocks inside a host call is stopped
 // within its deadline plus 10 ms, and the tool keeps serving. Each case
-// runs three times: the best must be within 10 ms (the mechanism), every
-// one within slack (a loaded test machine).
+// runs five times: the best must be within 10 ms (the mechanism; 30 ms
+// under -race), every one within slack (a loaded test machine).
 func TestDeadlinePrecision(t *testing.T) {
 	_, inst, hs, _ := provisionStall(t, &host.Options{PoolSize: 1})
 	const deadline = 100 * time.Millisecond
 	for _, do := range []string{`{"do":"spin"}`, `{"do":"recurse"}`, `{"do":"hostloop"}`, `{"do":"sleep"}`, `{"do":"read","path":"block"}`} {
 		t.Run(do, func(t *testing.T) {
 			best := time.Hour
-			for range 3 {
+			for range 5 {
 				_, code, took := invokeWithin(inst, hs, do, deadline)
 				if code != protocol.CodeTimeout || took > deadline+slack {
 					t.Fatalf("code %q after %v, want timeout within %v", code, took, deadline+slack)
@@ -192,8 +192,12 @@ func TestDeadlinePrecision(t *testing.T) {
 					t.Fatalf("next call: %s %q", v, code)
 				}
 			}
-			if over := best - deadline; over > 10*time.Millisecond || over < 0 {
-				t.Fatalf("stopped %v after its deadline at best, want within 0 to 10ms", over)
+			precision := 10 * time.Millisecond
+			if raceEnabled {
+				precision = 30 * time.Millisecond // the Go side runs several times slower
+			}
+			if over := best - deadline; over > precision || over < 0 {
+				t.Fatalf("stopped %v after its deadline at best, want within 0 to %v", over, precision)
 			}
 			t.Logf("stopped %v after the deadline at best", best-deadline)
 		})
