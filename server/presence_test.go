@@ -46,7 +46,9 @@ func TestCallToDisconnectedClient(t *testing.T) {
 		}
 		t.Cleanup(release)
 		done := make(chan protocol.Outcome, 1)
-		go func() { done <- s.Invoke(context.Background(), protocol.AudienceLLM, "ui.show", json.RawMessage(`{"n":1}`)) }()
+		go func() {
+			done <- s.Invoke(context.Background(), protocol.AudienceLLM, "ui.show", json.RawMessage(`{"n":1}`))
+		}()
 		ev := c.until(ofType(protocol.TypeCapabilityInvoked))
 		return c, ev.Seq, ev.Msg.(*protocol.CapabilityInvoked).CallID, done
 	}
