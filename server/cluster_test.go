@@ -74,11 +74,20 @@ type node struct {
 	leases *store.Leases
 	mgr    *server.Manager
 	hs     *http.Server
+
+	connMu sync.Mutex
+	conns  map[net.Conn]struct{} // every accepted connection, hijacked WebSockets included
 }
 
 const clusterTTL = time.Second
 
 func startNode(t testing.TB, id, natsURL string, tokens *server.Tokens) *node {
+	t.Helper()
+	return startNodeWith(t, id, natsURL, tokens, nil)
+}
+
+// startNodeWith is startNode with an Attach (the runtime's agent tools).
+func startNodeWith(t testing.TB, id, natsURL string, tokens *server.Tokens, attach func(*session.Session) error) *node {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -101,7 +110,7 @@ func startNode(t testing.TB, id, natsURL string, tokens *server.Tokens) *node {
 	if n.leases, err = n.st.Leases(context.Background(), &store.LeaseOptions{Node: id, Addr: n.url, TTL: clusterTTL}); err != nil {
 		t.Fatal(err)
 	}
-	n.mgr = server.NewManager(server.ManagerOptions{Store: n.st, Node: id, Session: session.Options{PeerGrace: 5 * time.Second},
+	n.mgr = server.NewManager(server.ManagerOptions{Store: n.st, Node: id, Session: session.Options{PeerGrace: 5 * time.Second}, Attach: attach,
 		Lease: func(ctx context.Context, sid string) (server.Lease, error) {
 			x, err := n.leases.Acquire(ctx, sid)
 			if err != nil {
@@ -109,7 +118,18 @@ func startNode(t testing.TB, id, natsURL string, tokens *server.Tokens) *node {
 			}
 			return x, nil
 		}})
-	n.hs = &http.Server{Handler: server.New(server.Options{Tokens: tokens, Manager: n.mgr}), ReadHeaderTimeout: 5 * time.Second}
+	n.conns = map[net.Conn]struct{}{}
+	n.hs = &http.Server{Handler: server.New(server.Options{Tokens: tokens, Manager: n.mgr}), ReadHeaderTimeout: 5 * time.Second,
+		ConnState: func(c net.Conn, cs http.ConnState) {
+			n.connMu.Lock()
+			defer n.connMu.Unlock()
+			switch cs {
+			case http.StateNew:
+				n.conns[c] = struct{}{}
+			case http.StateClosed:
+				delete(n.conns, c)
+			}
+		}}
 	go func() { _ = n.hs.Serve(l) }()
 	t.Cleanup(n.stop)
 	return n
@@ -177,6 +197,11 @@ func (p *cuttable) partition(cut bool) {
 // away, so its leases are neither renewed nor released.
 func (n *node) kill() {
 	_ = n.hs.Close()
+	n.connMu.Lock()
+	for c := range n.conns { // http.Server.Close leaves hijacked connections open
+		_ = c.Close()
+	}
+	n.connMu.Unlock()
 	_ = n.st.Close()
 }
 
