@@ -228,7 +228,7 @@ func (w *loadWorker) await(ctx context.Context, req string) (bool, error) {
 // kernel acknowledged ends exactly once; throughput and p99 latency are
 // reported before, during and after the failover.
 func TestClusterLoad(t *testing.T) {
-	const sessions, callsPer = 100, 30
+	const sessions, callsPer = loadSessions, 30
 	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
 	if err != nil {
 		t.Fatal(err)
