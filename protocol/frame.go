@@ -98,20 +98,26 @@ func EncodeFrame(f *Frame) ([]byte, error) {
 	if f.Msg == nil {
 		return nil, fmt.Errorf("encode frame: no message")
 	}
-	msg, err := EncodeMessage(f.Msg)
-	if err != nil {
-		return nil, err
-	}
 	v := f.V
 	if v == 0 {
 		v = Version
 	}
 	if !plainString(f.ID) || !plainString(f.Ref) {
+		msg, err := EncodeMessage(f.Msg)
+		if err != nil {
+			return nil, err
+		}
 		return json.Marshal(frameJSON{V: v, Seq: f.Seq, ID: f.ID, Ref: f.Ref, Msg: msg})
 	}
-	// The envelope by hand: the bytes json.Marshal would give (msg is
-	// compact JSON already), without re-validating and copying msg.
-	b := make([]byte, 0, len(msg)+len(f.ID)+len(f.Ref)+56)
+	// The envelope and the message's "type" by hand around the message's
+	// own JSON: the bytes json.Marshal of the frame would give (the body is
+	// compact JSON already), without re-validating and copying it.
+	body, err := json.Marshal(f.Msg)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", f.Msg.MessageType(), err)
+	}
+	t := f.Msg.MessageType()
+	b := make([]byte, 0, len(body)+len(t)+len(f.ID)+len(f.Ref)+72)
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(v), 10)
 	if f.Seq != 0 {
@@ -124,7 +130,11 @@ func EncodeFrame(f *Frame) ([]byte, error) {
 	if f.Ref != "" {
 		b = append(append(append(b, `,"ref":"`...), f.Ref...), '"')
 	}
-	b = append(append(b, `,"msg":`...), msg...)
+	b = append(append(append(b, `,"msg":{"type":"`...), t...), '"')
+	if len(body) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, body[1:]...)
 	return append(b, '}'), nil
 }
 

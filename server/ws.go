@@ -57,10 +57,19 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	// frame costs coder/websocket an AfterFunc, and a write timeout a
 	// timer): the connection ends when ctx does, and each write is bounded
 	// by its writer's watchdog.
-	stopClose := context.AfterFunc(ctx, func() { _ = conn.CloseNow() })
+	// The end of ctx aborts a blocked read or a write in flight, as a
+	// context per call would; otherwise the connection is closed below with
+	// a status and a reason (the close handshake), not dropped.
+	var readerDone atomic.Bool
+	stopClose := context.AfterFunc(ctx, func() {
+		if !readerDone.Load() || c.writing.Load() {
+			_ = conn.CloseNow()
+		}
+	})
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); c.writeLoop(ctx) }()
 	c.readLoop(ctx)
+	readerDone.Store(true)
 	cancel(nil)
 	<-writerDone
 	stopClose()
@@ -130,6 +139,7 @@ type wsConn struct {
 	cancel   context.CancelCauseFunc
 	writeErr atomic.Value // error: why the writer gave up, if it did
 	bucket   *bucket      // frame rate (limits.go); nil: unlimited; reader only
+	writing  atomic.Bool  // a write is in flight, or about to start
 }
 
 // isNormalClose reports a peer closing the connection normally.
@@ -285,7 +295,7 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 			sub = next
 			continue
 		case b := <-c.replies:
-			if !c.write(wd, b) {
+			if !c.write(ctx, wd, b) {
 				return
 			}
 			continue
@@ -298,7 +308,7 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 			case err != nil: // closed: only this loop closes it
 				sub = nil
 			case ok:
-				if b := c.encodeEvent(ev); b != nil && !c.write(wd, b) {
+				if b := c.encodeEvent(ev); b != nil && !c.write(ctx, wd, b) {
 					return
 				}
 				continue
@@ -313,7 +323,7 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 			}
 			sub = next
 		case b := <-c.replies:
-			if !c.write(wd, b) {
+			if !c.write(ctx, wd, b) {
 				return
 			}
 		case <-wake:
@@ -359,7 +369,14 @@ func (c *wsConn) newWatchdog() *watchdog {
 	return wd
 }
 
-func (c *wsConn) write(wd *watchdog, b []byte) bool {
+func (c *wsConn) write(ctx context.Context, wd *watchdog, b []byte) bool {
+	// Set before ctx is checked: an end of ctx either sees the write (and
+	// aborts it) or comes before the check (and the write does not start).
+	c.writing.Store(true)
+	defer c.writing.Store(false)
+	if ctx.Err() != nil {
+		return false
+	}
 	wd.writing.Store(true)
 	wd.t.Reset(c.srv.opts.WriteTimeout)
 	err := c.conn.Write(context.Background(), websocket.MessageText, b)
