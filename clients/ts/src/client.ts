@@ -358,6 +358,10 @@ export class BrainClient {
       },
       true,
     );
+    // The kernel acknowledged the decision: the call waits no more, even if
+    // its approval_decided event is still on the way (the ack and the event
+    // travel independently).
+    this.approvalsByCall.delete(callId);
   }
 
   /** startTurn starts the next turn, with the user's message when given (a kernel with a model runs it). A running turn is `conflict`. */
