@@ -155,7 +155,9 @@ func isNormalClose(err error) bool {
 // begins with a snapshot of the session.
 func (c *wsConn) subscribe(after *uint64) *session.Subscription {
 	if after == nil {
-		return c.s.Subscribe(^uint64(0) - 1) // ahead of any seq: the first event is a snapshot
+		// Taken now, before the reader applies the peer's first command:
+		// a snapshot taken later would fold that command's events into it.
+		return c.s.SubscribeSnapshot()
 	}
 	return c.s.Subscribe(*after)
 }

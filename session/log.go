@@ -109,7 +109,8 @@ var ErrSubscriptionClosed = errors.New("session: subscription closed")
 // snapshot instead of the events it missed. Not safe for concurrent use.
 type Subscription struct {
 	s         *Session
-	next      uint64 // seq of the next event to deliver
+	next      uint64             // seq of the next event to deliver
+	first     *protocol.Snapshot // delivered before anything else; nil once delivered
 	closed    chan struct{}
 	closeOnce sync.Once // Close may be called concurrently, and more than once
 }
@@ -121,6 +122,19 @@ type Subscription struct {
 // snapshot of the session's current state.
 func (s *Session) Subscribe(afterSeq uint64) *Subscription {
 	return &Subscription{s: s, next: afterSeq + 1, closed: make(chan struct{})}
+}
+
+// SubscribeSnapshot returns a subscription whose first event is a snapshot
+// of the session as of this call, followed by every event after it. The
+// snapshot is taken before SubscribeSnapshot returns: a command the
+// subscriber sends afterwards has its events delivered as events, never
+// folded into a snapshot taken later (a capability_outcome folded into one
+// would be lost, since a snapshot lists only pending calls).
+func (s *Session) SubscribeSnapshot() *Subscription {
+	s.mu.Lock()
+	snap := s.snapshotLocked()
+	s.mu.Unlock()
+	return &Subscription{s: s, next: snap.Seq + 1, first: snap, closed: make(chan struct{})}
 }
 
 // Close ends the subscription; a blocked Next returns ErrSubscriptionClosed.
@@ -155,6 +169,10 @@ func (sub *Subscription) TryNext() (ev Event, ok bool, wake <-chan struct{}, err
 	case <-sub.closed:
 		return Event{}, false, nil, ErrSubscriptionClosed
 	default:
+	}
+	if snap := sub.first; snap != nil {
+		sub.first = nil
+		return Event{Seq: snap.Seq, Msg: snap}, true, nil, nil
 	}
 	s := sub.s
 	s.mu.Lock()

@@ -112,10 +112,16 @@ func TestOperatorApproves(t *testing.T) {
 func TestObserve(t *testing.T) {
 	var mu sync.Mutex
 	var got []session.CallEvent
+	// CallFinished may be reported just after Invoke returns (the outcome
+	// wakes the caller first): the test waits for it rather than racing it.
+	finished := make(chan struct{}, 4)
 	opts := &session.Options{Observe: func(e session.CallEvent) {
 		mu.Lock()
 		got = append(got, e)
 		mu.Unlock()
+		if e.Kind == session.CallFinished {
+			finished <- struct{}{}
+		}
 	}}
 	tests := []struct {
 		name     string
@@ -154,6 +160,7 @@ func TestObserve(t *testing.T) {
 			if out := recv(t, done, "outcome"); !out.IsOK() {
 				t.Fatalf("outcome %v", out.Err)
 			}
+			recv(t, finished, "call_finished")
 			mu.Lock()
 			defer mu.Unlock()
 			kinds := make([]session.CallEventKind, len(got))
