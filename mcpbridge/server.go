@@ -89,6 +89,7 @@ type Server struct {
 	// exported maps each tool name to the JSON of the tool as last added.
 	// Owned by NewServer, then by the follow goroutine.
 	exported map[string]string
+	applied  applied // how far follow has applied the session's events
 
 	closeOnce sync.Once
 }
@@ -129,7 +130,9 @@ func NewServer(s *session.Session, opts *ServerOptions) *Server {
 	// registration or removal twice converges, so nothing is missed.
 	seq := s.LastSeq()
 	srv.syncAll(s.List(protocol.AudienceLLM))
+	srv.applied.set(seq)
 	srv.sub = s.Subscribe(seq)
+	srv.mcp.AddReceivingMiddleware(srv.catchUp)
 	go srv.follow()
 	return srv
 }
@@ -181,6 +184,7 @@ func (srv *Server) follow() {
 			}
 			srv.syncAll(visible)
 		}
+		srv.applied.set(ev.Seq)
 	}
 }
 
