@@ -17,6 +17,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 
+	"github.com/brainrt/brain/internal/yamlcheck"
 	"github.com/brainrt/brain/provide/browser"
 	"github.com/brainrt/brain/provide/fetch"
 	"github.com/brainrt/brain/provide/fsroot"
@@ -60,6 +61,11 @@ func Parse(data []byte, name string) (Grants, error) {
 		return Grants{}, &Error{File: name, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("the file is %d bytes; a grants file may have at most %d", len(data), maxFileBytes)}
 	}
+	// Tags are refused before goccy sees them (one crashes its decoder);
+	// anchors are allowed, and their expansion bounded by the walk below.
+	if e := yamlcheck.Check(data, yamlcheck.Options{Anchors: true}); e != nil {
+		return Grants{}, &Error{File: name, Line: e.Line, Column: e.Column, Msg: e.Msg + " (a grants file needs none)"}
+	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return Grants{}, syntaxError(name, err)
@@ -78,7 +84,7 @@ func Parse(data []byte, name string) (Grants, error) {
 		}
 		// Why both: walk places every problem it knows of in the file;
 		// goccy's strict decoder is the backstop for anything it does not.
-		if err := yaml.NodeToValue(body, &g, yaml.Strict()); err != nil {
+		if err := yamlcheck.Decode(func() error { return yaml.NodeToValue(body, &g, yaml.Strict()) }); err != nil {
 			return Grants{}, x.decodeError(name, err)
 		}
 	}

@@ -72,6 +72,9 @@ func (s *Session) requestLocked(c *call) {
 // awaitApproval publishes approval_requested and waits for the decision.
 // It reports whether the call was approved; otherwise the call is finished.
 func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
+	// Observed before the request is visible: a decision can only follow
+	// the request event, so no observer sees ApprovalDecided before it.
+	s.observe(ApprovalRequested, c, nil)
 	s.mu.Lock()
 	if c.finished {
 		s.mu.Unlock()
@@ -81,7 +84,6 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 		s.requestLocked(c)
 	}
 	s.mu.Unlock()
-	s.observe(ApprovalRequested, c, nil)
 	timer := time.NewTimer(s.opts.ApprovalTimeout)
 	defer timer.Stop()
 	select {

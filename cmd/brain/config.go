@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/brainrt/brain/examples/tools/netfetchjson"
 	"github.com/brainrt/brain/examples/tools/pagetext"
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/yamlcheck"
 	"github.com/brainrt/brain/tool"
 )
 
@@ -94,12 +96,12 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		}
 		return &serveConfig{Grants: g, Tools: defaultTools, dir: wd, pos: positions{file: "(default config)"}}, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var c serveConfig
-	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c); err != nil {
+	if err := yamlcheck.Decode(func() error { return yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c) }); err != nil {
 		return nil, decodeError(path, err)
 	}
 	c.dir = filepath.Dir(path)
@@ -146,4 +148,30 @@ func toolNames() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// maxConfigBytes bounds a serve config: a real one is a few kilobytes.
+const maxConfigBytes = 1 << 20
+
+// readConfigFile reads a serve config, refusing what could make decoding it
+// expensive or crash it: more than maxConfigBytes, YAML anchors and aliases
+// (an alias bomb expands a small file into billions of values) and tags
+// (internal/yamlcheck); a serve config needs none of them.
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfigBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes; a serve config needs far fewer", path, maxConfigBytes)
+	}
+	if e := yamlcheck.Check(b, yamlcheck.Options{}); e != nil {
+		return nil, fmt.Errorf("%s:%v (a serve config needs none)", path, e)
+	}
+	return b, nil
 }

@@ -95,7 +95,10 @@ test("the TCP connection cut mid-session: the client resumes without gap or dupl
   assert.ok(proxy.connections >= 4, `the client reconnected (${proxy.connections} connections)`);
 
   // The cut client saw exactly what the direct observer saw.
-  await until(() => client.lastSeq === observer.lastSeq, "the client to catch up");
+  // The MCP result of the last call can arrive before its capability_outcome
+  // event: wait for every outcome to reach both, then for both to agree.
+  const outcomes = (evs: BrainEvent[]) => evs.filter((e) => e.msg.type === "capability_outcome").length;
+  await until(() => outcomes(truth) === 12 && client.lastSeq === observer.lastSeq, "the client to catch up");
   const got = assertContiguous(seen, "cut client");
   const want = assertContiguous(truth, "observer").filter((s) => s >= got[0]!);
   assert.deepEqual(got, want);
