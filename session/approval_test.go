@@ -234,7 +234,7 @@ func TestDecisionSurvivesRestart(t *testing.T) {
 		outcome protocol.Code // "" for ok
 	}{
 		{name: "decided, not dispatched", crash: protocol.TypeApprovalDecided, runs: 1},
-		{name: "dispatched", crash: protocol.TypeCapabilityInvoked, runs: 0, outcome: protocol.CodeInternal},
+		{name: "dispatched", crash: protocol.TypeCapabilityInvoked, runs: 0, outcome: protocol.CodeUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -71,7 +71,8 @@ func (s *Session) emitDurableLocked(e entry) error {
 //   - a client- or app-side call already dispatched waits again for its
 //     result, with a fresh timeout, for at most Options.PeerGrace unless
 //     its owner reconnects; an agent-side call that was running ends with
-//     code internal, since its handler died with the process;
+//     code unavailable, since its handler died with the process (whether it
+//     took effect is unknown, and the message says so);
 //   - a turn the journal shows running ends with reason interrupted, and
 //     the model's calls still pending in it are cancelled (turn.go);
 //   - the event log holds the replayed events, so a subscriber resuming from
@@ -227,12 +228,12 @@ func (s *Session) resume(id, name string, input []byte, invoker protocol.Audienc
 	s.mu.Unlock()
 	switch {
 	case r == nil:
-		s.finish(c, protocol.Fail(protocol.CodeInternal, "the kernel restarted and the capability %q is no longer registered; the call did not run", name))
+		s.finish(c, protocol.Fail(protocol.CodeUnavailable, "the session was restored (a restart, or another node took it over) and the capability %q is no longer registered; the call did not run", name))
 	case invoked && r.handler == nil:
 		c.dispatched = true // the peer has it: wait for its result, never dispatch again
 		go s.run(context.Background(), c)
 	case invoked:
-		s.finish(c, protocol.Fail(protocol.CodeInternal, "the kernel restarted while %q was running; it may or may not have taken effect", name))
+		s.finish(c, protocol.Fail(protocol.CodeUnavailable, "the kernel that ran %q stopped while it was running (a restart, or a node lost); it may or may not have taken effect", name))
 	case decision != nil && decision.Decision == protocol.DecisionRejected:
 		msg := fmt.Sprintf("the user (%s) rejected the call", decision.DecidedBy)
 		if decision.Feedback != "" {

@@ -129,8 +129,8 @@ func TestRestore(t *testing.T) {
 	sub2 := r.Subscribe(lastSeen)
 	defer sub2.Close()
 	out := waitForType(t, sub2, protocol.TypeCapabilityOutcome).Msg.(*protocol.CapabilityOutcome)
-	if out.CallID != slowID || out.Outcome.IsOK() || out.Outcome.Err.Code != protocol.CodeInternal {
-		t.Fatalf("first outcome after restore = %+v, want internal for the running agent call", out)
+	if out.CallID != slowID || out.Outcome.IsOK() || out.Outcome.Err.Code != protocol.CodeUnavailable {
+		t.Fatalf("first outcome after restore = %+v, want unavailable for the running agent call", out)
 	}
 	// The pending approval can still be answered, and the call then runs.
 	must(r.Approve(session.Client, approveOf(r, approvalID, "ada")))
