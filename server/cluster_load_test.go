@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/brainrt/brain/internal/natstest"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
@@ -249,7 +250,7 @@ func TestClusterLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	urls := startNATSCluster(t, 3)
+	urls := natstest.StartCluster(t, 3)
 	tool := protocol.Capability{Name: "env.echo", Description: "Echo.", InputSchema: json.RawMessage(`{"type":"object"}`),
 		Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}, Audience: []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser}}
 	attach := func(s *session.Session) error {

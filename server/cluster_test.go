@@ -14,57 +14,13 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	natsserver "github.com/nats-io/nats-server/v2/server"
 
+	"github.com/brainrt/brain/internal/natstest"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
 	"github.com/brainrt/brain/store"
 )
-
-// startNATSCluster starts n in-process NATS servers with JetStream,
-// clustered on loopback (route ports picked free first), and returns their
-// client URLs.
-func startNATSCluster(t testing.TB, n int) []string {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-	}
-	urls := make([]string, n)
-	for i := range n {
-		var routes []string
-		for j, p := range ports {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
-		ns, err := natsserver.NewServer(&natsserver.Options{
-			ServerName: fmt.Sprintf("nats%d", i+1), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(), JetStreamMaxMemory: 32 << 20, JetStreamMaxStore: 256 << 20,
-			NoSigs: true, NoLog: true, DisableJetStreamBanner: true,
-			// NoAdvertise: clients know only the URL they were given, so a
-			// proxy in front of one server can partition a node.
-			Cluster: natsserver.ClusterOpts{Name: "brain-test", Host: "127.0.0.1", Port: ports[i], NoAdvertise: true},
-			Routes:  natsserver.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.Start()
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		if !ns.ReadyForConnections(20 * time.Second) {
-			t.Fatalf("nats server %d not ready", i+1)
-		}
-		urls[i] = ns.ClientURL()
-	}
-	return urls
-}
 
 // node is one brain node of a test cluster.
 type node struct {
@@ -290,7 +246,7 @@ func TestClusterNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	urls := startNATSCluster(t, 3)
+	urls := natstest.StartCluster(t, 3)
 	n1, n2, n3 := startNode(t, "node1", urls[0], tokens), startNode(t, "node2", urls[1], tokens), startNode(t, "node3", urls[2], tokens)
 	ctx := context.Background()
 
@@ -517,7 +473,7 @@ func BenchmarkClusterInvoke(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	urls := startNATSCluster(b, 3)
+	urls := natstest.StartCluster(b, 3)
 	owner, other := startNode(b, "node1", urls[0], tokens), startNode(b, "node2", urls[1], tokens)
 	echo := clientCap("ui.echo", false)
 	echo.Audience = []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser}

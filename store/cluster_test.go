@@ -3,65 +3,13 @@ package store_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
-
+	"github.com/brainrt/brain/internal/natstest"
 	"github.com/brainrt/brain/store"
 )
-
-// startCluster starts n in-process NATS servers with JetStream, clustered
-// over routes on loopback, and returns their client URLs. Route ports are
-// picked free first: a cluster of port -1 routes cannot name its peers.
-func startCluster(t testing.TB, n int) []string {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-	}
-	urls := make([]string, n)
-	for i := range n {
-		var routes []string
-		for j, p := range ports {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
-		ns, err := natsserver.NewServer(&natsserver.Options{
-			ServerName:             fmt.Sprintf("n%d", i+1),
-			Host:                   "127.0.0.1",
-			Port:                   -1,
-			JetStream:              true,
-			StoreDir:               t.TempDir(),
-			JetStreamMaxMemory:     32 << 20,
-			JetStreamMaxStore:      256 << 20,
-			NoSigs:                 true,
-			NoLog:                  true,
-			DisableJetStreamBanner: true,
-			Cluster:                natsserver.ClusterOpts{Name: "brain-test", Host: "127.0.0.1", Port: ports[i]},
-			Routes:                 natsserver.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.Start()
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		if !ns.ReadyForConnections(20 * time.Second) {
-			t.Fatalf("nats server %d not ready", i+1)
-		}
-		urls[i] = ns.ClientURL()
-	}
-	return urls
-}
 
 // openClustered opens a store on url with R3, retrying while the cluster
 // elects its JetStream leaders (bounded).
@@ -106,7 +54,7 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 }
 
 func TestClusterLeases(t *testing.T) {
-	urls := startCluster(t, 3)
+	urls := natstest.StartCluster(t, 3)
 	stores := make([]*store.Store, 3)
 	for i, u := range urls {
 		stores[i] = openClustered(t, u)

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	natsserver "github.com/nats-io/nats-server/v2/server"
 
+	"github.com/brainrt/brain/internal/natstest"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/store"
 )
@@ -58,40 +58,7 @@ func TestServeClusterFlags(t *testing.T) {
 // clustered on loopback, and returns their client URLs.
 func natsCluster(t *testing.T) []string {
 	t.Helper()
-	ports := make([]int, 3)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-	}
-	urls := make([]string, 3)
-	for i := range 3 {
-		var routes []string
-		for j, p := range ports {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
-		ns, err := natsserver.NewServer(&natsserver.Options{
-			ServerName: fmt.Sprintf("nats%d", i+1), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(), JetStreamMaxMemory: 32 << 20, JetStreamMaxStore: 256 << 20,
-			NoSigs: true, NoLog: true, DisableJetStreamBanner: true,
-			Cluster: natsserver.ClusterOpts{Name: "brain-test", Host: "127.0.0.1", Port: ports[i]},
-			Routes:  natsserver.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.Start()
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		if !ns.ReadyForConnections(20 * time.Second) {
-			t.Fatalf("nats server %d not ready", i+1)
-		}
-		urls[i] = ns.ClientURL()
-	}
+	urls := natstest.StartCluster(t, 3)
 	// Wait until the cluster has elected its JetStream leaders: an R3
 	// store opens (a brain node would fail to start before that).
 	deadline := time.Now().Add(45 * time.Second)
