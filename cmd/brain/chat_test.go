@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -259,19 +258,7 @@ func TestChatRemote(t *testing.T) {
 	_ = os.WriteFile("kernel.yaml", []byte(cfg), 0o600)
 	ctx, cancel := context.WithTimeout(context.Background(), 60e9)
 	defer cancel()
-	addrc := make(chan string, 1)
-	var out bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "kernel.yaml", consoleAddr: "off", idle: 3600e9,
-			ready: func(a string) { addrc <- a }}, &out, slog.New(slog.DiscardHandler))
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	addr, out, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "kernel.yaml", consoleAddr: "off", idle: 3600e9})
 	token := regexp.MustCompile(`(?m)^    ([0-9a-f]{48})$`).FindStringSubmatch(out.String())
 	if token == nil {
 		t.Fatalf("no token printed:\n%s", out.String())

@@ -172,19 +172,7 @@ func TestServeTLS(t *testing.T) {
 	certFile, keyFile, pool := selfSigned(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	var out bytes.Buffer
-	go func() {
-		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, tlsCert: certFile, tlsKey: keyFile,
-			ready: func(a string) { addrc <- a }}, &out, slog.New(slog.DiscardHandler))
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	addr, out, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, tlsCert: certFile, tlsKey: keyFile})
 	if !strings.Contains(out.String(), "listening on https://"+addr) || !strings.Contains(out.String(), "wss://"+addr) {
 		t.Errorf("serve printed %q", out.String())
 	}

@@ -133,19 +133,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addrc := make(chan string, 1)
-	var out bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, ready: func(a string) { addrc <- a }},
-			&out, slog.New(slog.DiscardHandler))
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	addr, out, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour})
 	token := regexp.MustCompile(`(?m)^    ([0-9a-f]{48})$`).FindStringSubmatch(out.String())
 	if token == nil {
 		t.Fatalf("no token printed:\n%s", out.String())
@@ -321,18 +309,7 @@ func TestRemoteEnvironment(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, ready: func(a string) { addrc <- a }},
-			io.Discard, slog.New(slog.DiscardHandler))
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour})
 
 	remote := kernel.New(nil)
 	remote.Setup(ctx)
@@ -402,18 +379,7 @@ func TestRemoteEnvironmentPolicy(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, ready: func(a string) { addrc <- a }},
-			io.Discard, slog.New(slog.DiscardHandler))
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour})
 	approve := true
 	remote := kernel.New(&kernel.Options{Policies: []kernel.PolicyRule{{Pattern: "remote.*", Policy: kernel.Policy{RequiresApproval: &approve, DisplayName: "Where"}}}})
 	remote.Setup(ctx)
@@ -458,4 +424,23 @@ func TestRemoteEnvironmentPolicy(t *testing.T) {
 	cancel()
 	<-done
 	<-envDone
+}
+
+// serveInProcess runs serve with args until ctx ends, waits until it
+// listens, and returns its address, what it prints and its result. It fails
+// t if serve returns before listening.
+func serveInProcess(t *testing.T, ctx context.Context, args serveArgs) (string, *bytes.Buffer, <-chan error) {
+	t.Helper()
+	addrc := make(chan string, 1)
+	out := new(bytes.Buffer)
+	done := make(chan error, 1)
+	args.ready = func(a string) { addrc <- a }
+	go func() { done <- serve(ctx, args, out, slog.New(slog.DiscardHandler)) }()
+	select {
+	case addr := <-addrc:
+		return addr, out, done
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+		return "", nil, nil
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,19 +39,7 @@ func TestServeMetricsAndLimits(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addrc := make(chan string, 1)
-	var out bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour, ready: func(a string) { addrc <- a }},
-			&out, slog.New(slog.DiscardHandler))
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	addr, out, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour})
 	c, o := servedTokens(t)
 	client, operator := []string{"", c}, []string{"", o} // [_, token], as a regexp match would be
 	if !strings.Contains(out.String(), "/metrics (operator token)") {
@@ -181,19 +168,7 @@ func TestServeMetricsWasmPool(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a cold compile under -race on a loaded machine
 	defer cancel()
-	addrc := make(chan string, 1)
-	var out bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour, ready: func(a string) { addrc <- a }},
-			&out, slog.New(slog.DiscardHandler))
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour})
 	client, operator := servedTokens(t)
 	cs := mcpSession(t, ctx, addr, client, "w1")
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": "notes.txt"}})
@@ -268,19 +243,7 @@ func TestServeTracing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addrc := make(chan string, 1)
-	var out bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour, ready: func(a string) { addrc <- a }},
-			&out, slog.New(slog.DiscardHandler))
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour})
 	client, _ := servedTokens(t)
 	cs := mcpSession(t, ctx, addr, client, "tr")
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": "nope.txt"}}); err != nil {
