@@ -171,7 +171,7 @@ func (d *Driver) request(s *session.Session, conv *conversation) (*Request, *nam
 		b.WriteString(p)
 		b.WriteString("\n\n")
 	}
-	b.WriteString(s.PromptSection())
+	b.WriteString(session.RenderPromptSection(caps)) // the list read above, not a second one
 	req.System = b.String()
 	return req, names
 }

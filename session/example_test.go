@@ -85,3 +85,21 @@ func ExampleSession_RegisterAgent() {
 	//
 	// </CAPABILITIES>
 }
+
+// RenderPromptSection renders the section from a list the caller has
+// already read, as a driver does when it builds a model step.
+func ExampleRenderPromptSection() {
+	caps := []protocol.Capability{{
+		Name:           "fs.read",
+		Description:    "Read a file in the workspace.",
+		PromptFragment: "Paths are relative to the workspace.",
+	}}
+	fmt.Print(session.RenderPromptSection(caps))
+	// Output:
+	// <CAPABILITIES>
+	// ## fs.read
+	// Read a file in the workspace.
+	// Paths are relative to the workspace.
+	//
+	// </CAPABILITIES>
+}

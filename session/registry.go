@@ -325,7 +325,13 @@ func Visible(c *protocol.Capability, a protocol.Audience) bool {
 // llm-visible capability in name order, its description, and its
 // promptFragment appended.
 func (s *Session) PromptSection() string {
-	caps := s.List(protocol.AudienceLLM)
+	return RenderPromptSection(s.List(protocol.AudienceLLM))
+}
+
+// RenderPromptSection renders the <CAPABILITIES> section of caps, as
+// [Session.PromptSection] does for the session's llm-audience list: for a
+// caller that has that list already (a driver building a model step).
+func RenderPromptSection(caps []protocol.Capability) string {
 	var b strings.Builder
 	b.WriteString("<CAPABILITIES>\n")
 	for _, c := range caps {
