@@ -114,7 +114,22 @@ func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMe
 }
 
 // start does steps 1 and 2 of the invocation path and publishes the call.
+// A call refused here (not_found, forbidden, invalid_input) is reported to
+// Observe as a CallFinished alone, so that metrics count it too.
 func (s *Session) start(invoker protocol.Audience, name string, input json.RawMessage) (*call, protocol.Outcome) {
+	c, fail := s.admit(invoker, name, input)
+	if c == nil && s.opts.Observe != nil && fail.Err != nil && fail.Err.Code != protocol.CodeInvalidRequest {
+		ev := CallEvent{Kind: CallFinished, Session: s.id, CallID: s.nextCallID(), Name: name, Invoker: invoker, Time: time.Now(), Outcome: fail}
+		if cp, ok := s.Lookup(name); ok {
+			ev.Origin, ev.Side = cp.Origin, cp.Side
+		}
+		s.opts.Observe(ev)
+	}
+	return c, fail
+}
+
+// admit is start's checks and the call's publication.
+func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMessage) (*call, protocol.Outcome) {
 	switch invoker {
 	case protocol.AudienceLLM, protocol.AudienceUser, protocol.AudienceRuntime:
 	default:

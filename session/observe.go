@@ -15,7 +15,9 @@ type CallEventKind int
 // once; in between, ApprovalRequested and ApprovalDecided when its
 // capability requires approval, and CallDispatched when it is handed to its
 // owning peer or handler. A call restored from a journal ([Restore]) reports
-// from where it resumed, without CallStarted.
+// from where it resumed, without CallStarted. A call refused before it
+// starts (not_found, forbidden, invalid_input) reports only CallFinished,
+// with a call id of its own that no event carries.
 const (
 	CallStarted CallEventKind = iota + 1
 	ApprovalRequested

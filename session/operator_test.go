@@ -146,6 +146,15 @@ func TestObserve(t *testing.T) {
 			if out := s.Invoke(context.Background(), protocol.AudienceLLM, "nope", nil); out.IsOK() {
 				t.Fatal("unknown capability ran")
 			}
+			// A refused call reports only its CallFinished, with its code.
+			recv(t, finished, "the refused call's call_finished")
+			mu.Lock()
+			if len(got) != 1 || got[0].Kind != session.CallFinished || got[0].Name != "nope" || got[0].CallID == "" ||
+				got[0].Outcome.Err == nil || got[0].Outcome.Err.Code != protocol.CodeNotFound {
+				t.Errorf("a refused call reported %+v, want one call_finished with not_found", got)
+			}
+			got = nil
+			mu.Unlock()
 			sub := watch(t, s)
 			type key struct{}
 			ctx := context.WithValue(context.Background(), key{}, "parent")

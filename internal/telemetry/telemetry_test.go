@@ -327,9 +327,13 @@ func TestSessionObserve(t *testing.T) {
 	}
 	_ = s.Invoke(ctx, protocol.AudienceLLM, "math.double", json.RawMessage(`{"n":-1}`))
 	bt.Recv(t, finished, "the second call's CallFinished")
+	// A call refused before it starts is counted too.
+	_ = s.Invoke(ctx, protocol.AudienceLLM, "math.double", json.RawMessage(`{"n":"two"}`))
+	bt.Recv(t, finished, "the refused call's CallFinished")
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP brain_capability_calls_total Capability calls finished, by capability, origin kind, side and outcome code ("ok" for a value).
 # TYPE brain_capability_calls_total counter
+brain_capability_calls_total{capability="math.double",code="invalid_input",origin="agent",side="agent"} 1
 brain_capability_calls_total{capability="math.double",code="negative_input",origin="agent",side="agent"} 1
 brain_capability_calls_total{capability="math.double",code="ok",origin="agent",side="agent"} 1
 `), "brain_capability_calls_total"); err != nil {
