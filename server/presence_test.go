@@ -109,10 +109,20 @@ func TestOnlyDecidersApproveOverWebSocket(t *testing.T) {
 		t.Fatalf("an app's approval: %+v", r)
 	}
 	cl.send("a", &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
-	if r := cl.reply("a"); r.Msg.MessageType() != protocol.TypeAck {
-		t.Fatalf("the client's approval: %+v", r.Msg)
+	// The ack and the approval_decided event may arrive in either order.
+	var d *protocol.ApprovalDecided
+	for acked := false; !acked || d == nil; {
+		f := cl.next()
+		switch {
+		case f.Ref == "a":
+			if f.Msg.MessageType() != protocol.TypeAck {
+				t.Fatalf("the client's approval: %+v", f.Msg)
+			}
+			acked = true
+		case f.Msg.MessageType() == protocol.TypeApprovalDecided:
+			d = f.Msg.(*protocol.ApprovalDecided)
+		}
 	}
-	d := cl.until(ofType(protocol.TypeApprovalDecided)).Msg.(*protocol.ApprovalDecided)
 	if d.Decider.Side != "client" || d.DecidedBy != "ada" {
 		t.Fatalf("approval_decided %+v", d)
 	}
