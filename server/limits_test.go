@@ -463,6 +463,41 @@ func TestStats(t *testing.T) {
 	}
 }
 
+// TestMCPConnectionsCounted: an MCP request in flight counts as a
+// connection of side mcp until its handler returns.
+func TestMCPConnectionsCounted(t *testing.T) {
+	entered, leave := make(chan struct{}), make(chan struct{})
+	f, srv := newLimited(t, server.ManagerOptions{}, server.Options{MCP: func(*session.Session) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			entered <- struct{}{}
+			<-leave
+			w.WriteHeader(http.StatusNoContent)
+		})
+	}})
+	done := make(chan int, 1)
+	go func() {
+		status, _ := f.get("GET", "/v1/sessions/m1/mcp", clientToken)
+		done <- status
+	}()
+	testutil.Recv(t, entered, "the MCP handler")
+	if got := srv.Connections(); got["mcp"] != 1 || got["client"] != 0 {
+		t.Fatalf("Connections = %v during an MCP request, want mcp 1 and no WebSocket client", got)
+	}
+	close(leave)
+	if status := testutil.Recv(t, done, "the MCP response"); status != http.StatusNoContent {
+		t.Fatalf("status %d", status)
+	}
+	if got := srv.Connections(); got["mcp"] != 0 {
+		t.Fatalf("Connections = %v after the MCP request ended, want mcp 0", got)
+	}
+	if status, _ := f.get("GET", "/v1/sessions/m1/mcp", appToken); status != http.StatusForbidden {
+		t.Fatalf("an app token on MCP: status %d, want 403", status)
+	}
+	if got := srv.Connections(); got["mcp"] != 0 {
+		t.Fatalf("a refused MCP request was counted: %v", got)
+	}
+}
+
 // listingStore is a memStore that lists its sessions (plus extra ones).
 type listingStore struct {
 	memStore

@@ -155,6 +155,11 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 		httpError(w, http.StatusForbidden, "forbidden", "the MCP endpoint needs a client token")
 		return
 	}
+	// An MCP request in flight (a POST being answered, or the GET that
+	// holds a session's event stream open) is an open connection of the
+	// MCP side, counted beside the WebSocket ones.
+	srv.conns.add(sideMCP, 1)
+	defer srv.conns.add(sideMCP, -1)
 	srv.opts.MCP(s).ServeHTTP(w, r)
 }
 

@@ -8,7 +8,12 @@ import (
 	"github.com/brainrt/brain/session"
 )
 
-// connCounts counts a server's open WebSocket connections by peer side.
+// sideMCP is the side under which MCP requests in flight are counted: an
+// MCP caller holds a client token but is not a WebSocket client, and an
+// operator reading the metrics wants the two apart.
+const sideMCP session.PeerSide = "mcp"
+
+// connCounts counts a server's open connections by peer side.
 type connCounts struct {
 	mu sync.Mutex
 	by map[session.PeerSide]int
@@ -23,9 +28,10 @@ func (c *connCounts) add(side session.PeerSide, n int) {
 	c.by[side] += n
 }
 
-// Connections returns the open WebSocket connections by peer side
-// ("client", "app", "environment", "operator"); a side with none is
-// absent until it had one, then 0.
+// Connections returns the open connections by peer side: WebSocket
+// connections as "client", "app", "environment" and "operator", and MCP
+// requests in flight (a POST being answered, a GET holding its stream
+// open) as "mcp". A side with none is absent until it had one, then 0.
 func (srv *Server) Connections() map[string]int {
 	srv.conns.mu.Lock()
 	defer srv.conns.mu.Unlock()

@@ -116,7 +116,7 @@ func newGauges(o *Options) *gauges {
 	return &gauges{
 		opts:        o,
 		sessions:    prometheus.NewDesc("brain_sessions", "Sessions, by state: live (in memory) or hibernated (only in the store).", []string{"state"}, nil),
-		connections: prometheus.NewDesc("brain_connections", "Open WebSocket connections, by peer side.", []string{"side"}, nil),
+		connections: prometheus.NewDesc("brain_connections", "Open connections by peer side: WebSocket connections, and MCP requests in flight as side mcp.", []string{"side"}, nil),
 		poolSize:    prometheus.NewDesc("brain_wasm_pool_instances", "WebAssembly instances alive in a tool's pool (idle or in use).", []string{"tool"}, nil),
 		poolInUse:   prometheus.NewDesc("brain_wasm_pool_instances_in_use", "WebAssembly instances of a tool's pool running a call.", []string{"tool"}, nil),
 		poolLimit:   prometheus.NewDesc("brain_wasm_pool_limit", "The most instances a tool's pool may hold.", []string{"tool"}, nil),

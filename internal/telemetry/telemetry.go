@@ -27,8 +27,8 @@ type Options struct {
 	// Sessions, if set, reports the sessions live in memory and hibernated
 	// (stored, not in memory), read at every scrape.
 	Sessions func() (live, hibernated int)
-	// Connections, if set, reports the open WebSocket connections by peer
-	// side, read at every scrape.
+	// Connections, if set, reports the open connections by peer side
+	// (server.Server.Connections), read at every scrape.
 	Connections func() map[string]int
 	// Pools, if set, reports the WebAssembly instance pools, read at every
 	// scrape.
