@@ -94,10 +94,16 @@ type CapabilityInvoked struct {
 
 // RenderInvoked asks the client to draw a render capability; it shares its
 // CallID with the matching CapabilityInvoked.
+//
+// Partial (extension) marks props a model is still streaming, for a
+// capability whose render.streaming is true: best-effort JSON, not
+// validated, emitted before the call starts (docs/protocol.md, "Streamed
+// props"). The seed's render_invoked, at dispatch, never sets it.
 type RenderInvoked struct {
 	CapabilityName string          `json:"capabilityName"`
 	Props          json.RawMessage `json:"props"`
 	CallID         string          `json:"callId"`
+	Partial        bool            `json:"partial,omitempty"`
 }
 
 // CapabilityInvoke (extension) invokes a capability from a peer: a user

@@ -88,7 +88,7 @@ type call struct {
 // [Session.Cancel] ends the call with cancelled. Every call that got past
 // validation ends with exactly one capability_outcome event.
 func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name string, input json.RawMessage) protocol.Outcome {
-	c, fail := s.start(invoker, name, input)
+	c, fail := s.start(invoker, name, input, "")
 	if c == nil {
 		return fail
 	}
@@ -104,7 +104,7 @@ func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name st
 // capability_outcome event. The call is bounded by its own timeouts, not by
 // a caller's context; cancel it with [Session.Cancel].
 func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMessage) (string, *protocol.Error) {
-	c, fail := s.start(invoker, name, input)
+	c, fail := s.start(invoker, name, input, "")
 	if c == nil {
 		return "", fail.Err
 	}
@@ -115,11 +115,16 @@ func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMe
 
 // start does steps 1 and 2 of the invocation path and publishes the call.
 // A call refused here (not_found, forbidden, invalid_input) is reported to
-// Observe as a CallFinished alone, so that metrics count it too.
-func (s *Session) start(invoker protocol.Audience, name string, input json.RawMessage) (*call, protocol.Outcome) {
-	c, fail := s.admit(invoker, name, input)
+// Observe as a CallFinished alone, so that metrics count it too. id is
+// the call's id, reserved by a render stream (render_stream.go); "" means a
+// new one.
+func (s *Session) start(invoker protocol.Audience, name string, input json.RawMessage, id string) (*call, protocol.Outcome) {
+	c, fail := s.admit(invoker, name, input, id)
 	if c == nil && s.opts.Observe != nil && fail.Err != nil && fail.Err.Code != protocol.CodeInvalidRequest {
-		ev := CallEvent{Kind: CallFinished, Session: s.id, CallID: s.nextCallID(), Name: name, Invoker: invoker, Time: time.Now(), Outcome: fail}
+		if id == "" {
+			id = s.nextCallID()
+		}
+		ev := CallEvent{Kind: CallFinished, Session: s.id, CallID: id, Name: name, Invoker: invoker, Time: time.Now(), Outcome: fail}
 		if cp, ok := s.Lookup(name); ok {
 			ev.Origin, ev.Side = cp.Origin, cp.Side
 		}
@@ -129,7 +134,7 @@ func (s *Session) start(invoker protocol.Audience, name string, input json.RawMe
 }
 
 // admit is start's checks and the call's publication.
-func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMessage) (*call, protocol.Outcome) {
+func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMessage, id string) (*call, protocol.Outcome) {
 	switch invoker {
 	case protocol.AudienceLLM, protocol.AudienceUser, protocol.AudienceRuntime:
 	default:
@@ -165,7 +170,10 @@ func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMe
 	if err := r.input.ValidateJSON(input); err != nil {
 		return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
 	}
-	c := &call{id: s.nextCallID(), name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(),
+	if id == "" {
+		id = s.nextCallID()
+	}
+	c := &call{id: id, name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(),
 		origin: r.cap.Origin, side: r.cap.Side}
 	if r.cap.RequiresApproval {
 		c.awaitingApproval = true
