@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/protocol"
@@ -32,6 +34,9 @@ type Driver struct {
 	model Model
 	opts  Options
 	log   *slog.Logger
+	// offer is the latest step's tools, prompt and names, reused by the
+	// next step of any turn that would build the same (see offerFor).
+	offer atomic.Pointer[offer]
 }
 
 // New returns a driver for model m.
@@ -76,14 +81,30 @@ func (d *Driver) Turn(ctx context.Context, s *session.Session, message string) (
 func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protocol.TurnReason, error) {
 	// The conversation is read once: during the turn only this runner adds
 	// to it, so the steps extend their own copy.
-	conv := &conversation{msgs: repair(s.Conversation()), names: map[string]bool{}}
+	// The session's messages are shared, not copied: neither the session
+	// nor the driver modifies a message once added.
+	conv := &conversation{msgs: repair(s.ConversationShared(), min(2*d.opts.MaxSteps+2, 64)), names: map[string]bool{}}
 	for i := range conv.msgs {
 		conv.noteNames(&conv.msgs[i])
 	}
+	onText := func(text string) { s.StreamText(turn, text) }
+	debug := d.log.Enabled(ctx, slog.LevelDebug)
+	var cur *offer // this turn's latest offer, built for curNames names
+	curNames := 0
 	for step := 1; step <= d.opts.MaxSteps; step++ {
-		req, names := d.request(s, conv)
-		start := time.Now()
-		reply, err := d.model.Step(ctx, req, func(text string) { s.StreamText(turn, text) })
+		// The registry is read again before every step: its revision is
+		// the read, and an unchanged one means the tools, the prompt and
+		// the names of the last step are still what it holds.
+		if rev := s.RegistryRevision(); cur == nil || cur.rev != rev || curNames != len(conv.names) {
+			cur, curNames = d.offerFor(s, rev, conv.names), len(conv.names)
+		}
+		names := cur.names
+		req := &Request{System: cur.system, Messages: conv.msgs[:len(conv.msgs):len(conv.msgs)], Tools: cur.tools, names: names}
+		var start time.Time
+		if debug {
+			start = time.Now()
+		}
+		reply, err := d.model.Step(ctx, req, onText)
 		if ctx.Err() != nil {
 			if reply != nil && reply.Text != "" {
 				_ = s.AppendMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text})
@@ -96,16 +117,21 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		}
 		msg := protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text}
 		calls := make([]pendingCall, len(reply.ToolCalls))
+		if len(calls) > 0 {
+			msg.ToolCalls = make([]protocol.ToolCall, len(calls))
+		}
 		for i, tc := range reply.ToolCalls {
 			calls[i] = d.resolve(names, tc, step, i)
-			msg.ToolCalls = append(msg.ToolCalls, calls[i].call)
+			msg.ToolCalls[i] = calls[i].call
 		}
 		if err := s.AppendMessage(turn, msg); err != nil {
 			return protocol.TurnCancelled, err // the turn was ended elsewhere
 		}
 		conv.add(msg)
-		d.log.Debug("model step", slog.String("session", s.ID()), slog.Int("turn", turn), slog.Int("step", step),
-			slog.Int("toolCalls", len(calls)), slog.Duration("duration", time.Since(start)))
+		if debug {
+			d.log.Debug("model step", slog.String("session", s.ID()), slog.Int("turn", turn), slog.Int("step", step),
+				slog.Int("toolCalls", len(calls)), slog.Duration("duration", time.Since(start)))
+		}
 		if len(calls) == 0 {
 			return protocol.TurnCompleted, nil
 		}
@@ -146,25 +172,78 @@ func (c *conversation) noteNames(m *protocol.ChatMessage) {
 	}
 }
 
-// request builds one model step: the registry is read again each step, so
-// a capability registered mid-turn is offered at the next step.
-func (d *Driver) request(s *session.Session, conv *conversation) (*Request, *nameMap) {
-	caps := s.List(protocol.AudienceLLM)
-	all := make([]string, 0, len(caps)+len(conv.names))
+// offer is what a model step offers the model, built from one revision
+// of a session's registry and the tool names one conversation mentions:
+// the tools, the system prompt with its <CAPABILITIES> section, and the
+// name mapping. It is never modified once built, so steps of any turn
+// share it for as long as the revision and the names stay the same.
+type offer struct {
+	rev    uint64
+	system string
+	tools  []Tool
+	names  *nameMap
+	extra  map[string]bool // names mapped that are not capabilities: the conversation's only
+}
+
+// fits reports whether o is what a step at registry revision rev with a
+// conversation mentioning names would build. Revisions are unique across
+// sessions (see [session.Session.RegistryRevision]), so the capabilities
+// match; the names must be the same set.
+func (o *offer) fits(rev uint64, names map[string]bool) bool {
+	if o == nil || o.rev != rev {
+		return false
+	}
+	extra := 0
+	for n := range names {
+		if _, ok := o.names.toWire[n]; !ok {
+			return false
+		}
+		if o.extra[n] {
+			extra++
+		}
+	}
+	return extra == len(o.extra)
+}
+
+// offerFor returns the offer for a step of s, whose registry was at
+// revision rev, with a conversation mentioning names: the driver's latest
+// if it fits, or a new one from the registry read again.
+func (d *Driver) offerFor(s *session.Session, rev uint64, names map[string]bool) *offer {
+	if o := d.offer.Load(); o.fits(rev, names) {
+		return o
+	}
+	caps, rev := s.ListRevision(protocol.AudienceLLM)
+	o := d.build(caps, rev, names)
+	d.offer.Store(o)
+	return o
+}
+
+// build makes the offer of the llm-audience capabilities caps, read at
+// revision rev, and the conversation's tool names.
+func (d *Driver) build(caps []protocol.Capability, rev uint64, convNames map[string]bool) *offer {
+	o := &offer{rev: rev, tools: make([]Tool, len(caps))}
+	all := make([]string, 0, len(caps)+len(convNames))
+	isCap := make(map[string]bool, len(caps))
 	for _, c := range caps {
 		all = append(all, c.Name)
+		isCap[c.Name] = true
 	}
-	for n := range conv.names {
-		all = append(all, n)
+	for n := range convNames {
+		if !isCap[n] {
+			all = append(all, n)
+			if o.extra == nil {
+				o.extra = map[string]bool{}
+			}
+			o.extra[n] = true
+		}
 	}
-	names := newNameMap(all)
-	req := &Request{Messages: conv.msgs[:len(conv.msgs):len(conv.msgs)], Tools: make([]Tool, len(caps)), names: names}
+	o.names = newNameMap(all)
 	for i, c := range caps {
 		desc := c.Description
 		if c.DisplayName != "" && !strings.Contains(desc, c.DisplayName) {
 			desc = c.DisplayName + ": " + desc
 		}
-		req.Tools[i] = Tool{Name: names.wire(c.Name), Description: desc, InputSchema: c.InputSchema}
+		o.tools[i] = Tool{Name: o.names.wire(c.Name), Description: desc, InputSchema: c.InputSchema}
 	}
 	var b strings.Builder
 	if p := strings.TrimSpace(d.opts.System); p != "" {
@@ -172,17 +251,17 @@ func (d *Driver) request(s *session.Session, conv *conversation) (*Request, *nam
 		b.WriteString("\n\n")
 	}
 	b.WriteString(session.RenderPromptSection(caps)) // the list read above, not a second one
-	req.System = b.String()
-	return req, names
+	o.system = b.String()
+	return o
 }
 
 // repair makes a conversation acceptable to the providers: every tool call
 // of an assistant message is answered by a tool message right after it (a
 // call whose result was never recorded — its turn was ended or the kernel
 // died — gets a cancelled one), and a tool message answering no call is
-// dropped.
-func repair(entries []session.ConversationEntry) []protocol.ChatMessage {
-	out := make([]protocol.ChatMessage, 0, len(entries))
+// dropped. The result has room for grow more messages.
+func repair(entries []session.ConversationEntry, grow int) []protocol.ChatMessage {
+	out := make([]protocol.ChatMessage, 0, len(entries)+grow)
 	var open []protocol.ToolCall // calls of the last assistant message not yet answered
 	closeOpen := func() {
 		for _, c := range open {
@@ -236,9 +315,10 @@ func (d *Driver) resolve(names *nameMap, tc protocol.ToolCall, step, i int) pend
 	if n, ok := names.capability(tc.Name); ok {
 		pc.call.Name, pc.known = n, true
 	}
-	in := []byte(strings.TrimSpace(string(tc.Input)))
+	// The reply is the driver's: its arguments are kept, not copied.
+	in := json.RawMessage(bytes.TrimSpace(tc.Input))
 	if len(in) == 0 {
-		in = []byte(`{}`)
+		in = json.RawMessage(`{}`)
 	}
 	if json.Valid(in) {
 		pc.call.Input = in

@@ -28,6 +28,18 @@ func (s *Session) Conversation() []ConversationEntry {
 	return out
 }
 
+// ConversationShared returns the conversation as [Session.Conversation]
+// does, without copying each message's tool calls and outcome: those are
+// shared with the session, which never modifies a message once it is
+// added. Read them, never modify them. It is for a caller that reads the
+// whole conversation at every turn (a turn runner), for which copying every
+// message was most of the cost of starting a turn.
+func (s *Session) ConversationShared() []ConversationEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.turns.conv)
+}
+
 // AppendMessage adds m to the conversation during turn, which must be the
 // running turn: a runner's late message after its turn was ended elsewhere
 // is refused (conflict) and changes nothing. An invalid message is

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/protocol"
@@ -172,6 +173,7 @@ func (s *Session) commit(regs []*registration) error {
 			Err: fmt.Errorf("the session has %d capabilities and this adds %d, over its limit of %d (MaxCapabilities); deregister some first", n, added, s.opts.MaxCapabilities)}
 	}
 	var msg *protocol.CapabilityRegister
+	changed := false // a definition was added or replaced: a new revision
 	for _, r := range regs {
 		name := r.cap.Name
 		old := s.caps[name]
@@ -187,10 +189,12 @@ func (s *Session) commit(regs []*registration) error {
 			// Registered again unchanged after a restart.
 			delete(s.journaled, name)
 			s.caps[name] = r
+			changed = true
 			continue
 		}
 		delete(s.journaled, name)
 		s.caps[name] = r
+		changed = true
 		if old != nil {
 			s.reissueLocked(old, r)
 		}
@@ -199,6 +203,9 @@ func (s *Session) commit(regs []*registration) error {
 		}
 		msg.Capabilities = append(msg.Capabilities, r.cap)
 		s.logDebug("capability registered", slog.String(keyCapability, r.logKey), slog.String(keyOrigin, r.cap.Origin.String()))
+	}
+	if changed {
+		s.registryChangedLocked()
 	}
 	if msg != nil {
 		s.emitLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
@@ -260,6 +267,7 @@ func (s *Session) removeLocked(names []string) {
 	if len(removed) == 0 {
 		return
 	}
+	s.registryChangedLocked()
 	s.emitLocked(entry{typ: protocol.TypeCapabilityDeregister, msg: &protocol.CapabilityDeregister{Names: removed}})
 	for _, c := range s.sortedCallsLocked() {
 		if slices.Contains(regs, c.reg) {
@@ -296,6 +304,34 @@ func (s *Session) List(a protocol.Audience) []protocol.Capability {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.listLocked(&a)
+}
+
+// registryRevs numbers the registries' revisions across all sessions of
+// the process, so that a revision never names two different registries.
+var registryRevs atomic.Uint64
+
+// registryChangedLocked gives the registry a new revision. Every change to
+// s.caps once the session can be reached must call it; [Restore]'s replay
+// changes s.caps before anyone can read the session.
+func (s *Session) registryChangedLocked() { s.capsRev.Store(registryRevs.Add(1)) }
+
+// RegistryRevision returns the registry's revision: a number that changes
+// whenever a capability is registered, replaced or deregistered (the
+// turn-scoped ones dropped when a turn ends included). Revisions are
+// unique in the process: two reads that return the same revision, of the
+// same session or not, saw the same registry, so whatever a caller built
+// from [Session.ListRevision] at that revision is still current. It takes
+// no lock, which makes it the cheap way to read the registry again before
+// each model step.
+func (s *Session) RegistryRevision() uint64 { return s.capsRev.Load() }
+
+// ListRevision returns [Session.List] of audience a and the revision of
+// the registry it was read from (see [Session.RegistryRevision]), both read
+// at once.
+func (s *Session) ListRevision(a protocol.Audience) ([]protocol.Capability, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listLocked(&a), s.capsRev.Load()
 }
 
 // listLocked lists every capability (a == nil) or those visible to *a.
@@ -372,6 +408,7 @@ func (s *Session) registerBuiltins() {
 		handler: HandlerFunc(s.listCapabilities), timeout: s.opts.DefaultCallTimeout,
 		logKey: "capability:framework:" + c.Name}
 	s.caps[c.Name].rev, _ = revisionOf(&c)
+	s.registryChangedLocked() // New has not published s yet: no lock is needed
 }
 
 type listedCapability struct {

@@ -109,6 +109,7 @@ type Session struct {
 
 	mu       sync.Mutex
 	caps     map[string]*registration
+	capsRev  atomic.Uint64 // the registry's revision (registry.go): set under mu, read without
 	calls    map[string]*call
 	finished finishedRing
 	events   eventLog
