@@ -31,6 +31,11 @@ const (
 // peer goes away or ctx ends. Query parameter "after" resumes from a seq;
 // without it the peer gets a snapshot first.
 func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
+	var cw *corkedWriter
+	if _, ok := w.(http.Hijacker); ok {
+		cw = &corkedWriter{ResponseWriter: w}
+		w = cw
+	}
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: srv.opts.OriginPatterns})
 	if err != nil {
 		return // Accept wrote the HTTP error
@@ -38,7 +43,7 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	conn.SetReadLimit(-1) // frames are bounded below, while reading, without buffering
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan []byte, replyQueue), cancel: cancel,
+	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan []byte, replyQueue), cancel: cancel, cork: cw.corkConn(),
 		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()),
 		log:    srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
 
@@ -51,6 +56,7 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	defer srv.conns.add(p.Side, -1)
 	s.Attach(p) // the session knows the peer is here to answer its calls
 	defer s.Detach(p)
+	c.fence = srv.opts.Manager.fenceOf(s) // cluster.go
 	c.subs = make(chan *session.Subscription, 1)
 	c.subs <- c.subscribe(after)
 	// Reads and writes run without a context of their own (a context per
@@ -140,6 +146,11 @@ type wsConn struct {
 	writeErr atomic.Value // error: why the writer gave up, if it did
 	bucket   *bucket      // frame rate (limits.go); nil: unlimited; reader only
 	writing  atomic.Bool  // a write is in flight, or about to start
+	cork     *corkConn    // batches the writer's frames into one write; nil: each frame is written alone
+
+	// fence, in a cluster, is the session's journal: a peer is shown no
+	// event and sent no reply the journal has not stored (cluster.go).
+	fence *fencedJournal
 }
 
 // isNormalClose reports a peer closing the connection normally.
@@ -198,7 +209,7 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			c.reply(nil, protocol.Errorf(protocol.CodeInvalidRequest, "binary messages are not frames: send JSON text"))
 			continue
 		}
-		f, err := protocol.DecodePeerFrame(data)
+		f, err := decodePeerFrame(data) // fastframe.go
 		if !allowed {
 			var de *protocol.DecodeError
 			var id *string
@@ -262,6 +273,10 @@ func (c *wsConn) reply(id *string, err *protocol.Error) {
 }
 
 func (c *wsConn) send(f *protocol.Frame) {
+	if c.fence != nil && !c.fence.replies() { // cluster.go
+		c.cancel(errUnjournaled)
+		return
+	}
 	b, err := protocol.EncodeFrame(f)
 	if err != nil {
 		c.log.Error("encode reply", slog.String("error", err.Error()))
@@ -274,11 +289,20 @@ func (c *wsConn) send(f *protocol.Frame) {
 	}
 }
 
+// maxBatch bounds the frames the writer gathers into one socket write
+// before it flushes them.
+const maxBatch = 64
+
+// closedChan is always ready.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // writeLoop writes replies and the session's events (filtered for the
 // peer) until the connection ends. It reads the subscription itself — no
 // goroutine between the session's log and the socket — and takes a waiting
 // resume first, then replies, then events: a peer answering calls at speed
-// never starves its own replies.
+// never starves its own replies. Whatever is ready at once is written as
+// one batch: the frames are encoded into the connection's buffer and leave
+// in one write (see corkConn).
 func (c *wsConn) writeLoop(ctx context.Context) {
 	wd := c.newWatchdog()
 	defer wd.t.Stop()
@@ -288,56 +312,95 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 			sub.Close()
 		}
 	}()
+	var wake <-chan struct{} = closedChan // gather at once: a snapshot may be waiting
 	for {
+		var first []byte
 		select {
 		case next := <-c.subs:
 			if sub != nil {
 				sub.Close()
 			}
 			sub = next
-			continue
-		case b := <-c.replies:
-			if !c.write(ctx, wd, b) {
-				return
-			}
-			continue
-		default:
-		}
-		var wake <-chan struct{} // nil (never ready) without a subscription
-		if sub != nil {
-			ev, ok, w, err := sub.TryNext()
-			switch {
-			case err != nil: // closed: only this loop closes it
-				sub = nil
-			case ok:
-				if b := c.encodeEvent(ev); b != nil && !c.write(ctx, wd, b) {
-					return
-				}
-				continue
-			default:
-				wake = w
-			}
-		}
-		select {
-		case next := <-c.subs:
-			if sub != nil {
-				sub.Close()
-			}
-			sub = next
-		case b := <-c.replies:
-			if !c.write(ctx, wd, b) {
-				return
-			}
+		case first = <-c.replies:
 		case <-wake:
 		case <-ctx.Done():
+			return
+		}
+		var ok bool
+		if wake, ok = c.writeBatch(ctx, wd, &sub, first); !ok {
 			return
 		}
 	}
 }
 
+// writeBatch writes first, if set, and then everything that is ready —
+// a new subscription, replies, events — up to maxBatch frames, as one
+// batch. It returns the channel to wait on for more events (nil without a
+// subscription; closedChan when the batch stopped at its bound), and false
+// when the connection is done.
+func (c *wsConn) writeBatch(ctx context.Context, wd *watchdog, subp **session.Subscription, first []byte) (<-chan struct{}, bool) {
+	if !c.beginBatch(ctx, wd) {
+		return nil, false
+	}
+	n := 0
+	if first != nil {
+		if !c.writeFrame(wd, first) {
+			return nil, false
+		}
+		n++
+	}
+	var wake <-chan struct{}
+gather:
+	for ; n < maxBatch; n++ {
+		select {
+		case next := <-c.subs:
+			if *subp != nil {
+				(*subp).Close()
+			}
+			*subp = next
+			continue
+		case b := <-c.replies:
+			if !c.writeFrame(wd, b) {
+				return nil, false
+			}
+			continue
+		default:
+		}
+		sub := *subp
+		if sub == nil {
+			break
+		}
+		for {
+			ev, ok, w, err := sub.TryNext()
+			switch {
+			case err != nil: // closed: only this loop closes it
+				*subp = nil
+				break gather
+			case !ok:
+				wake = w
+				break gather
+			}
+			if b := c.encodeEvent(ev); b != nil {
+				if !c.writeFrame(wd, b) {
+					return nil, false
+				}
+				continue gather
+			}
+			// Not for this peer: no frame, read on.
+		}
+	}
+	if n >= maxBatch {
+		wake = closedChan // more may be ready: the next batch starts at once
+	}
+	return wake, c.endBatch(wd)
+}
 // encodeEvent returns the frame of an event for the peer, or nil when the
 // peer does not see it.
 func (c *wsConn) encodeEvent(ev session.Event) []byte {
+	if c.fence != nil && !c.fence.shows(ev.Seq) { // cluster.go: the journal failed; the connection ends
+		c.cancel(errUnjournaled)
+		return nil
+	}
 	if snap, ok := ev.Msg.(*protocol.Snapshot); ok {
 		ev.Msg = filterSnapshot(c.s, c.peer, snap)
 	} else if !visibleTo(c.peer, ev) {
@@ -371,27 +434,53 @@ func (c *wsConn) newWatchdog() *watchdog {
 	return wd
 }
 
-func (c *wsConn) write(ctx context.Context, wd *watchdog, b []byte) bool {
+// beginBatch starts a batch of writes: the connection is marked writing
+// (so that the end of ctx aborts it), corked, and the watchdog armed.
+func (c *wsConn) beginBatch(ctx context.Context, wd *watchdog) bool {
 	// Set before ctx is checked: an end of ctx either sees the write (and
 	// aborts it) or comes before the check (and the write does not start).
 	c.writing.Store(true)
-	defer c.writing.Store(false)
 	if ctx.Err() != nil {
+		c.writing.Store(false)
 		return false
 	}
 	wd.writing.Store(true)
 	wd.t.Reset(c.srv.opts.WriteTimeout)
-	err := c.conn.Write(context.Background(), websocket.MessageText, b)
-	wd.t.Stop()
-	wd.writing.Store(false)
-	if err != nil {
-		if wd.fired.Load() { // our deadline, not a closing connection
-			c.writeErr.Store(fmt.Errorf("write: the peer has not read for %s: %w", c.srv.opts.WriteTimeout, err))
-		}
-		c.cancel(fmt.Errorf("write: %w", err))
+	c.cork.cork()
+	return true
+}
+
+// writeFrame writes one frame of the batch (into the cork's buffer, unless
+// the batch has outgrown it).
+func (c *wsConn) writeFrame(wd *watchdog, b []byte) bool {
+	if err := c.conn.Write(context.Background(), websocket.MessageText, b); err != nil {
+		c.writeFailed(wd, err)
 		return false
 	}
 	return true
+}
+
+// endBatch sends what the batch held back and disarms the watchdog.
+func (c *wsConn) endBatch(wd *watchdog) bool {
+	err := c.cork.flush()
+	wd.t.Stop()
+	wd.writing.Store(false)
+	c.writing.Store(false)
+	if err != nil {
+		c.writeFailed(wd, fmt.Errorf("failed to write frames: %w", err))
+		return false
+	}
+	return true
+}
+
+func (c *wsConn) writeFailed(wd *watchdog, err error) {
+	wd.t.Stop()
+	if wd.fired.Load() { // our deadline, not a closing connection
+		c.writeErr.Store(fmt.Errorf("write: the peer has not read for %s: %w", c.srv.opts.WriteTimeout, err))
+	}
+	c.cancel(fmt.Errorf("write: %w", err))
+	wd.writing.Store(false)
+	c.writing.Store(false)
 }
 
 // visibleTo decides which events a peer sees. The client and operators see
