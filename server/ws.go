@@ -394,6 +394,7 @@ gather:
 	}
 	return wake, c.endBatch(wd)
 }
+
 // encodeEvent returns the frame of an event for the peer, or nil when the
 // peer does not see it.
 func (c *wsConn) encodeEvent(ev session.Event) []byte {
