@@ -61,6 +61,11 @@ func (m *anthropicModel) Step(ctx context.Context, req *Request, onText func(str
 	var text strings.Builder
 	reply := &Reply{}
 	stopped := false
+	type toolBlock struct {
+		i    int // the call's index in the reply's tool calls
+		name string
+	}
+	tools := map[int64]toolBlock{} // by content block index, for ToolCallDelta
 	for stream.Next() {
 		ev := stream.Current()
 		if err := msg.Accumulate(ev); err != nil {
@@ -68,10 +73,17 @@ func (m *anthropicModel) Step(ctx context.Context, req *Request, onText func(str
 			return reply, redact(err, m.opts.APIKey)
 		}
 		switch ev.Type {
+		case "content_block_start":
+			if ev.ContentBlock.Type == "tool_use" && len(tools) < maxStreamedCalls {
+				tools[ev.Index] = toolBlock{len(tools), ev.ContentBlock.Name}
+			}
 		case "content_block_delta":
 			if ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
 				text.WriteString(ev.Delta.Text)
 				onText(ev.Delta.Text)
+			}
+			if tb, ok := tools[ev.Index]; ok && ev.Delta.Type == "input_json_delta" {
+				req.ToolCallDelta(tb.i, tb.name, ev.Delta.PartialJSON)
 			}
 		case "message_stop":
 			stopped = true

@@ -104,7 +104,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		if debug {
 			start = time.Now()
 		}
-		reply, err := d.model.Step(ctx, req, onText)
+		reply, err := d.step(ctx, s, req, onText) // the model's Step, with render streams (render_stream.go)
 		if ctx.Err() != nil {
 			if reply != nil && reply.Text != "" {
 				_ = s.AppendMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text})
@@ -125,6 +125,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			msg.ToolCalls[i] = calls[i].call
 		}
 		if err := s.AppendMessage(turn, msg); err != nil {
+			req.closeStreams()
 			return protocol.TurnCancelled, err // the turn was ended elsewhere
 		}
 		conv.add(msg)
@@ -132,6 +133,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			d.log.Debug("model step", slog.String("session", s.ID()), slog.Int("turn", turn), slog.Int("step", step),
 				slog.Int("toolCalls", len(calls)), slog.Duration("duration", time.Since(start)))
 		}
+		req.bindStreams(calls)
 		if len(calls) == 0 {
 			return protocol.TurnCompleted, nil
 		}
@@ -303,6 +305,7 @@ type pendingCall struct {
 	wire    string
 	badJSON error
 	outcome protocol.Outcome
+	stream  *session.RenderStream // the props it streamed, if any (render_stream.go)
 }
 
 // resolve maps a tool call of the model back to its capability and checks
@@ -353,6 +356,8 @@ func (d *Driver) invoke(ctx context.Context, s *session.Session, c *pendingCall)
 		c.outcome = protocol.Fail(protocol.CodeNotFound, "there is no tool named %q; call one of the tools you were given", c.wire)
 	case c.badJSON != nil:
 		c.outcome = protocol.Fail(protocol.CodeInvalidInput, "the arguments for %q are not valid JSON (%v); send a JSON object matching its input schema", c.wire, c.badJSON)
+	case c.stream != nil:
+		c.outcome = s.InvokeStreamed(ctx, c.stream, c.call.Input)
 	default:
 		c.outcome = s.Invoke(ctx, protocol.AudienceLLM, c.call.Name, c.call.Input)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
 )
 
 // Model is one model behind a provider's API. Step sends one request and
@@ -24,7 +25,9 @@ type Request struct {
 	Messages []protocol.ChatMessage
 	Tools    []Tool
 
-	names *nameMap
+	names   *nameMap
+	sess    *session.Session // set by the driver for ToolCallDelta (render_stream.go)
+	streams []toolStream     // by tool call index; nil until a delta arrives
 }
 
 // ToolName returns the provider-safe name of a capability named in

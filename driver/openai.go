@@ -128,6 +128,7 @@ func (m *openAIModel) Step(ctx context.Context, req *Request, onText func(string
 				}
 				p.name += tc.Function.Name
 				p.args.WriteString(tc.Function.Arguments)
+				req.ToolCallDelta(int(tc.Index), p.name, tc.Function.Arguments)
 			}
 			if ch.FinishReason != "" {
 				finished = true
