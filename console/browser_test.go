@@ -780,3 +780,121 @@ func TestConsole(t *testing.T) {
 		}
 	})
 }
+
+// signIn signs the browser in as the operator.
+func signIn(b tab, k *kernel) {
+	b.t.Helper()
+	b.do("open the console", chromedp.Navigate(k.console.URL+"/"))
+	b.until("the sign-in form", `document.querySelector('#token') !== null`)
+	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token"), operatorToken), chromedp.Click(chromedp.CSS(".signin button[type=submit]")))
+	b.until("the operator's name", `document.querySelector('#operator-name')?.textContent === 'ada'`)
+}
+
+// TestConsoleStreamedProps: props that stream in (partial render_invoked
+// events, made here through the session's Go API as the driver makes
+// them) redraw the surface in place — the markdown fallback and the
+// iframe's postMessage alike — with a "streaming…" marker that the final
+// props remove; a stream whose call is never made is marked so. Hostile
+// partial props stay text.
+func TestConsoleStreamedProps(t *testing.T) {
+	k := newKernel(t)
+	b := tab{t, browser(t)}
+	s := k.session("stream")
+	agent := protocol.Origin{Kind: protocol.OriginAgent}
+	shown := session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return obj(`{"shown":true}`), nil })
+	for _, c := range []protocol.Capability{
+		{Name: "story.show", Description: "Show a story.", Kind: protocol.KindRender, Side: protocol.SideAgent, Origin: agent,
+			InputSchema: obj(`{"type":"object","properties":{"title":{"type":"string"},"body":{"type":"string"}}}`),
+			Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceWebComponent, URL: "https://widgets.example.com/story.js", TagName: "story-card"},
+				Targets: []protocol.RenderTarget{protocol.TargetChat}, Fallback: "# {{title}}\n\n{{body}}", Streaming: true}},
+		{Name: "chart.live", Description: "Draw a live chart.", Kind: protocol.KindRender, Side: protocol.SideAgent, Origin: agent,
+			InputSchema: obj(`{"type":"object","properties":{"title":{"type":"string"},"points":{"type":"array"}}}`),
+			Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceIframe, URL: k.frames.URL + "/frame.html"},
+				Targets: []protocol.RenderTarget{protocol.TargetPreview}, Streaming: true}},
+	} {
+		if err := s.RegisterAgent(c, shown); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signIn(b, k)
+	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/stream"))
+	b.until("live", `document.querySelector('#conn-state')?.textContent === 'live'`)
+
+	// Each partial grows the props by more than the stream's byte step, so
+	// that none waits for the clock.
+	pad := strings.Repeat("more words ", 60)
+	surface := func(id string) string { return `document.querySelector('.surface[data-call=` + js(id) + `]')` }
+	t.Run("a markdown fallback fills from partial props, then the final ones", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		rs, err := s.StreamRender(protocol.AudienceLLM, "story.show")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf := surface(rs.CallID())
+		if !rs.Props(obj(`{"title":"Draft <img src=x onerror=\"window.__xss=8\">","body":"first"}`)) {
+			t.Fatal("the first partial did not go out")
+		}
+		b.until("the first partial props", sf+`?.querySelector('.md h1')?.textContent === 'Draft <img src=x onerror="window.__xss=8">'`)
+		b.until("the streaming marker", sf+`.dataset.partial === 'true' && !`+sf+`.querySelector('.streaming-marker').hidden && `+sf+`.querySelector('.streaming-marker').textContent === 'streaming…'`)
+		if !rs.Props(obj(`{"title":"Draft two","body":"second ` + pad + `"}`)) {
+			t.Fatal("the second partial did not go out")
+		}
+		b.until("the intermediate props, still streaming", sf+`.querySelector('.md h1')?.textContent === 'Draft two' && `+sf+`.querySelector('.md').textContent.includes('second more words') && `+sf+`.dataset.partial === 'true' && `+sf+`.querySelector('.updates').textContent === 'props #2'`)
+		b.screenshot("render-streaming")
+		go s.InvokeStreamed(context.Background(), rs, obj(`{"title":"Final","body":"the end"}`))
+		b.until("the final props, the marker gone", sf+`.querySelector('.md h1')?.textContent === 'Final' && `+sf+`.dataset.partial === 'false' && `+sf+`.querySelector('.streaming-marker').hidden && `+sf+`.querySelector('.updates').textContent === 'props #3'`)
+		if n := eval[int](b, `document.querySelectorAll('.surface').length`); n != 1 {
+			t.Fatalf("%d surfaces, want the one redrawn in place", n)
+		}
+		if got := eval[string](b, `String(window.__xss) + ' imgs=' + document.querySelectorAll('img, script:not([src])').length`); got != "undefined imgs=0" {
+			t.Fatalf("a payload in partial props ran or became an element: %s", got)
+		}
+	})
+
+	t.Run("an iframe gets each partial, then the final props", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		rs, err := s.StreamRender(protocol.AudienceLLM, "chart.live")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf := surface(rs.CallID())
+		seen := func(want string) {
+			t.Helper()
+			deadline := time.After(wait)
+			for {
+				select {
+				case got := <-k.seen:
+					if strings.Contains(got, want) {
+						return
+					}
+				case <-deadline:
+					t.Fatalf("the iframe never received props with %s", want)
+				}
+			}
+		}
+		rs.Props(obj(`{"title":"live 1"}`))
+		b.until("the iframe", sf+`?.querySelector('iframe') != null && `+sf+`.dataset.partial === 'true'`)
+		seen(`"title":"live 1"`)
+		rs.Props(obj(`{"title":"live 2","points":[1,2,3],"note":"` + pad + `"}`))
+		seen(`"title":"live 2"`)
+		go s.InvokeStreamed(context.Background(), rs, obj(`{"title":"live final","points":[1,2,3,4]}`))
+		seen(`"title":"live final"`)
+		b.until("the marker gone", sf+`.dataset.partial === 'false' && `+sf+`.querySelector('.streaming-marker').hidden`)
+	})
+
+	t.Run("a stream whose call is never made is marked", func(t *testing.T) {
+		b := tab{t, b.ctx}
+		rs, err := s.StreamRender(protocol.AudienceLLM, "story.show")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf := surface(rs.CallID())
+		rs.Props(obj(`{"title":"Abandoned"}`))
+		b.until("the partial", sf+`?.querySelector('.md h1')?.textContent === 'Abandoned' && `+sf+`.dataset.partial === 'true'`)
+		rs.Close()
+		b.until("marked not made", sf+`.dataset.partial === 'abandoned' && `+sf+`.querySelector('.streaming-marker').textContent === 'not made: cancelled'`)
+		if s.PendingCalls() != 0 {
+			t.Fatal("a call is pending")
+		}
+	})
+}

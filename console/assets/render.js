@@ -4,8 +4,13 @@
 // {type:"brain.render", callId, props, seq}); a web component only when its
 // URL's origin is allowed in the serve config (console.web_component_origins,
 // none by default); otherwise the markdown fallback with {{prop}} filled.
-// A later render_invoked for the same call updates the props in place
-// (streaming: props may be partial until the call ends).
+// A later render_invoked for the same call updates the props in place.
+// For a capability with render.streaming, the kernel sends the props while
+// the model is still writing them, as render_invoked events with
+// partial: true (best-effort JSON, never validated) before the call's
+// final one: the surface redraws with each and shows "streaming…" until
+// the final props arrive, or "not made" when the call's outcome comes
+// without them (docs/protocol.md, "Streamed props").
 import { h, json, originLabel } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 
@@ -24,23 +29,33 @@ export class Surfaces {
 
   // show draws (or updates) the surface of one render_invoked.
   show(cap, ev, seq) {
+    const partial = ev.partial === true;
     const existing = this.byCall.get(ev.callId);
-    if (existing) { existing.update(ev.props, seq); return existing; }
+    if (existing) { existing.update(ev.props, partial); return existing; }
     const s = this.create(cap, ev, seq);
+    s.mark(partial);
     this.byCall.set(ev.callId, s);
     this.el.prepend(s.card);
     return s;
+  }
+
+  // ended tells a surface its call's outcome arrived: a surface still
+  // showing partial props will get no final ones (the call was never made).
+  ended(callId, outcome) {
+    const s = this.byCall.get(callId);
+    if (s) s.end(outcome);
   }
 
   create(cap, ev, seq) {
     const render = cap && cap.render;
     const target = render && render.targets && render.targets[0];
     const updates = h('span', { class: 'muted updates' }, 'props #1');
+    const marker = h('span', { class: 'streaming-marker', hidden: true }, 'streaming…');
     const body = h('div', { class: 'surface-body' });
     const card = h('section', { class: 'surface', dataset: { call: ev.callId } },
       h('header', {}, h('strong', {}, (cap && (cap.displayName || cap.name)) || ev.capabilityName), ' ',
         h('span', { class: 'muted' }, 'call ', ev.callId, ' · target ', target || '—', ' · ', cap ? originLabel(cap.origin) : ''), ' ',
-        render && render.streaming ? h('span', { class: 'badge' }, 'streaming') : null, ' ', updates),
+        render && render.streaming ? h('span', { class: 'badge' }, 'streaming') : null, ' ', updates, ' ', marker),
       body);
     let n = 1;
     let update = () => {};
@@ -63,7 +78,7 @@ export class Surfaces {
       } else {
         const frame = h('iframe', { sandbox: 'allow-scripts', src: src.url, referrerpolicy: 'no-referrer', class: 'render-frame', title: ev.capabilityName });
         let props = ev.props;
-        const post = () => frame.contentWindow && frame.contentWindow.postMessage({ type: 'brain.render', callId: ev.callId, props, seq: n }, '*');
+        const post = () => frame.contentWindow && frame.contentWindow.postMessage({ type: 'brain.render', callId: ev.callId, props, seq: n, partial: card.dataset.partial === 'true' }, '*');
         frame.addEventListener('load', post);
         body.append(frame);
         update = (p) => { props = p; post(); };
@@ -87,9 +102,24 @@ export class Surfaces {
     } else {
       update = fallback('unknown render source');
     }
+    let partial = false;
+    const mark = (p) => {
+      partial = p;
+      card.dataset.partial = p ? 'true' : 'false';
+      marker.hidden = !p;
+      marker.textContent = 'streaming…';
+      marker.className = 'streaming-marker';
+    };
     return {
       card,
-      update: (props) => { n++; updates.textContent = 'props #' + n; update(props); },
+      mark,
+      update: (props, p) => { n++; updates.textContent = 'props #' + n; mark(p); update(props); },
+      end: (outcome) => {
+        if (!partial) return;
+        card.dataset.partial = 'abandoned';
+        marker.className = 'streaming-marker abandoned';
+        marker.textContent = 'not made' + (outcome && outcome.error ? ': ' + outcome.error.code : '');
+      },
     };
   }
 }

@@ -72,6 +72,7 @@ export class SessionView {
     }
     if (m.type === 'render_invoked') this.surfaces.show(this.caps.get(m.capabilityName), m, seq);
     if (m.type === 'capability_outcome') {
+      this.surfaces.ended(m.callId, m.outcome);
       this.outcomes.set(m.callId, m.outcome);
       const w = this.waiters.get(m.callId);
       if (w) { this.waiters.delete(m.callId); w(m.outcome); }
@@ -177,7 +178,9 @@ class CallView {
     const by = (t) => evs.find((e) => e.type === t);
     const req = by('approval_requested');
     const inv = by('capability_invoked');
-    const ren = by('render_invoked');
+    const rens = evs.filter((e) => e.type === 'render_invoked');
+    const ren = rens.filter((e) => !e.msg.partial).pop() || rens.pop(); // the final props, else the latest partial
+    const partials = rens.filter((e) => e.msg.partial).length;
     const out = by('capability_outcome');
     const dec = by('approval_decided');
     const name = (req || inv || out || {}).msg ? (req || inv || out).msg.name : (this.times && this.times.name);
@@ -212,7 +215,8 @@ class CallView {
             h('button', { class: 'small danger', onclick: () => decide('rejected') }, 'Reject'), ' ', err) : null)
           : h('p', { class: 'muted' }, 'no approval required (or not in the log)')),
       h('section', {}, h('h2', {}, 'Dispatch'), inv ? h('p', {}, 'capability_invoked at seq ', inv.seq) : h('p', { class: 'muted' }, 'not dispatched')),
-      ren ? h('section', {}, h('h2', {}, 'Render'), h('p', {}, 'render_invoked at seq ', ren.seq), h('pre', {}, json(ren.msg.props))) : null,
+      ren ? h('section', {}, h('h2', {}, 'Render'), h('p', {}, 'render_invoked at seq ', ren.seq, ren.msg.partial ? ' (partial: the final props never came)' : '',
+        partials && !ren.msg.partial ? ` · ${partials} partial render_invoked before it (props streamed)` : ''), h('pre', {}, json(ren.msg.props))) : null,
       h('section', {}, h('h2', {}, 'Outcome'), out ? h('pre', { class: 'call-outcome' }, json(out.msg.outcome)) : h('p', { class: 'muted' }, 'pending')),
       h('section', {}, h('h2', {}, 'Timings (kernel)'), rows.length
         ? h('table', { class: 'grid timings' }, h('thead', {}, h('tr', {}, ['point', 'time', 'since previous', 'since start'].map((x) => h('th', {}, x)))), h('tbody', {}, rows))
