@@ -124,7 +124,9 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			calls[i] = d.resolve(names, tc, step, i)
 			msg.ToolCalls[i] = calls[i].call
 		}
-		if err := s.AppendMessage(turn, msg); err != nil {
+		// The messages are the driver's, built for the session: handed over,
+		// not copied (the conversation's copy shares them, read only).
+		if err := s.AppendOwnedMessage(turn, msg); err != nil {
 			req.closeStreams()
 			return protocol.TurnCancelled, err // the turn was ended elsewhere
 		}
@@ -141,7 +143,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		for i := range calls {
 			c := &calls[i]
 			m := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &c.outcome}
-			if err := s.AppendMessage(turn, m); err != nil {
+			if err := s.AppendOwnedMessage(turn, m); err != nil {
 				return protocol.TurnCancelled, err
 			}
 			conv.add(m)
@@ -167,10 +169,16 @@ func (c *conversation) add(m protocol.ChatMessage) {
 
 func (c *conversation) noteNames(m *protocol.ChatMessage) {
 	for _, tc := range m.ToolCalls {
-		c.names[tc.Name] = true
+		c.note(tc.Name)
 	}
 	if m.Role == protocol.RoleTool {
-		c.names[m.Name] = true
+		c.note(m.Name)
+	}
+}
+
+func (c *conversation) note(name string) {
+	if !c.names[name] { // most names are known: a lookup is cheaper than a store
+		c.names[name] = true
 	}
 }
 

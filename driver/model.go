@@ -18,8 +18,10 @@ type Model interface {
 
 // Request is one model step: the system prompt, the conversation so far
 // and the tools. Tools carry provider-safe names; Messages carry the
-// capabilities' own names, which [Request.ToolName] maps. Messages is
-// shared with the driver: read it, never modify it.
+// capabilities' own names, which [Request.ToolName] maps. Messages and
+// Tools are shared with the driver, the session and other steps (a step
+// whose session's registry is unchanged gets the last step's Tools): read
+// them, never modify them.
 type Request struct {
 	System   string
 	Messages []protocol.ChatMessage
@@ -48,7 +50,9 @@ type Tool struct {
 
 // Reply is the model's answer to one step: its text and its tool calls
 // (Input is the arguments text as the model produced it, valid JSON or
-// not).
+// not). The driver keeps what Step returns, without copying it: a model
+// must not modify a Reply, or the bytes of its calls' Input, once Step has
+// returned it.
 type Reply struct {
 	Text      string
 	ToolCalls []protocol.ToolCall

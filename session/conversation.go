@@ -29,15 +29,17 @@ func (s *Session) Conversation() []ConversationEntry {
 }
 
 // ConversationShared returns the conversation as [Session.Conversation]
-// does, without copying each message's tool calls and outcome: those are
-// shared with the session, which never modifies a message once it is
-// added. Read them, never modify them. It is for a caller that reads the
-// whole conversation at every turn (a turn runner), for which copying every
-// message was most of the cost of starting a turn.
+// does, without copying it: the entries, their tool calls and outcomes are
+// the session's own, which it never modifies once added (later messages
+// do not appear in the slice returned). Read them, never modify them. It is
+// for a caller that reads the whole conversation at every turn (a turn
+// runner), for which copying every message was most of the cost of
+// starting a turn.
 func (s *Session) ConversationShared() []ConversationEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.turns.conv)
+	n := len(s.turns.conv)
+	return s.turns.conv[:n:n]
 }
 
 // AppendMessage adds m to the conversation during turn, which must be the
@@ -45,10 +47,25 @@ func (s *Session) ConversationShared() []ConversationEntry {
 // is refused (conflict) and changes nothing. An invalid message is
 // invalid_request. One conversation_message event carries it.
 func (s *Session) AppendMessage(turn int, m protocol.ChatMessage) error {
+	return s.appendMessage(turn, m, true)
+}
+
+// AppendOwnedMessage is [Session.AppendMessage] for a caller that hands m
+// over: the session keeps m's tool calls, their inputs and its outcome as
+// they are, without copying them, so the caller must never modify them
+// afterwards, nor pass in anything it does not own (a turn runner's own
+// messages, built for this call: package driver's).
+func (s *Session) AppendOwnedMessage(turn int, m protocol.ChatMessage) error {
+	return s.appendMessage(turn, m, false)
+}
+
+func (s *Session) appendMessage(turn int, m protocol.ChatMessage, clone bool) error {
 	if err := m.Validate(); err != nil {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "conversation message: %v", err)
 	}
-	m = cloneChatMessage(m)
+	if clone {
+		m = cloneChatMessage(m)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.turns.active || s.turn != turn {

@@ -32,7 +32,9 @@ type turnState struct {
 	runner TurnRunner
 	cancel context.CancelCauseFunc // of the running runner; nil when none runs
 	done   chan struct{}           // closed when the active turn ends
-	conv   []ConversationEntry
+	// conv is append-only: an entry is never modified or removed once
+	// added, so ConversationShared can hand out its prefix.
+	conv []ConversationEntry
 }
 
 // turnCancelled is the cause of a runner's context when the turn was

@@ -1,0 +1,223 @@
+package driver_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/brainrt/brain/driver"
+	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// scriptModel answers each step from a script, running the step's during
+// hook first (as a tool would while the model waits), and keeps every
+// request it was sent.
+type scriptModel struct {
+	t     *testing.T
+	steps []scriptStep
+	reqs  []*driver.Request
+}
+
+type scriptStep struct {
+	during func()
+	reply  driver.Reply
+}
+
+func (m *scriptModel) Step(_ context.Context, req *driver.Request, _ func(string)) (*driver.Reply, error) {
+	m.reqs = append(m.reqs, req)
+	if len(m.reqs) > len(m.steps) {
+		m.t.Fatalf("step %d: the script has %d", len(m.reqs), len(m.steps))
+	}
+	st := m.steps[len(m.reqs)-1]
+	if st.during != nil {
+		st.during()
+	}
+	r := st.reply
+	return &r, nil
+}
+
+func toolNamesOf(req *driver.Request) []string {
+	var out []string
+	for _, t := range req.Tools {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+func callOf(name string) driver.Reply {
+	return driver.Reply{ToolCalls: []protocol.ToolCall{{ID: "call_" + name, Name: name, Input: json.RawMessage(`{}`)}}}
+}
+
+var answer = driver.Reply{Text: "done"}
+
+func echoHandler() session.Handler {
+	return session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) { return c.Input, nil })
+}
+
+func mustRegister(t *testing.T, s *session.Session, caps ...protocol.Capability) {
+	t.Helper()
+	for _, c := range caps {
+		if err := s.RegisterAgent(c, echoHandler()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestOfferFollowsRegistry: the tools and the <CAPABILITIES> section of a
+// step are those of the registry as it is when the step starts, whether a
+// step before it was built from the same revision or not; an unchanged
+// registry is not built again.
+func TestOfferFollowsRegistry(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		call   string                                     // the tool the model calls at step 1
+		during func(*testing.T, *session.Session)         // runs during step 1
+		check  func(t *testing.T, r1, r2 *driver.Request) // step 1 and step 2
+	}{
+		{
+			name: "registered mid-turn",
+			call: "a_tool",
+			during: func(t *testing.T, s *session.Session) {
+				mustRegister(t, s, agentCap("late.echo", `{"type":"object"}`))
+			},
+			check: func(t *testing.T, r1, r2 *driver.Request) {
+				if slices.Contains(toolNamesOf(r1), "late_echo") || !slices.Contains(toolNamesOf(r2), "late_echo") {
+					t.Fatalf("tools %q then %q: want late_echo at step 2 only", toolNamesOf(r1), toolNamesOf(r2))
+				}
+				if !strings.Contains(r2.System, "## late.echo") {
+					t.Fatalf("step 2's prompt has no late.echo:\n%s", r2.System)
+				}
+			},
+		},
+		{
+			name: "replaced mid-turn",
+			call: "a_tool",
+			during: func(t *testing.T, s *session.Session) {
+				c := agentCap("a.tool", `{"type":"object"}`)
+				c.Description = "A new description."
+				c.PromptFragment = "A new fragment."
+				mustRegister(t, s, c)
+			},
+			check: func(t *testing.T, r1, r2 *driver.Request) {
+				if !strings.Contains(r2.System, "A new description.\nA new fragment.") || strings.Contains(r1.System, "A new") {
+					t.Fatalf("prompts:\n%s\nthen:\n%s", r1.System, r2.System)
+				}
+				if i := slices.Index(toolNamesOf(r2), "a_tool"); i < 0 || r2.Tools[i].Description != "A new description." {
+					t.Fatalf("step 2's tools %+v", r2.Tools)
+				}
+			},
+		},
+		{
+			name: "deregistered mid-turn",
+			call: "a_tool",
+			during: func(t *testing.T, s *session.Session) {
+				if err := s.Deregister(session.Runtime, "b.tool"); err != nil {
+					t.Error(err)
+				}
+			},
+			check: func(t *testing.T, r1, r2 *driver.Request) {
+				if !slices.Contains(toolNamesOf(r1), "b_tool") || slices.Contains(toolNamesOf(r2), "b_tool") || strings.Contains(r2.System, "b.tool") {
+					t.Fatalf("tools %q then %q, prompt:\n%s", toolNamesOf(r1), toolNamesOf(r2), r2.System)
+				}
+			},
+		},
+		{
+			name: "registered again unchanged",
+			call: "a_tool",
+			during: func(t *testing.T, s *session.Session) {
+				mustRegister(t, s, agentCap("a.tool", `{"type":"object"}`))
+			},
+			check: func(t *testing.T, r1, r2 *driver.Request) {
+				if &r1.Tools[0] != &r2.Tools[0] || r1.System != r2.System {
+					t.Fatal("an unchanged registry's tools were built again")
+				}
+			},
+		},
+		{
+			// x.y is no tool, but the conversation names it now: it must
+			// not take x_y, the capability's name.
+			name: "an unknown tool called, its name taken",
+			call: "x.y",
+			check: func(t *testing.T, r1, r2 *driver.Request) {
+				if !slices.Equal(toolNamesOf(r1), toolNamesOf(r2)) {
+					t.Fatalf("tools %q then %q", toolNamesOf(r1), toolNamesOf(r2))
+				}
+				if w := r2.ToolName("x.y"); w == "x_y" || w == "x.y" {
+					t.Fatalf("x.y maps to %q beside the capability x_y", w)
+				}
+				if w := r2.ToolName("x_y"); w != "x_y" {
+					t.Fatalf("x_y maps to %q", w)
+				}
+			},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := session.New("offer", nil)
+			mustRegister(t, s, agentCap("a.tool", `{"type":"object"}`), agentCap("b.tool", `{"type":"object"}`), agentCap("x_y", `{"type":"object"}`))
+			m := &scriptModel{t: t, steps: []scriptStep{{reply: callOf(tt.call)}, {reply: answer}}}
+			if tt.during != nil {
+				m.steps[0].during = func() { tt.during(t, s) }
+			}
+			d := driver.New(m, nil)
+			if r, err := d.Turn(testutil.Context(t), s, "go"); r != protocol.TurnCompleted {
+				t.Fatal(r, err)
+			}
+			if len(m.reqs) != 2 {
+				t.Fatalf("%d steps, want 2", len(m.reqs))
+			}
+			tt.check(t, m.reqs[0], m.reqs[1])
+		})
+	}
+}
+
+// TestOfferAcrossTurns: a driver's steps share what they built across
+// turns, and a turn-scoped capability dropped at the end of one turn is not
+// offered in the next.
+func TestOfferAcrossTurns(t *testing.T) {
+	s := session.New("turns", nil)
+	scratch := agentCap("turn.scratch", `{"type":"object"}`)
+	scratch.Scope = protocol.ScopeTurn
+	mustRegister(t, s, agentCap("a.tool", `{"type":"object"}`), scratch)
+	m := &scriptModel{t: t, steps: []scriptStep{{reply: answer}, {reply: answer}}}
+	d := driver.New(m, nil)
+	for range 2 {
+		if r, err := d.Turn(testutil.Context(t), s, "go"); r != protocol.TurnCompleted {
+			t.Fatal(r, err)
+		}
+	}
+	if got := toolNamesOf(m.reqs[0]); !slices.Equal(got, []string{"__capabilities_list", "a_tool", "turn_scratch"}) {
+		t.Fatalf("turn 1 offered %q", got)
+	}
+	if got := toolNamesOf(m.reqs[1]); !slices.Equal(got, []string{"__capabilities_list", "a_tool"}) || strings.Contains(m.reqs[1].System, "turn.scratch") {
+		t.Fatalf("turn 2 offered %q, prompt:\n%s", got, m.reqs[1].System)
+	}
+}
+
+// TestOfferAcrossSessions: one driver running turns of two sessions in
+// turn offers each only its own capabilities.
+func TestOfferAcrossSessions(t *testing.T) {
+	a, b := session.New("a", nil), session.New("b", nil)
+	mustRegister(t, a, agentCap("a.only", `{"type":"object"}`))
+	mustRegister(t, b, agentCap("b.only", `{"type":"object"}`))
+	m := &scriptModel{t: t, steps: []scriptStep{{reply: answer}, {reply: answer}, {reply: answer}, {reply: answer}}}
+	d := driver.New(m, nil)
+	order := []*session.Session{a, b, a, b}
+	for _, s := range order {
+		if r, err := d.Turn(testutil.Context(t), s, "go"); r != protocol.TurnCompleted {
+			t.Fatal(r, err)
+		}
+	}
+	for i, s := range order {
+		own, other := "a_only", "b_only"
+		if s == b {
+			own, other = other, own
+		}
+		if got := toolNamesOf(m.reqs[i]); !slices.Contains(got, own) || slices.Contains(got, other) {
+			t.Fatalf("turn %d of session %s offered %q", i+1, s.ID(), got)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package session_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// TestAppendOwnedMessage: a handed-over message is added, refused and
+// announced exactly as AppendMessage's, and ConversationShared reads the
+// same conversation as Conversation, without what is added later.
+func TestAppendOwnedMessage(t *testing.T) {
+	s := session.New("owned", nil)
+	turn, err := s.StartTurn(session.Runtime, "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := protocol.OK(json.RawMessage(`{"n":1}`))
+	call := protocol.ChatMessage{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "x.y", Input: json.RawMessage(`{}`)}}}
+	result := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: "c1", Name: "x.y", Outcome: &out}
+	for _, tt := range []struct {
+		name   string
+		turn   int
+		msg    protocol.ChatMessage
+		code   protocol.Code // "" when added
+		append func(int, protocol.ChatMessage) error
+	}{
+		{"a tool call", turn, call, "", s.AppendOwnedMessage},
+		{"its result", turn, result, "", s.AppendOwnedMessage},
+		{"invalid input", turn, protocol.ChatMessage{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: "c2", Name: "x.y", Input: json.RawMessage(`{`)}}}, protocol.CodeInvalidRequest, s.AppendOwnedMessage},
+		{"no role", turn, protocol.ChatMessage{Text: "x"}, protocol.CodeInvalidRequest, s.AppendOwnedMessage},
+		{"another turn", turn + 1, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: "late"}, protocol.CodeConflict, s.AppendOwnedMessage},
+		{"copied, the same way", turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: "done"}, "", s.AppendMessage},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before, n := s.LastSeq(), len(s.Conversation())
+			err := tt.append(tt.turn, tt.msg)
+			if tt.code != "" {
+				wantErrCode(t, err, tt.code)
+				if s.LastSeq() != before || len(s.Conversation()) != n {
+					t.Fatal("a refused message changed the session")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := eventsAfter(t, s, before)
+			if len(evs) != 1 {
+				t.Fatalf("%d events, want one conversation_message", len(evs))
+			}
+			if m, ok := evs[0].Msg.(*protocol.ConversationMessage); !ok || m.Turn != tt.turn || !reflect.DeepEqual(m.Message, tt.msg) {
+				t.Fatalf("event %T %+v", evs[0].Msg, evs[0].Msg)
+			}
+		})
+	}
+	shared := s.ConversationShared()
+	if !reflect.DeepEqual(shared, s.Conversation()) || len(shared) != 4 {
+		t.Fatalf("ConversationShared %+v\nConversation %+v", shared, s.Conversation())
+	}
+	if shared[2].Message.Outcome != &out {
+		t.Fatal("the handed-over outcome was copied")
+	}
+	if err := s.AppendOwnedMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: "more"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(shared) != 4 || cap(shared) != 4 || len(s.ConversationShared()) != 5 {
+		t.Fatalf("a later message reached an earlier ConversationShared (len %d, cap %d)", len(shared), cap(shared))
+	}
+}
