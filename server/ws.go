@@ -43,7 +43,7 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	conn.SetReadLimit(-1) // frames are bounded below, while reading, without buffering
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan []byte, replyQueue), cancel: cancel, cork: cw.corkConn(),
+	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan *protocol.Frame, replyQueue), cancel: cancel, cork: cw.corkConn(),
 		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()),
 		log:    srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
 
@@ -140,7 +140,8 @@ type wsConn struct {
 	peer     session.Peer
 	conn     *websocket.Conn
 	log      *slog.Logger
-	replies  chan []byte
+	replies  chan *protocol.Frame       // encoded by the writer
+	enc      []byte                     // the writer's encoding buffer
 	subs     chan *session.Subscription // a new subscription replaces the current one (resume)
 	cancel   context.CancelCauseFunc
 	writeErr atomic.Value // error: why the writer gave up, if it did
@@ -273,17 +274,14 @@ func (c *wsConn) reply(id *string, err *protocol.Error) {
 }
 
 func (c *wsConn) send(f *protocol.Frame) {
-	if c.fence != nil && !c.fence.replies() { // cluster.go
+	// In a cluster, no reply before the journal has stored what it
+	// acknowledges (cluster.go; keep this gate: TestClusterLoad).
+	if c.fence != nil && !c.fence.admits(f) {
 		c.cancel(errUnjournaled)
 		return
 	}
-	b, err := protocol.EncodeFrame(f)
-	if err != nil {
-		c.log.Error("encode reply", slog.String("error", err.Error()))
-		return
-	}
 	select {
-	case c.replies <- b:
+	case c.replies <- f:
 	default:
 		c.cancel(errors.New("the peer does not read its replies"))
 	}
@@ -314,7 +312,7 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 	}()
 	var wake <-chan struct{} = closedChan // gather at once: a snapshot may be waiting
 	for {
-		var first []byte
+		var first *protocol.Frame
 		select {
 		case next := <-c.subs:
 			if sub != nil {
@@ -338,13 +336,13 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 // batch. It returns the channel to wait on for more events (nil without a
 // subscription; closedChan when the batch stopped at its bound), and false
 // when the connection is done.
-func (c *wsConn) writeBatch(ctx context.Context, wd *watchdog, subp **session.Subscription, first []byte) (<-chan struct{}, bool) {
+func (c *wsConn) writeBatch(ctx context.Context, wd *watchdog, subp **session.Subscription, first *protocol.Frame) (<-chan struct{}, bool) {
 	if !c.beginBatch(ctx, wd) {
 		return nil, false
 	}
 	n := 0
 	if first != nil {
-		if !c.writeFrame(wd, first) {
+		if !c.writeReply(wd, first) {
 			return nil, false
 		}
 		n++
@@ -359,8 +357,8 @@ gather:
 			}
 			*subp = next
 			continue
-		case b := <-c.replies:
-			if !c.writeFrame(wd, b) {
+		case f := <-c.replies:
+			if !c.writeReply(wd, f) {
 				return nil, false
 			}
 			continue
@@ -395,10 +393,13 @@ gather:
 	return wake, c.endBatch(wd)
 }
 
-// encodeEvent returns the frame of an event for the peer, or nil when the
-// peer does not see it.
+// encodeEvent returns the frame of an event for the peer, in the
+// writer's buffer (valid until the next encoding), or nil when the peer
+// does not see it.
 func (c *wsConn) encodeEvent(ev session.Event) []byte {
-	if c.fence != nil && !c.fence.shows(ev.Seq) { // cluster.go: the journal failed; the connection ends
+	// In a cluster, no event the journal has not stored; the connection
+	// ends (cluster.go; keep this gate: TestClusterLoad).
+	if c.fence != nil && !c.fence.shows(ev.Seq) {
 		c.cancel(errUnjournaled)
 		return nil
 	}
@@ -407,12 +408,32 @@ func (c *wsConn) encodeEvent(ev session.Event) []byte {
 	} else if !visibleTo(c.peer, ev) {
 		return nil
 	}
-	b, err := protocol.EncodeFrame(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
+	b, err := c.encode(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
 	if err != nil {
 		c.log.Error("encode event", slog.String("error", err.Error()))
 		return nil
 	}
 	return b
+}
+
+// writeReply encodes and writes a reply; one that does not encode is
+// logged and skipped.
+func (c *wsConn) writeReply(wd *watchdog, f *protocol.Frame) bool {
+	b, err := c.encode(f)
+	if err != nil {
+		c.log.Error("encode reply", slog.String("error", err.Error()))
+		return true
+	}
+	return c.writeFrame(wd, b)
+}
+
+// encode encodes f into the writer's buffer (wsencode.go).
+func (c *wsConn) encode(f *protocol.Frame) ([]byte, error) {
+	b, err := appendFrame(c.enc[:0], f)
+	if cap(b) <= keptReadBuffer {
+		c.enc = b
+	}
+	return b, err
 }
 
 // watchdog bounds the writer's writes by Options.WriteTimeout: one

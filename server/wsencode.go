@@ -1,0 +1,154 @@
+package server
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// appendFrame appends the frame's JSON — the bytes protocol.EncodeFrame
+// returns — to b. The frames of a call's round trip (capability_invoked,
+// capability_outcome, ack) are written by hand into the writer's reused
+// buffer instead of through encoding/json's reflection and a new slice
+// each; a frame with anything the hand-written form does not cover (a
+// string that needs escaping, JSON that is not compact or holds a
+// character encoding/json escapes) and every other message go through
+// EncodeFrame. TestAppendFrame and FuzzAppendFrame hold the two to the
+// same bytes.
+func appendFrame(b []byte, f *protocol.Frame) ([]byte, error) {
+	if out, ok := appendFrameFast(b, f); ok {
+		return out, nil
+	}
+	enc, err := protocol.EncodeFrame(f)
+	if err != nil {
+		return b, err
+	}
+	return append(b, enc...), nil
+}
+
+func appendFrameFast(b []byte, f *protocol.Frame) ([]byte, bool) {
+	start := len(b)
+	v := f.V
+	if v == 0 {
+		v = protocol.Version
+	}
+	if !plainJSONString(f.ID) || !plainJSONString(f.Ref) {
+		return b, false
+	}
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(v), 10)
+	if f.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, f.Seq, 10)
+	}
+	if f.ID != "" {
+		b = appendPlain(append(b, `,"id":`...), f.ID)
+	}
+	if f.Ref != "" {
+		b = appendPlain(append(b, `,"ref":`...), f.Ref)
+	}
+	ok := false
+	switch m := f.Msg.(type) {
+	case *protocol.CapabilityInvoked:
+		if plainJSONString(m.CallID) && plainJSONString(m.Name) && plainJSONString(m.InvokedBy) {
+			b = append(b, `,"msg":{"type":"capability_invoked","callId":`...)
+			b = appendPlain(b, m.CallID)
+			b = appendPlain(append(b, `,"name":`...), m.Name)
+			if b, ok = appendRawJSON(append(b, `,"input":`...), m.Input); ok {
+				b = appendPlain(append(b, `,"invokedBy":`...), m.InvokedBy)
+			}
+		}
+	case *protocol.CapabilityOutcome:
+		if plainJSONString(m.CallID) && plainJSONString(m.Name) {
+			b = append(b, `,"msg":{"type":"capability_outcome","callId":`...)
+			b = appendPlain(b, m.CallID)
+			b = appendPlain(append(b, `,"name":`...), m.Name)
+			if e := m.Outcome.Err; e != nil {
+				if ok = plainJSONString(string(e.Code)) && plainJSONString(e.Message); ok {
+					b = append(b, `,"outcome":{"ok":false,"error":{"code":`...)
+					b = appendPlain(b, string(e.Code))
+					b = appendPlain(append(b, `,"message":`...), e.Message)
+					b = append(b, "}}"...)
+				}
+			} else if b, ok = appendRawJSON(append(b, `,"outcome":{"ok":true,"value":`...), nilIfEmpty(m.Outcome.Value)); ok {
+				b = append(b, '}')
+			}
+		}
+	case *protocol.Ack:
+		if ok = plainJSONString(m.CallID); ok {
+			b = append(b, `,"msg":{"type":"ack"`...)
+			if m.CallID != "" {
+				b = appendPlain(append(b, `,"callId":`...), m.CallID)
+			}
+		}
+	}
+	if !ok {
+		return b[:start], false
+	}
+	return append(b, "}}"...), true
+}
+
+// plainJSONString reports whether encoding/json writes s as itself in
+// quotes: printable ASCII with nothing it escapes (it also escapes <, >
+// and &).
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+func appendPlain(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// nilIfEmpty is v, or nil when it is empty: an outcome's empty value is
+// written as null.
+func nilIfEmpty(v json.RawMessage) json.RawMessage {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+// appendRawJSON appends raw as encoding/json writes a json.RawMessage
+// (null when nil), when that is raw itself: valid, compact, and without
+// the characters it escapes (<, >, &, U+2028, U+2029; any byte 0xE2 is
+// taken for one of the latter).
+func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, bool) {
+	if raw == nil {
+		return append(b, "null"...), true
+	}
+	if len(raw) == 0 { // an error from encoding/json
+		return b, false
+	}
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case c == '<' || c == '>' || c == '&' || c == 0xE2:
+			return b, false
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return b, false // not compact
+		}
+	}
+	if !json.Valid(raw) {
+		return b, false
+	}
+	return append(b, raw...), true
+}
