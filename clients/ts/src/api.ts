@@ -90,6 +90,14 @@ export interface RenderRequest {
   readonly callId: string;
   readonly capabilityName: string;
   readonly props: unknown;
+  /**
+   * Extension: true while the model is still writing the props (a
+   * `render_invoked` with `partial: true`, for a capability with
+   * `render.streaming`): best-effort, not validated; draw it, never act on
+   * it. The call's final request, with the same `callId`, has no `partial`
+   * (docs/protocol.md, "Streamed props").
+   */
+  readonly partial?: true;
   /** The matching capability; undefined only if its registration was never seen. */
   readonly capability?: RenderCapability;
   readonly seq: number;

@@ -739,6 +739,8 @@ export class BrainClient {
       callId: ev.callId,
       capabilityName: ev.capabilityName,
       props: ev.props,
+      // The seed's RenderInvokedEvent has no `partial`: the extension field is read as such.
+      ...((ev as { partial?: unknown }).partial === true ? { partial: true as const } : {}),
       ...(cap !== undefined && isRenderCapability(cap) ? { capability: cap } : {}),
       seq,
     });
