@@ -8,8 +8,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
 
@@ -68,31 +72,188 @@ func (m *Manager) takeLease(ctx context.Context, e *managed) error {
 	return nil
 }
 
-// fence wraps j so that nothing is appended once e's lease is not valid:
-// a node that could not renew stops writing before another can take the
-// session (the store's expected-last-sequence check refuses the rest).
+// fence wraps j so that nothing is appended once e's lease is not valid
+// (a node that could not renew stops writing before another can take the
+// session; the store's expected-last-sequence check refuses the rest),
+// and so that the session's connections never show an event the journal
+// has not stored: the first append that fails or is refused hands the
+// session over (handOver), and nothing after it is ever written to a peer
+// (see [fencedJournal]).
 func (m *Manager) fence(e *managed, j session.Journal) session.Journal {
 	if e.lease == nil {
 		return j
 	}
-	return &fencedJournal{j: j, lease: e.lease, id: e.id}
+	return &fencedJournal{j: j, lease: e.lease, id: e.id, onFail: func(err error) { m.handOver(e, err) },
+		failedCh: make(chan struct{}), started: map[string]chan struct{}{}}
 }
 
 // ErrLeaseLost reports a journal append refused because this node no
-// longer holds the session's lease.
+// longer holds the session's lease, or stopped serving the session after
+// an append failed.
 var ErrLeaseLost = errors.New("this node no longer owns the session")
 
+// fencedJournal is a clustered session's journal. It tracks the last seq
+// the store acknowledged (durable): a connection writes a peer only
+// events and replies up to it (ws.go), so a peer never sees an event that
+// a node taking the session over would not restore — its ?after= seq is
+// always one the journal holds, and the new owner's next event follows it.
+//
+// An append that fails (the store cannot be reached in time, fencing
+// refused it) or is refused here (the lease is not valid) marks the
+// journal failed: every later append is refused, durable never moves
+// again, and the session is handed over — its lease released, its
+// connections closed — to be restored from what the journal holds, on
+// this node or another. The session's in-memory events after durable are
+// thrown away with it.
+//
+// A user invocation's ack names a call whose first event the session
+// emits a moment later: the ack waits until that event is stored
+// (admits), so that a peer never holds the id of a call a new owner would
+// not know.
 type fencedJournal struct {
-	j     session.Journal
-	lease Lease
-	id    string
+	j        session.Journal
+	lease    Lease
+	id       string
+	onFail   func(error) // called once, in its own goroutine
+	durable  atomic.Uint64
+	failed   atomic.Bool
+	once     sync.Once
+	failedCh chan struct{} // closed once failed
+
+	mu      sync.Mutex
+	started map[string]chan struct{} // call id → closed once an event of the call is stored
+	order   []string                 // started's keys, oldest first (bounded by startedMemory)
 }
 
+// startedMemory bounds the calls a fenced journal remembers as started:
+// an ack is checked right after its call starts, so a few are enough.
+const startedMemory = 1024
+
+// ackWait bounds how long an ack waits for its call's first event to be
+// stored (an append takes at most the store's timeout, 5 s by default).
+const ackWait = 10 * time.Second
+
 func (f *fencedJournal) Append(e session.Event) error {
-	if !f.lease.Valid() {
-		return fmt.Errorf("session %s: event %d: %w", f.id, e.Seq, ErrLeaseLost)
+	if f.failed.Load() {
+		return fmt.Errorf("session %s: event %d: an earlier append failed, the session is being handed over: %w", f.id, e.Seq, ErrLeaseLost)
 	}
-	return f.j.Append(e)
+	var err error
+	if !f.lease.Valid() {
+		err = fmt.Errorf("session %s: event %d: %w", f.id, e.Seq, ErrLeaseLost)
+	} else if err = f.j.Append(e); err == nil {
+		f.durable.Store(e.Seq)
+		if id := callOf(e.Msg); id != "" {
+			f.stored(id)
+		}
+		return nil
+	}
+	f.failed.Store(true)
+	f.once.Do(func() { close(f.failedCh); go f.onFail(err) })
+	return err
+}
+
+// callOf returns the call id of a call event, or "".
+func callOf(m protocol.Message) string {
+	switch m := m.(type) {
+	case *protocol.CapabilityInvoked:
+		return m.CallID
+	case *protocol.ApprovalRequested:
+		return m.CallID
+	case *protocol.RenderInvoked:
+		return m.CallID
+	case *protocol.CapabilityOutcome:
+		return m.CallID
+	}
+	return ""
+}
+
+// entry returns call id's channel, creating it open; f.mu is held.
+func (f *fencedJournal) entry(id string) chan struct{} {
+	ch := f.started[id]
+	if ch == nil {
+		ch = make(chan struct{})
+		f.started[id] = ch
+		f.order = append(f.order, id)
+		if len(f.order) > startedMemory {
+			delete(f.started, f.order[0])
+			f.order = slices.Delete(f.order, 0, 1)
+		}
+	}
+	return ch
+}
+
+// stored records that an event of call id is stored.
+func (f *fencedJournal) stored(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := f.entry(id)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// admits reports whether reply f may be sent to a peer: no append has
+// failed and, for the ack of a user invocation, its call's first event is
+// stored (waiting for it, at most ackWait).
+func (f *fencedJournal) admits(r *protocol.Frame) bool {
+	if a, ok := r.Msg.(*protocol.Ack); ok && a.CallID != "" {
+		f.mu.Lock()
+		ch := f.entry(a.CallID)
+		f.mu.Unlock()
+		t := time.NewTimer(ackWait)
+		defer t.Stop()
+		select {
+		case <-ch:
+		case <-f.failedCh:
+			return false
+		case <-t.C:
+			return false
+		}
+	}
+	return !f.failed.Load()
+}
+
+// shows reports whether a peer may be shown the session up to seq: the
+// journal has stored it.
+func (f *fencedJournal) shows(seq uint64) bool { return seq <= f.durable.Load() }
+
+// restoredUpTo tells a clustered session's journal j the events the
+// store held when the session was loaded: peers may be shown them.
+func restoredUpTo(j session.Journal, events []session.Event) {
+	if f, ok := j.(*fencedJournal); ok && len(events) > 0 {
+		f.durable.Store(events[len(events)-1].Seq)
+	}
+}
+
+// fenceOf returns session s's fenced journal, or nil when s is not a
+// clustered session of this manager.
+func (m *Manager) fenceOf(s *session.Session) *fencedJournal {
+	m.journals.mu.Lock()
+	cj := m.journals.by[s]
+	m.journals.mu.Unlock()
+	if cj == nil {
+		return nil
+	}
+	f, _ := cj.j.(*fencedJournal)
+	return f
+}
+
+// errUnjournaled ends a connection whose session's journal failed.
+var errUnjournaled = errors.New("the session's journal failed; it moves to another node: reconnect with ?after=")
+
+// handOver gives up e's session after its journal failed: releasing the
+// lease closes Lost, so watchLease drops the session and closes its
+// connections, and another node (or this one, on the next connection)
+// restores it from the journal.
+func (m *Manager) handOver(e *managed, err error) {
+	m.log.Warn("session journal append failed: handing the session over", slog.String("session", e.id), slog.String("error", err.Error()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if rerr := e.lease.Release(ctx); rerr != nil {
+		m.log.Warn("release session lease", slog.String("session", e.id), slog.String("error", rerr.Error()))
+	}
 }
 
 // Bytes passes the store journal's count through (limits.go).

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +43,71 @@ type loadWorker struct {
 	calls  []loadCall
 	moves  int
 	resent int
+	// afterMove counts the calls finished since the session first moved.
+	afterMove int
+	trace     []string // the latest of what the worker saw, for a failure's report
+}
+
+// traceLines bounds a worker's trace.
+const traceLines = 300
+
+// tracef records one line of the worker's history.
+func (w *loadWorker) tracef(format string, args ...any) {
+	if len(w.trace) >= traceLines {
+		w.trace = slices.Delete(w.trace, 0, traceLines/3)
+	}
+	w.trace = append(w.trace, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+}
+
+// memLog keeps log lines in memory, bounded, for a failure's report.
+type memLog struct {
+	mu    sync.Mutex
+	lines []string
+	attrs []slog.Attr
+	root  *memLog
+}
+
+func (h *memLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h *memLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s", r.Time.Format("15:04:05.000"), r.Level, r.Message)
+	for _, a := range h.attrs {
+		fmt.Fprintf(&b, " %s", a)
+	}
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s", a); return true })
+	root := h
+	if h.root != nil {
+		root = h.root
+	}
+	root.mu.Lock()
+	defer root.mu.Unlock()
+	if len(root.lines) < 200000 {
+		root.lines = append(root.lines, b.String())
+	}
+	return nil
+}
+
+func (h *memLog) WithAttrs(as []slog.Attr) slog.Handler {
+	root := h
+	if h.root != nil {
+		root = h.root
+	}
+	return &memLog{root: root, attrs: append(slices.Clip(h.attrs), as...)}
+}
+
+func (h *memLog) WithGroup(string) slog.Handler { return h }
+
+func (h *memLog) grep(s string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, l := range h.lines {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (w *loadWorker) dial(ctx context.Context, query string, within time.Duration) error {
@@ -56,8 +121,10 @@ func (w *loadWorker) dial(ctx context.Context, query string, within time.Duratio
 		if err == nil {
 			conn.SetReadLimit(8 << 20)
 			w.conn = conn
+			w.tracef("connected via %s%s", n.id, query)
 			return nil
 		}
+		w.tracef("dial %s%s: %v", n.id, query, err)
 		if time.Now().After(deadline) {
 			return fmt.Errorf("session %s: dial %s: %w", w.sid, n.id, err)
 		}
@@ -94,15 +161,17 @@ func (w *loadWorker) reconnect(ctx context.Context) error {
 	return nil
 }
 
-// run makes calls calls; the first connection (to nodes[cur]) places the
-// session there.
-func (w *loadWorker) run(ctx context.Context, calls int, echo protocol.Capability, finished *atomic.Int64) error {
+// run makes calls until stopAt (unix nanoseconds; 0 while unknown) has
+// passed, at most maxCalls; the first connection (to nodes[cur]) places
+// the session there.
+func (w *loadWorker) run(ctx context.Context, maxCalls int, stopAt *atomic.Int64, echo protocol.Capability, finished *atomic.Int64) error {
 	if err := w.dial(ctx, "", 10*time.Second); err != nil {
 		return err
 	}
 	defer func() { w.conn.CloseNow() }()
 	registered := false
-	for k := 0; k < calls; {
+	stopped := func() bool { at := stopAt.Load(); return at != 0 && time.Now().UnixNano() > at }
+	for k := 0; k < maxCalls && !stopped(); {
 		if !registered {
 			if err := w.send(ctx, "reg", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{echo}}); err != nil {
 				if err := w.reconnect(ctx); err != nil {
@@ -118,6 +187,7 @@ func (w *loadWorker) run(ctx context.Context, calls int, echo protocol.Capabilit
 			name = "ui.echo"
 		}
 		sent := time.Now()
+		w.tracef("invoke %s %s", req, name)
 		if err := w.send(ctx, req, &protocol.CapabilityInvoke{Name: name, Input: json.RawMessage(`{"n":1}`)}); err != nil {
 			if err := w.reconnect(ctx); err != nil {
 				return err
@@ -135,6 +205,9 @@ func (w *loadWorker) run(ctx context.Context, calls int, echo protocol.Capabilit
 			continue
 		}
 		w.calls = append(w.calls, loadCall{sent: sent, done: time.Now()})
+		if w.moves > 0 {
+			w.afterMove++
+		}
 		finished.Add(1)
 		k++
 	}
@@ -165,6 +238,7 @@ func (w *loadWorker) await(ctx context.Context, req string) (bool, error) {
 		_, b, err := w.conn.Read(rctx)
 		cancel()
 		if err != nil {
+			w.tracef("read: %v", err)
 			if ctx.Err() != nil {
 				var open []string
 				for c := range w.acked {
@@ -188,6 +262,7 @@ func (w *loadWorker) await(ctx context.Context, req string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		w.tracef("frame seq %d ref %q %.160s", f.Seq, f.Ref, b)
 		if typ := f.Msg.MessageType(); f.Ref != "" || typ == protocol.TypeAck || typ == protocol.TypeError {
 			if a, ok := f.Msg.(*protocol.Ack); ok && a.CallID != "" {
 				w.acked[a.CallID] = true
@@ -234,18 +309,26 @@ func (w *loadWorker) await(ctx context.Context, req string) (bool, error) {
 	}
 }
 
-// TestClusterLoad: 100 sessions spread over three nodes, agent- and
-// client-side calls in turn, one node killed mid-run. Every call the
-// kernel acknowledged ends exactly once; throughput and p99 latency are
-// reported before, during and after the failover.
+// TestClusterLoad: 100 sessions (20 under the race detector) spread over
+// three nodes, agent- and client-side calls in turn, one node killed
+// mid-run; the sessions keep calling for a while after the failover.
+// Every call the kernel started ends exactly once, seqs stay gap-free,
+// every session that moved makes calls on its new node, and throughput
+// and p99 latency are reported before, during and after the failover.
+//
+// The kill is in process (node.kill): the node's listener, every
+// connection and its NATS connection close at once, as a SIGKILL's would,
+// while its sessions stay in memory — stricter than a dead process, since
+// they go on trying to write and must be fenced. TestServeClusterSIGKILL
+// (cmd/brain) kills a real process.
 func TestClusterLoad(t *testing.T) {
-	if os.Getenv("BRAIN_CLUSTER_LOAD") == "" {
-		// Why not in every run: it failed once in a CI-like run (a
-		// client-side call whose capability_invoked never reached its
-		// client after a failover, unexplained yet; docs/cluster.md).
-		t.Skip("set BRAIN_CLUSTER_LOAD=1 to run the cluster load test")
-	}
-	const sessions, callsPer = loadSessions, 30
+	const (
+		sessions = loadSessions
+		maxCalls = 5000                     // per session: a bound, never reached in the time given
+		before   = 2 * time.Second          // of calls before the kill
+		during   = clusterTTL + time.Second // the failover: the TTL, then the restores
+		after    = 3 * time.Second          // of calls after it
+	)
 	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
 	if err != nil {
 		t.Fatal(err)
@@ -256,13 +339,15 @@ func TestClusterLoad(t *testing.T) {
 	attach := func(s *session.Session) error {
 		return s.RegisterAgent(tool, session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) { return c.Input, nil }))
 	}
-	nodes := []*node{startNodeWith(t, "node1", urls[0], tokens, attach), startNodeWith(t, "node2", urls[1], tokens, attach), startNodeWith(t, "node3", urls[2], tokens, attach)}
+	logs := &memLog{}
+	log := slog.New(logs)
+	nodes := []*node{startNodeLog(t, "node1", urls[0], tokens, attach, log), startNodeLog(t, "node2", urls[1], tokens, attach, log), startNodeLog(t, "node3", urls[2], tokens, attach, log)}
 	echo := clientCap("ui.echo", false)
 	echo.Audience = []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	var finished, failed atomic.Int64
+	var finished, failed, stopAt atomic.Int64
 	workers := make([]*loadWorker, sessions)
 	errs := make(chan error, sessions)
 	var wg sync.WaitGroup
@@ -272,21 +357,22 @@ func TestClusterLoad(t *testing.T) {
 			acked: map[string]bool{}, ended: map[string]bool{}, byReq: map[string]string{}, answer: map[string]bool{}}
 		workers[i] = w
 		wg.Go(func() {
-			err := w.run(ctx, callsPer, echo, &finished)
+			err := w.run(ctx, maxCalls, &stopAt, echo, &finished)
 			if err != nil {
 				failed.Add(1)
+				err = fmt.Errorf("%w\n  %s", err, strings.Join(w.trace, "\n  "))
 			}
 			errs <- err
 		})
 	}
-	// Kill node1 once a third of the calls are done.
-	for finished.Load() < sessions*callsPer/3 {
-		if ctx.Err() != nil || failed.Load() > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // polling a counter
+	// Kill node1 after the first phase (sooner if a session failed).
+	select {
+	case <-time.After(before):
+	case <-ctx.Done():
 	}
 	killedAt := time.Now()
+	recovered := killedAt.Add(during)
+	stopAt.Store(recovered.Add(after).UnixNano())
 	nodes[0].kill()
 	wg.Wait()
 	close(errs)
@@ -296,11 +382,25 @@ func TestClusterLoad(t *testing.T) {
 		}
 	}
 	if t.Failed() {
+		for _, w := range workers {
+			if w.open() == 0 {
+				continue
+			}
+			evs, err := nodes[1].st.Load(context.Background(), w.sid)
+			t.Logf("session %s: journal (%v):", w.sid, err)
+			for _, e := range evs {
+				b, _ := json.Marshal(e.Msg)
+				t.Logf("  %d %s %.200s", e.Seq, e.Msg.MessageType(), b)
+			}
+			for _, l := range logs.grep(w.sid) {
+				t.Log("  log:", l)
+			}
+		}
 		return
 	}
 	end := time.Now()
 	var all []loadCall
-	acked, ended, moves, resent := 0, 0, 0, 0
+	acked, ended, moves, resent, moved := 0, 0, 0, 0, 0
 	for _, w := range workers {
 		all = append(all, w.calls...)
 		acked += len(w.acked)
@@ -308,40 +408,44 @@ func TestClusterLoad(t *testing.T) {
 		moves += w.moves
 		resent += w.resent
 		if n := w.open(); n > 0 {
-			t.Errorf("session %s: %d acknowledged calls never ended", w.sid, n)
+			t.Errorf("session %s: %d started calls never ended", w.sid, n)
+		}
+		if w.moves > 0 {
+			moved++
+			if w.afterMove == 0 {
+				t.Errorf("session %s moved and made no call after", w.sid)
+			}
 		}
 	}
-	// "During": from the kill until the last session that moved finished
-	// its first call after moving — approximated as the TTL plus one second.
-	recovered := killedAt.Add(clusterTTL + time.Second)
-	report := func(name string, from, to time.Time) {
+	windows := []struct {
+		name     string
+		from, to time.Time
+	}{{"before", start, killedAt}, {"during", killedAt, recovered}, {"after", recovered, end}}
+	for _, win := range windows {
 		var lat []time.Duration
 		for _, c := range all {
-			if !c.done.Before(from) && c.done.Before(to) {
+			if !c.done.Before(win.from) && c.done.Before(win.to) {
 				lat = append(lat, c.done.Sub(c.sent))
 			}
 		}
 		if len(lat) == 0 {
-			t.Logf("%-7s no calls", name)
-			return
+			t.Errorf("%s the failover: no call finished", win.name)
+			continue
 		}
 		slices.Sort(lat)
 		p99 := lat[min(len(lat)-1, len(lat)*99/100)]
-		t.Logf("%-7s %5d calls in %6s: %7.0f calls/s, p50 %s, p99 %s", name, len(lat), to.Sub(from).Round(time.Millisecond),
-			float64(len(lat))/to.Sub(from).Seconds(), lat[len(lat)/2].Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
+		t.Logf("%-6s the failover: %5d calls in %6s: %6.0f calls/s, p50 %s, p99 %s", win.name, len(lat), win.to.Sub(win.from).Round(time.Millisecond),
+			float64(len(lat))/win.to.Sub(win.from).Seconds(), lat[len(lat)/2].Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
 	}
-	report("before", start, killedAt)
-	report("during", killedAt, recovered)
-	report("after", recovered, end.Add(time.Millisecond))
-	t.Logf("%d sessions, %d calls finished, %d started, %d outcomes delivered, %d reconnections, %d invokes sent again (unacknowledged when the node died)",
-		sessions, len(all), acked, ended, moves, resent)
+	t.Logf("%d sessions (%d moved), %d calls finished, %d started, %d outcomes delivered, %d reconnections, %d invokes sent again (unacknowledged when the node died)",
+		sessions, moved, len(all), acked, ended, moves, resent)
 	if acked != ended {
 		t.Fatalf("%d calls started, %d outcomes delivered", acked, ended)
 	}
-	if moves == 0 {
+	if moved == 0 {
 		t.Fatal("no session moved: the node was not killed mid-run")
 	}
-	if len(all) != sessions*callsPer {
-		t.Fatalf("%d calls finished, want %d", len(all), sessions*callsPer)
+	if finished.Load() != int64(len(all)) {
+		t.Fatalf("%d calls counted finished, %d recorded", finished.Load(), len(all))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -45,6 +46,17 @@ func startNode(t testing.TB, id, natsURL string, tokens *server.Tokens) *node {
 // startNodeWith is startNode with an Attach (the runtime's agent tools).
 func startNodeWith(t testing.TB, id, natsURL string, tokens *server.Tokens, attach func(*session.Session) error) *node {
 	t.Helper()
+	return startNodeLog(t, id, natsURL, tokens, attach, nil)
+}
+
+// startNodeLog is startNodeWith with a logger for the node's store,
+// manager, server and sessions (nil discards).
+func startNodeLog(t testing.TB, id, natsURL string, tokens *server.Tokens, attach func(*session.Session) error, log *slog.Logger) *node {
+	t.Helper()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With(slog.String("node", id))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +65,7 @@ func startNodeWith(t testing.TB, id, natsURL string, tokens *server.Tokens, atta
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n.st, err = store.Open(ctx, &store.Options{URL: natsURL, Replicas: 3})
+		n.st, err = store.Open(ctx, &store.Options{URL: natsURL, Replicas: 3, Logger: log})
 		cancel()
 		if err == nil {
 			break
@@ -66,7 +78,7 @@ func startNodeWith(t testing.TB, id, natsURL string, tokens *server.Tokens, atta
 	if n.leases, err = n.st.Leases(context.Background(), &store.LeaseOptions{Node: id, Addr: n.url, TTL: clusterTTL}); err != nil {
 		t.Fatal(err)
 	}
-	n.mgr = server.NewManager(server.ManagerOptions{Store: n.st, Node: id, Session: session.Options{PeerGrace: 5 * time.Second}, Attach: attach,
+	n.mgr = server.NewManager(server.ManagerOptions{Store: n.st, Node: id, Logger: log, Session: session.Options{PeerGrace: 5 * time.Second, Logger: log}, Attach: attach,
 		Lease: func(ctx context.Context, sid string) (server.Lease, error) {
 			x, err := n.leases.Acquire(ctx, sid)
 			if err != nil {
@@ -75,7 +87,7 @@ func startNodeWith(t testing.TB, id, natsURL string, tokens *server.Tokens, atta
 			return x, nil
 		}})
 	n.conns = map[net.Conn]struct{}{}
-	n.hs = &http.Server{Handler: server.New(server.Options{Tokens: tokens, Manager: n.mgr}), ReadHeaderTimeout: 5 * time.Second,
+	n.hs = &http.Server{Handler: server.New(server.Options{Tokens: tokens, Manager: n.mgr, Logger: log}), ReadHeaderTimeout: 5 * time.Second,
 		ConnState: func(c net.Conn, cs http.ConnState) {
 			n.connMu.Lock()
 			defer n.connMu.Unlock()

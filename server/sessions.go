@@ -198,6 +198,7 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (*session.S
 		for _, ev := range events {
 			cj.bytes.Add(eventBytes(ev))
 		}
+		restoredUpTo(cj.j, events) // cluster.go
 	}
 	if len(events) > 0 {
 		s, err := session.Restore(id, events, &opts, m.opts.Attach)

@@ -293,16 +293,29 @@ func (l *Leases) renewLoop() {
 			held = append(held, x)
 		}
 		l.mu.Unlock()
+		// Concurrently, a bounded number at a time: one after another, a
+		// node holding many sessions on a loaded cluster would let the last
+		// ones lapse while it waits for the first ones' round trips.
+		sem := make(chan struct{}, renewConcurrency)
+		var wg sync.WaitGroup
 		for _, x := range held {
 			select {
 			case <-l.stop:
+				wg.Wait()
 				return
-			default:
+			case sem <- struct{}{}:
 			}
-			x.renew()
+			wg.Go(func() {
+				defer func() { <-sem }()
+				x.renew()
+			})
 		}
+		wg.Wait()
 	}
 }
+
+// renewConcurrency bounds the renewals one node has in flight.
+const renewConcurrency = 32
 
 // renew renews x if its last renewal is a third of the TTL old, and marks
 // it lost if it is past its validity.
