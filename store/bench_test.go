@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/brainrt/brain/protocol"
@@ -53,5 +55,32 @@ func BenchmarkLoad1000(b *testing.B) {
 		if got := load(b, st, "bench"); len(got) != 1000 {
 			b.Fatalf("loaded %d events", len(got))
 		}
+	}
+}
+
+// BenchmarkAppendParallel appends from concurrent goroutines, each its own
+// session's journal (a session appends in seq order, one at a time), to one
+// embedded store: the shape of many sessions busy at once. It reports
+// events per second across all of them.
+func BenchmarkAppendParallel(b *testing.B) {
+	for _, par := range []int{1, 8, 32} {
+		b.Run(fmt.Sprint("sessions=", 2*par), func(b *testing.B) { // RunParallel runs par×GOMAXPROCS goroutines
+			st := open(b, b.TempDir(), nil)
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(par)
+			b.RunParallel(func(pb *testing.PB) {
+				j := journal(b, st, fmt.Sprint("bench-", next.Add(1)))
+				seq := uint64(0)
+				for pb.Next() {
+					seq++
+					if err := j.Append(benchEvent(seq)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
 	}
 }

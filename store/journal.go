@@ -40,6 +40,7 @@ type journal struct {
 	backlog    []pending
 	backlogLen int // bytes in backlog
 	broken     error
+	hdr        nats.Header // reused by every publish (header)
 
 	appended atomic.Int64 // bytes of the events this journal stored (Bytes)
 }
@@ -122,18 +123,11 @@ func (j *journal) flushLocked() error {
 // publish stores p after the journal's last event, and returns its stream
 // sequence.
 func (j *journal) publish(p *pending) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), j.s.opts.Timeout)
-	defer cancel()
-	h := nats.Header{
-		jetstream.ExpectedLastSubjSeqHeader: {strconv.FormatUint(j.lastStream, 10)},
-		tokenHeader:                         {j.token},
-	}
-	if p.msgID {
-		h[jetstream.MsgIDHeader] = []string{j.id + "/" + strconv.FormatUint(p.seq, 10)}
-	}
-	ack, err := j.s.publish(ctx, &nats.Msg{Subject: j.subject, Data: p.data, Header: h})
+	ack, err := j.s.publish(&nats.Msg{Subject: j.subject, Data: p.data, Header: j.header(p)})
 	if err == nil {
 		if ack.Duplicate {
+			ctx, cancel := context.WithTimeout(context.Background(), j.s.opts.Timeout)
+			defer cancel()
 			return j.duplicate(ctx, p, ack.Sequence)
 		}
 		return ack.Sequence, nil
@@ -142,6 +136,8 @@ func (j *journal) publish(p *pending) (uint64, error) {
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			ctx, cancel := context.WithTimeout(context.Background(), j.s.opts.Timeout)
+			defer cancel()
 			return j.resync(ctx, p)
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return 0, fmt.Errorf("%w: session %q: event %d: %w", ErrTooLarge, j.id, p.seq, err)
@@ -151,6 +147,21 @@ func (j *journal) publish(p *pending) (uint64, error) {
 		return 0, fmt.Errorf("%w: session %q: event %d: %w", ErrTooLarge, j.id, p.seq, err)
 	}
 	return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
+}
+
+// header returns the headers of p's publish: the journal's one map,
+// refilled (the publish encodes it before it returns). Guarded by j.mu.
+func (j *journal) header(p *pending) nats.Header {
+	if j.hdr == nil {
+		j.hdr = nats.Header{tokenHeader: {j.token}, jetstream.ExpectedLastSubjSeqHeader: {""}}
+	}
+	j.hdr[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(j.lastStream, 10)
+	if p.msgID {
+		j.hdr[jetstream.MsgIDHeader] = []string{j.id + "/" + strconv.FormatUint(p.seq, 10)}
+	} else {
+		delete(j.hdr, jetstream.MsgIDHeader)
+	}
+	return j.hdr
 }
 
 // duplicate handles an acknowledgement saying that p's message id was

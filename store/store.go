@@ -463,12 +463,15 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	return s.deleteOwner(rctx, sessionID)
 }
 
-// publish stores one message, waiting for its acknowledgement.
-func (s *Store) publish(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+// publish stores one message, waiting at most Options.Timeout for its
+// acknowledgement (publish.go).
+func (s *Store) publish(m *nats.Msg) (*jetstream.PubAck, error) {
 	if s.publishHook != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		defer cancel()
 		return s.publishHook(ctx, m)
 	}
-	return s.js.PublishMsg(ctx, m)
+	return s.request(m, s.opts.Timeout)
 }
 
 // requestContext bounds a request by Options.Timeout when ctx has no

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Retries of a publish that met no responders (a stream between leaders),
+// as jetstream.PublishMsg does by default.
+const (
+	pubRetryWait     = jetstream.DefaultPubRetryWait
+	pubRetryAttempts = jetstream.DefaultPubRetryAttempts
+)
+
+// request publishes m to the stream and waits at most timeout for its
+// acknowledgement: what jetstream.PublishMsg does, with the same errors,
+// minus what it costs per call that a journal does not need (a context
+// and its timer, the options, reflection over the acknowledgement): a
+// plain NATS request with a pooled timer, and the acknowledgement read by
+// hand when it has the usual form.
+func (s *Store) request(m *nats.Msg, timeout time.Duration) (*jetstream.PubAck, error) {
+	deadline := time.Now().Add(timeout)
+	resp, err := s.nc.RequestMsg(m, timeout)
+	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < pubRetryAttempts; r++ {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		t := time.NewTimer(min(pubRetryWait, left))
+		<-t.C
+		if left = time.Until(deadline); left <= 0 {
+			err = nats.ErrTimeout
+			break
+		}
+		resp, err = s.nc.RequestMsg(m, left)
+	}
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, jetstream.ErrNoStreamResponse
+	case err != nil:
+		return nil, err
+	}
+	return parsePubAck(resp.Data)
+}
+
+// parsePubAck reads a publish acknowledgement, or the error in its place.
+func parsePubAck(data []byte) (*jetstream.PubAck, error) {
+	if ack, ok := parsePlainPubAck(data); ok {
+		return ack, nil
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error,omitempty"`
+		*jetstream.PubAck
+	}
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return nil, jetstream.ErrInvalidJSAck
+	}
+	if resp.Error != nil {
+		return nil, fmt.Errorf("nats: %w", resp.Error)
+	}
+	if resp.PubAck == nil || resp.PubAck.Stream == "" {
+		return nil, jetstream.ErrInvalidJSAck
+	}
+	return resp.PubAck, nil
+}
+
+// parsePlainPubAck reads the two forms an acknowledgement of the events
+// stream has on an embedded server or one without domains —
+// {"stream":"BRAIN_EVENTS","seq":N} and the same with "duplicate":true —
+// and nothing else (ok false).
+func parsePlainPubAck(data []byte) (*jetstream.PubAck, bool) {
+	const head = `{"stream":"` + streamName + `","seq":`
+	rest, ok := bytes.CutPrefix(data, []byte(head))
+	if !ok {
+		return nil, false
+	}
+	n, seq := 0, uint64(0)
+	for ; n < len(rest) && rest[n] >= '0' && rest[n] <= '9'; n++ {
+		d := uint64(rest[n] - '0')
+		if seq > (math.MaxUint64-d)/10 {
+			return nil, false // overflows
+		}
+		seq = seq*10 + d
+	}
+	if n == 0 || (n > 1 && rest[0] == '0') {
+		return nil, false
+	}
+	ack := &jetstream.PubAck{Stream: streamName, Sequence: seq}
+	switch string(rest[n:]) {
+	case "}":
+	case `,"duplicate":true}`:
+		ack.Duplicate = true
+	default:
+		return nil, false
+	}
+	return ack, true
+}
