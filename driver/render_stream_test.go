@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brainrt/brain/driver"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -154,4 +155,53 @@ func TestRenderStreamClosedOnFailure(t *testing.T) {
 	if partial == 0 || invoked != 0 || outcome == nil || outcome.Outcome.Err == nil || outcome.Outcome.Err.Code != protocol.CodeCancelled {
 		t.Fatalf("%d partials, %d calls, outcome %+v: want partials, no call, a cancelled outcome", partial, invoked, outcome)
 	}
+}
+
+// streamingModel is a Model of one's own that streams a tool call's
+// arguments: it passes each piece to Request.ToolCallDelta as it arrives.
+type streamingModel struct{ steps int }
+
+func (m *streamingModel) Step(_ context.Context, req *driver.Request, _ func(string)) (*driver.Reply, error) {
+	m.steps++
+	if m.steps > 1 {
+		return &driver.Reply{Text: "Shown."}, nil
+	}
+	name := req.ToolName("note.show") // the name the tool was offered under
+	args := ""
+	for _, piece := range []string{`{"title":"Rel`, `ease notes"}`} {
+		req.ToolCallDelta(0, name, piece)
+		args += piece
+	}
+	return &driver.Reply{ToolCalls: []protocol.ToolCall{{ID: "call_1", Name: name, Input: json.RawMessage(args)}}}, nil
+}
+
+func ExampleRequest_ToolCallDelta() {
+	s := session.New("demo", nil)
+	_ = s.RegisterAgent(protocol.Capability{Name: "note.show", Description: "Show a note.", Kind: protocol.KindRender,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}}}`),
+		Side:        protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
+		Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceIframe, URL: "https://r.example/note.html"},
+			Targets: []protocol.RenderTarget{protocol.TargetChat}, Streaming: true}},
+		session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }))
+
+	sub := s.Subscribe(s.LastSeq())
+	defer sub.Close()
+	_, _ = driver.New(&streamingModel{}, nil).Turn(context.Background(), s, "show the release notes")
+	for {
+		ev, err := sub.Next(context.Background())
+		if err != nil {
+			return
+		}
+		switch m := ev.Msg.(type) {
+		case *protocol.RenderInvoked:
+			fmt.Printf("render_invoked partial=%v props=%s\n", m.Partial, m.Props)
+		case *protocol.TurnEnded:
+			fmt.Println("turn", m.Reason)
+			return
+		}
+	}
+	// Output:
+	// render_invoked partial=true props={"title":"Rel"}
+	// render_invoked partial=false props={"title":"Release notes"}
+	// turn completed
 }
