@@ -225,7 +225,9 @@ func TestRenderStream(t *testing.T) {
 	})
 
 	t.Run("a call refused after its partials ends them with its error", func(t *testing.T) {
-		s := streamSession(t, nil, renderCap("note.show", true))
+		var mu sync.Mutex
+		var observed []session.CallEvent
+		s := streamSession(t, &session.Options{Observe: func(e session.CallEvent) { mu.Lock(); observed = append(observed, e); mu.Unlock() }}, renderCap("note.show", true))
 		rs, _ := s.StreamRender(protocol.AudienceLLM, "note.show")
 		rs.AppendArguments(`{"title":"x","colour":"re`)
 		out := s.InvokeStreamed(waitCtx(t), rs, json.RawMessage(`{"title":"x","colour":"red"}`))
@@ -236,6 +238,11 @@ func TestRenderStream(t *testing.T) {
 		}
 		if o := only[*protocol.CapabilityOutcome](evs)[0]; o.Outcome.Err.Code != protocol.CodeInvalidInput {
 			t.Fatalf("outcome %+v", o.Outcome)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(observed) != 1 || observed[0].Kind != session.CallFinished || observed[0].CallID != rs.CallID() {
+			t.Fatalf("observed %+v, want one CallFinished of call %s", observed, rs.CallID())
 		}
 	})
 
