@@ -79,14 +79,7 @@ func (d *Driver) Turn(ctx context.Context, s *session.Session, message string) (
 // until the model answers without tool calls, the step limit, cancellation
 // of ctx, or an error.
 func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protocol.TurnReason, error) {
-	// The conversation is read once: during the turn only this runner adds
-	// to it, so the steps extend their own copy.
-	// The session's messages are shared, not copied: neither the session
-	// nor the driver modifies a message once added.
-	conv := &conversation{msgs: repair(s.ConversationShared(), min(2*d.opts.MaxSteps+2, 64)), names: map[string]bool{}}
-	for i := range conv.msgs {
-		conv.noteNames(&conv.msgs[i])
-	}
+	conv := newConversation(s.ConversationMessages(), min(2*d.opts.MaxSteps+2, 64))
 	onText := func(text string) { s.StreamText(turn, text) }
 	debug := d.log.Enabled(ctx, slog.LevelDebug)
 	var cur *offer // this turn's latest offer, built for curNames names
@@ -99,6 +92,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			cur, curNames = d.offerFor(s, rev, conv.names), len(conv.names)
 		}
 		names := cur.names
+		conv.read(s)
 		req := &Request{System: cur.system, Messages: conv.msgs[:len(conv.msgs):len(conv.msgs)], Tools: cur.tools, names: names}
 		var start time.Time
 		if debug {
@@ -155,16 +149,47 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 	return protocol.TurnStepLimit, fmt.Errorf("the model was still calling tools after %d steps (the step limit)", d.opts.MaxSteps)
 }
 
-// conversation is a turn's copy of the session's conversation and the
-// tool names it mentions.
+// conversation is what a turn sends the model: the session's
+// conversation, and the tool names it mentions. While the session's is
+// well-formed (every tool call answered right after it), which a turn of
+// this driver keeps it, it is the session's own messages, read again at
+// each step without a copy (neither the session nor the driver modifies a
+// message once added). One that needs repairing (a turn ended before its
+// calls' results were recorded) is copied and repaired once, at the start
+// of the turn, and the turn's messages appended to the copy.
 type conversation struct {
 	msgs  []protocol.ChatMessage
+	own   bool // msgs is the turn's repaired copy
 	names map[string]bool
 }
 
+// newConversation starts a turn's conversation from the session's
+// messages; grow is the room a repaired copy leaves for the turn's.
+func newConversation(msgs []protocol.ChatMessage, grow int) *conversation {
+	c := &conversation{msgs: msgs, names: map[string]bool{}}
+	if !wellFormed(msgs) {
+		c.msgs, c.own = repair(msgs, grow), true
+	}
+	for i := range c.msgs {
+		c.noteNames(&c.msgs[i])
+	}
+	return c
+}
+
+// read brings msgs up to date before a step: the session's messages again,
+// which include the turn's own, unless the turn has its copy.
+func (c *conversation) read(s *session.Session) {
+	if !c.own {
+		c.msgs = s.ConversationMessages()
+	}
+}
+
+// add records a message the turn added to the session.
 func (c *conversation) add(m protocol.ChatMessage) {
-	c.msgs = append(c.msgs, m)
-	c.noteNames(&c.msgs[len(c.msgs)-1])
+	if c.own {
+		c.msgs = append(c.msgs, m)
+	}
+	c.noteNames(&m)
 }
 
 func (c *conversation) noteNames(m *protocol.ChatMessage) {
@@ -270,8 +295,8 @@ func (d *Driver) build(caps []protocol.Capability, rev uint64, convNames map[str
 // call whose result was never recorded — its turn was ended or the kernel
 // died — gets a cancelled one), and a tool message answering no call is
 // dropped. The result has room for grow more messages.
-func repair(entries []session.ConversationEntry, grow int) []protocol.ChatMessage {
-	out := make([]protocol.ChatMessage, 0, len(entries)+grow)
+func repair(msgs []protocol.ChatMessage, grow int) []protocol.ChatMessage {
+	out := make([]protocol.ChatMessage, 0, len(msgs)+grow)
 	var open []protocol.ToolCall // calls of the last assistant message not yet answered
 	closeOpen := func() {
 		for _, c := range open {
@@ -280,8 +305,7 @@ func repair(entries []session.ConversationEntry, grow int) []protocol.ChatMessag
 		}
 		open = nil
 	}
-	for _, e := range entries {
-		m := e.Message
+	for _, m := range msgs {
 		if m.Role == protocol.RoleTool {
 			i := -1
 			for j, c := range open {
@@ -304,6 +328,44 @@ func repair(entries []session.ConversationEntry, grow int) []protocol.ChatMessag
 	}
 	closeOpen()
 	return out
+}
+
+// wellFormed reports whether repair would return msgs as they are: every
+// tool message answers a call of the assistant message before it not yet
+// answered, and every call is answered before the next user or assistant
+// message and the end. (An assistant message of more than 64 calls is
+// left to repair.)
+func wellFormed(msgs []protocol.ChatMessage) bool {
+	var calls []protocol.ToolCall // of the last assistant message
+	var answered uint64           // bit i: calls[i] has its result
+	complete := func() bool { return answered == uint64(1)<<len(calls)-1 }
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role == protocol.RoleTool {
+			j := -1
+			for k := range calls {
+				if answered&(1<<k) == 0 && calls[k].ID == m.ToolCallID {
+					j = k
+				}
+			}
+			if j < 0 {
+				return false
+			}
+			answered |= 1 << j
+			continue
+		}
+		if !complete() {
+			return false
+		}
+		calls, answered = nil, 0
+		if m.Role == protocol.RoleAssistant {
+			if len(m.ToolCalls) > 64 {
+				return false
+			}
+			calls = m.ToolCalls
+		}
+	}
+	return complete()
 }
 
 // pendingCall is one tool call of a step, resolved to a capability.

@@ -20,26 +20,25 @@ type ConversationEntry struct {
 func (s *Session) Conversation() []ConversationEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]ConversationEntry, len(s.turns.conv))
-	for i, e := range s.turns.conv {
-		e.Message = cloneChatMessage(e.Message)
-		out[i] = e
+	out := make([]ConversationEntry, len(s.turns.msgs))
+	for i, m := range s.turns.msgs {
+		out[i] = ConversationEntry{Seq: s.turns.meta[i].seq, Turn: s.turns.meta[i].turn, Message: cloneChatMessage(m)}
 	}
 	return out
 }
 
-// ConversationShared returns the conversation as [Session.Conversation]
-// does, without copying it: the entries, their tool calls and outcomes are
-// the session's own, which it never modifies once added (later messages
-// do not appear in the slice returned). Read them, never modify them. It is
-// for a caller that reads the whole conversation at every turn (a turn
-// runner), for which copying every message was most of the cost of
-// starting a turn.
-func (s *Session) ConversationShared() []ConversationEntry {
+// ConversationMessages returns the messages of [Session.Conversation]
+// without copying them: the messages, their tool calls and outcomes are
+// the session's own, which it never modifies once added (a message added
+// later does not appear in the slice returned, and appending to the slice
+// copies it). Read them, never modify them. It is for a caller that reads
+// the whole conversation at every model step (a turn runner), for which
+// copying every message was most of the cost of a step.
+func (s *Session) ConversationMessages() []protocol.ChatMessage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.turns.conv)
-	return s.turns.conv[:n:n]
+	n := len(s.turns.msgs)
+	return s.turns.msgs[:n:n]
 }
 
 // AppendMessage adds m to the conversation during turn, which must be the
@@ -77,7 +76,12 @@ func (s *Session) appendMessage(turn int, m protocol.ChatMessage, clone bool) er
 
 func (s *Session) appendMessageLocked(turn int, m protocol.ChatMessage) {
 	s.emitLocked(entry{typ: protocol.TypeConversationMessage, msg: &protocol.ConversationMessage{Turn: turn, Message: m}})
-	s.turns.conv = append(s.turns.conv, ConversationEntry{Seq: s.events.last, Turn: turn, Message: m})
+	s.turns.addLocked(s.events.last, turn, m)
+}
+
+func (t *turnState) addLocked(seq uint64, turn int, m protocol.ChatMessage) {
+	t.msgs = append(t.msgs, m)
+	t.meta = append(t.meta, messageMeta{seq: seq, turn: turn})
 }
 
 // StreamText publishes a piece of assistant text while the model streams

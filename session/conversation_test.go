@@ -10,7 +10,7 @@ import (
 )
 
 // TestAppendOwnedMessage: a handed-over message is added, refused and
-// announced exactly as AppendMessage's, and ConversationShared reads the
+// announced exactly as AppendMessage's, and ConversationMessages reads the
 // same conversation as Conversation, without what is added later.
 func TestAppendOwnedMessage(t *testing.T) {
 	s := session.New("owned", nil)
@@ -57,17 +57,21 @@ func TestAppendOwnedMessage(t *testing.T) {
 			}
 		})
 	}
-	shared := s.ConversationShared()
-	if !reflect.DeepEqual(shared, s.Conversation()) || len(shared) != 4 {
-		t.Fatalf("ConversationShared %+v\nConversation %+v", shared, s.Conversation())
+	shared := s.ConversationMessages()
+	var msgs []protocol.ChatMessage
+	for _, e := range s.Conversation() {
+		msgs = append(msgs, e.Message)
 	}
-	if shared[2].Message.Outcome != &out {
+	if !reflect.DeepEqual(shared, msgs) || len(shared) != 4 {
+		t.Fatalf("ConversationMessages %+v\nConversation %+v", shared, msgs)
+	}
+	if shared[2].Outcome != &out {
 		t.Fatal("the handed-over outcome was copied")
 	}
 	if err := s.AppendOwnedMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: "more"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(shared) != 4 || cap(shared) != 4 || len(s.ConversationShared()) != 5 {
-		t.Fatalf("a later message reached an earlier ConversationShared (len %d, cap %d)", len(shared), cap(shared))
+	if len(shared) != 4 || cap(shared) != 4 || len(s.ConversationMessages()) != 5 {
+		t.Fatalf("a later message reached an earlier ConversationMessages (len %d, cap %d)", len(shared), cap(shared))
 	}
 }

@@ -32,9 +32,18 @@ type turnState struct {
 	runner TurnRunner
 	cancel context.CancelCauseFunc // of the running runner; nil when none runs
 	done   chan struct{}           // closed when the active turn ends
-	// conv is append-only: an entry is never modified or removed once
-	// added, so ConversationShared can hand out its prefix.
-	conv []ConversationEntry
+	// The conversation: msgs[i] was added by conversation_message seq
+	// meta[i].seq during turn meta[i].turn. Both are append-only: a
+	// message is never modified or removed once added, so
+	// ConversationMessages can hand out a prefix of msgs.
+	msgs []protocol.ChatMessage
+	meta []messageMeta
+}
+
+// messageMeta is where a message of the conversation comes from.
+type messageMeta struct {
+	seq  uint64
+	turn int
 }
 
 // turnCancelled is the cause of a runner's context when the turn was
@@ -267,7 +276,7 @@ func (s *Session) replayTurnLocked(seq uint64, m protocol.Message) {
 		s.turn = max(s.turn, m.Turn)
 		s.turns.active = false
 	case *protocol.ConversationMessage:
-		s.turns.conv = append(s.turns.conv, ConversationEntry{Seq: seq, Turn: m.Turn, Message: m.Message})
+		s.turns.addLocked(seq, m.Turn, m.Message)
 	}
 }
 
