@@ -221,3 +221,50 @@ func TestOfferAcrossSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairedConversationAcrossSteps: a conversation with a call whose
+// result was never recorded is sent repaired at every step of the next
+// turn, with the turn's own messages after it, and the repair stays the
+// driver's: the session's conversation is not changed by it.
+func TestRepairedConversationAcrossSteps(t *testing.T) {
+	s := session.New("repaired", nil)
+	mustRegister(t, s, agentCap("a.tool", `{"type":"object"}`))
+	turn, err := s.StartTurn(session.Runtime, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := protocol.ChatMessage{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: "lost", Name: "a.tool", Input: json.RawMessage(`{}`)}}}
+	if err := s.AppendMessage(turn, lost); err != nil {
+		t.Fatal(err)
+	}
+	s.EndTurn(protocol.TurnCancelled, "")
+	m := &scriptModel{t: t, steps: []scriptStep{{reply: callOf("a_tool")}, {reply: answer}}}
+	if r, err := driver.New(m, nil).Turn(testutil.Context(t), s, "second"); r != protocol.TurnCompleted {
+		t.Fatal(r, err)
+	}
+	render := func(msgs []protocol.ChatMessage) []string {
+		var out []string
+		for _, m := range msgs {
+			e := string(m.Role) + " " + m.Text + m.ToolCallID
+			if m.Outcome != nil && !m.Outcome.IsOK() {
+				e += " " + string(m.Outcome.Err.Code)
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	base := []string{"user first", "assistant ", "tool lost cancelled", "user second"}
+	want := [][]string{base, append(slices.Clone(base), "assistant ", "tool call_a_tool")}
+	for i, req := range m.reqs {
+		if got := render(req.Messages); !slices.Equal(got, want[i]) {
+			t.Fatalf("step %d sent %q, want %q", i+1, got, want[i])
+		}
+	}
+	var kept []protocol.ChatMessage
+	for _, e := range s.Conversation() {
+		kept = append(kept, e.Message)
+	}
+	if got := render(kept); !slices.Equal(got, []string{"user first", "assistant ", "user second", "assistant ", "tool call_a_tool", "assistant done"}) {
+		t.Fatalf("the session's conversation is %q", got)
+	}
+}
