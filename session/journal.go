@@ -26,7 +26,8 @@ func (s *Session) emitLocked(e entry) {
 	}
 	if j := s.opts.Journal; j != nil {
 		seq := s.events.last + 1
-		if err := j.Append(Event{Seq: seq, Msg: e.message()}); err != nil {
+		e.msg = e.message() // made once: the log keeps it for its subscribers
+		if err := j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
 			// The event still happens in memory: refusing it here would
 			// leave calls without outcomes. The log says what a restart
 			// would lose.
@@ -45,7 +46,8 @@ func (s *Session) emitDurableLocked(e entry) error {
 	var err error
 	if j := s.opts.Journal; j != nil {
 		seq := s.events.last + 1
-		if err = j.Append(Event{Seq: seq, Msg: e.message()}); err != nil {
+		e.msg = e.message()
+		if err = j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
 			s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
 		}
 	}

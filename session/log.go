@@ -84,9 +84,10 @@ func (l *eventLog) oldest() uint64 {
 
 func (l *eventLog) at(seq uint64) entry { return l.ring[(seq-l.first)%l.size] }
 
-// message materialises an entry.
+// message materialises an entry (a call event whose message was made
+// already, for the journal, has it in msg).
 func (e entry) message() protocol.Message {
-	if e.call == nil {
+	if e.msg != nil || e.call == nil {
 		return e.msg
 	}
 	c := e.call
