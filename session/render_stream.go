@@ -125,7 +125,11 @@ func (rs *RenderStream) Props(partial json.RawMessage) bool {
 	if !rs.dueLocked(len(partial)) {
 		return false
 	}
-	return rs.offerLocked(partial)
+	p := bytes.TrimSpace(partial)
+	if !json.Valid(p) {
+		return false
+	}
+	return rs.offerLocked(bytes.Clone(p)) // the caller may reuse its buffer
 }
 
 // AppendArguments adds a fragment of the call's arguments as the model
@@ -147,7 +151,7 @@ func (rs *RenderStream) AppendArguments(fragment string) bool {
 	if !rs.dueLocked(len(rs.args)) {
 		return false
 	}
-	p := partialjson.Complete(rs.args)
+	p := partialjson.Complete(rs.args) // valid JSON (fuzzed), in a slice of its own
 	if p == nil {
 		return false
 	}
@@ -168,20 +172,12 @@ func (rs *RenderStream) dueLocked(size int) bool {
 	return true
 }
 
-// offerLocked emits props as a partial render_invoked unless a check
-// drops them.
-func (rs *RenderStream) offerLocked(props []byte) bool {
-	props = bytes.TrimSpace(props)
-	if len(props) == 0 || props[0] != '{' || len(props) > maxPartialProps || rs.bytes+len(props) > maxStreamBytes ||
-		!utf8.Valid(props) || !json.Valid(props) {
-		return false
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, props); err != nil {
-		return false
-	}
-	p := buf.Bytes()
-	if bytes.Equal(p, rs.last) {
+// offerLocked emits p, valid JSON that the stream may keep, as a partial
+// render_invoked unless a check drops it. (The wire form is compacted when
+// the event is encoded.)
+func (rs *RenderStream) offerLocked(p []byte) bool {
+	if len(p) == 0 || p[0] != '{' || len(p) > maxPartialProps || rs.bytes+len(p) > maxStreamBytes ||
+		!utf8.Valid(p) || bytes.Equal(p, rs.last) {
 		return false
 	}
 	s := rs.s

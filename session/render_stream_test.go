@@ -437,3 +437,31 @@ func ExampleSession_StreamRender() {
 	// render_invoked partial=true props={"title":"Rele"}
 	// render_invoked partial=false props={"title":"Release notes"}
 }
+
+// BenchmarkRenderStream streams 20 KiB of arguments in 20-byte fragments
+// (a model's tokens) into one stream, then invokes the call: the cost a
+// streamed call adds over its invocation.
+func BenchmarkRenderStream(b *testing.B) {
+	s := session.New("bench", &session.Options{LogSize: 1 << 16})
+	if err := s.RegisterAgent(renderCap("note.show", true), returns(`{"shown":true}`, nil)); err != nil {
+		b.Fatal(err)
+	}
+	full := `{"title":"Release notes","body":"` + strings.Repeat("Ship the render streams. ", 20<<10/25) + `"}`
+	ctx := context.Background()
+	partialsSent := 0
+	for b.Loop() {
+		rs, err := s.StreamRender(protocol.AudienceLLM, "note.show")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < len(full); i += 20 {
+			if rs.AppendArguments(full[i:min(i+20, len(full))]) {
+				partialsSent++
+			}
+		}
+		if out := s.InvokeStreamed(ctx, rs, json.RawMessage(full)); !out.IsOK() {
+			b.Fatal(out.Err)
+		}
+	}
+	b.ReportMetric(float64(partialsSent)/float64(b.N), "partials/op")
+}

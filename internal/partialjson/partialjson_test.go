@@ -146,3 +146,14 @@ func ExampleComplete() {
 	// {"title":"Q3","points":[1]}
 	// {"title":"Q3"}
 }
+
+// BenchmarkComplete completes a 64 KiB prefix cut inside a string.
+func BenchmarkComplete(b *testing.B) {
+	doc := []byte(`{"title":"Release notes","points":[1,2,3],"body":"` + string(bytes.Repeat([]byte("Ship the render streams. "), 64<<10/25)))
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if partialjson.Complete(doc) == nil {
+			b.Fatal("nil")
+		}
+	}
+}
