@@ -11,6 +11,7 @@ import (
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/fsroot"
 	"github.com/brainrt/brain/tool"
@@ -202,4 +203,40 @@ func TestDeadlinePrecision(t *testing.T) {
 			t.Logf("stopped %v after the deadline at best", best-deadline)
 		})
 	}
+}
+
+// TestKernelInvokeStopsAtDeadline: through a kernel, which calls an
+// artifact on the caller's goroutine (host artifacts are
+// tool.DeadlineBound), a guest that spins, recurses, sleeps or loops
+// around host calls still ends with timeout at its deadline, and the tool
+// keeps serving.
+func TestKernelInvokeStopsAtDeadline(t *testing.T) {
+	const deadline = 100 * time.Millisecond
+	e := newEnv(t, &kernel.Options{CallTimeout: deadline})
+	a := load(t, newHost(t, &host.Options{PoolSize: 1}), "stall")
+	if _, ok := any(mustProvision(t, a)).(tool.DeadlineBound); !ok {
+		t.Fatal("an artifact's instance is not tool.DeadlineBound")
+	}
+	attach(t, e, kernel.Attachment{Tool: a})
+	for _, do := range []string{`{"do":"spin"}`, `{"do":"recurse"}`, `{"do":"sleep"}`, `{"do":"hostloop"}`} {
+		t.Run(do, func(t *testing.T) {
+			start := time.Now()
+			out := e.Invoke(context.Background(), "stall", kernel.Call{Input: json.RawMessage(do)})
+			if took := time.Since(start); out.IsOK() || out.Err.Code != protocol.CodeTimeout || took > deadline+slack {
+				t.Fatalf("invoke = %+v after %v, want timeout within %v", out, took, deadline+slack)
+			}
+			if out := e.Invoke(context.Background(), "stall", kernel.Call{Input: json.RawMessage(`{"do":"answer"}`)}); !out.IsOK() || string(out.Value) != `"awake"` {
+				t.Fatalf("next call: %+v", out)
+			}
+		})
+	}
+}
+
+func mustProvision(t *testing.T, a *host.Artifact) tool.Instance {
+	t.Helper()
+	fs, _ := stallFS(t)
+	inst, err := a.Provision(context.Background(), tool.Handles{FS: fs}, nil)
+	must(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	return inst
 }

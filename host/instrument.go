@@ -15,14 +15,18 @@ import (
 // instead of compiled with termination checks?").
 //
 // After its identity is verified, and before it is compiled, a payload is
-// rewritten so that every function entry and every loop header spends one
-// unit of an inline fuel counter (a new mutable i32 global), and calls the
-// host import brain.tick when the fuel runs out. tick checks the call's
-// context, traps if it is done, and returns the next allowance of fuel. So
-// a guest that spins, recurses or loops around host calls reaches Go every
-// fuelPerTick units of work, and stops there within its deadline, while
-// the common path stays native: a decrement, a compare and a not-taken
-// branch.
+// rewritten so that function entries, loop headers and bulk memory
+// operations charge an inline fuel counter (a new mutable i32 global), and
+// call the host import brain.tick when the fuel runs out. tick checks the
+// call's context, traps if it is done, and returns the next allowance of
+// fuel. A unit of fuel is bounded work whatever the payload's shape (a
+// loop iteration, a call, at most instrPerUnit straight-line instructions,
+// or bulkUnit bytes of a memory.copy or fill), so a guest that spins,
+// recurses, runs huge functions or loops around host calls reaches Go
+// after at most fuelPerTick units, and stops there within its deadline,
+// while the common path stays native: a subtraction, a store, a compare
+// and a not-taken branch. Because of this bound, the host's artifacts are
+// tool.DeadlineBound: a kernel calls them on its own goroutine.
 //
 // The rewrite understands the instructions Go's wasm port emits (the
 // MVP, sign extension, saturating conversions, bulk memory) and refuses a
@@ -32,11 +36,12 @@ import (
 // tickImport is the host function an instrumented payload imports.
 const tickImport = "tick"
 
-// fuelPerTick is how many function entries and loop iterations a guest
-// runs between two ticks. A tick costs about as much as a host call (tens
-// of nanoseconds); 10,000 units of guest work take at least microseconds,
-// so ticks cost well under 1% and a deadline is noticed within about a
-// millisecond.
+// fuelPerTick is how many units of fuel a guest spends between two
+// ticks. A tick costs about as much as a host call (tens of nanoseconds);
+// 10,000 units take at least microseconds of guest work (the echo tool
+// ticks less than once a call), and at most a few milliseconds
+// (TestInstrumentationPrecision), so ticks cost well under 1% and a
+// deadline is noticed within about a millisecond.
 const fuelPerTick = 10_000
 
 // vectorLimits bound the entries of each section that is a vector (by
@@ -108,6 +113,19 @@ func instrumentModule(wasm []byte) ([]byte, error) {
 		}
 	}
 	ix := indices{shiftFrom: numFuncImports, tick: numFuncImports, fuel: numGlobals}
+	var typeSec, funcSec []byte
+	for _, s := range secs {
+		switch s.id {
+		case 1:
+			typeSec = s.body
+		case 3:
+			funcSec = s.body
+		}
+	}
+	params, err := funcParams(typeSec, funcSec)
+	if err != nil {
+		return nil, err
+	}
 	tickType := numTypes
 
 	var out bytes.Buffer
@@ -181,7 +199,7 @@ func instrumentModule(wasm []byte) ([]byte, error) {
 			}
 			emit(9, body)
 		case 10:
-			body, err := rewriteCode(s.body, ix)
+			body, err := rewriteCode(s.body, ix, params)
 			if err != nil {
 				return nil, err
 			}
@@ -365,45 +383,130 @@ func constExpr(r *reader, w []byte, ix indices) ([]byte, error) {
 	}
 }
 
-// fuelCheck is inserted at every function entry and loop header:
+// Checks. Every function entry and every loop header charges the fuel
+// counter a static cost; every bulk memory or table instruction charges
+// one unit per 2^bulkShift elements of its length, read at run time. When
+// the fuel is spent, the check calls tick:
 //
-//	global.get $fuel; i32.const 1; i32.sub; global.set $fuel
-//	global.get $fuel; i32.eqz
+//	global.get $fuel; i32.const cost; i32.sub; local.tee $t; global.set $fuel
+//	local.get $t; i32.const 0; i32.le_s
 //	if; call $tick; global.set $fuel; end
-func fuelCheck(ix indices) []byte {
-	g := uleb(uint64(ix.fuel))
-	b := append([]byte{0x23}, g...)
-	b = append(b, 0x41, 1, 0x6b, 0x24)
-	b = append(b, g...)
+//
+// $t is a scratch local the rewrite adds to every function.
+//
+// A static cost bounds the work until the next check: execution only
+// jumps backwards to a loop header, which is a check, and enters other
+// functions at their entry, which is one too; so from a check on, a
+// function runs at most the instructions that follow it before it meets
+// the next. A check costs 1 plus one unit per instrPerUnit of those
+// instructions: a unit of fuel is a loop iteration, a call, or at most
+// instrPerUnit straight-line instructions, whatever the payload's shape.
+//
+// A function's entry check is left out when its body reaches a loop
+// header through straight-line code (no branch, no call), as every
+// function of Go's wasm port does: the loop's check comes first on every
+// path, and is charged for the instructions before it.
+const (
+	instrPerUnit = 256
+	// bulkShift: a unit per 1 KiB (bytes or table elements) of a bulk
+	// operation, which takes tens of nanoseconds.
+	bulkShift = 10
+)
+
+func staticCheck(ix indices, t uint32, cost uint64) []byte {
+	cost = min(cost, 1<<30)
+	b := append([]byte{0x23}, uleb(uint64(ix.fuel))...)
+	b = append(b, 0x41)
+	b = append(b, sleb(int64(cost))...)
+	b = append(b, 0x6b)
+	return appendCheckTail(b, ix, t)
+}
+
+// dynamicCheck charges the length on top of the stack, leaving it there.
+func dynamicCheck(ix indices, t uint32) []byte {
+	b := append([]byte{0x22}, uleb(uint64(t))...) // local.tee $t
 	b = append(b, 0x23)
+	b = append(b, uleb(uint64(ix.fuel))...)
+	b = append(b, 0x20)
+	b = append(b, uleb(uint64(t))...)
+	b = append(b, 0x41, bulkShift, 0x76, 0x6b) // i32.const; i32.shr_u; i32.sub
+	return appendCheckTail(b, ix, t)
+}
+
+// appendCheckTail stores the new fuel and calls tick when it is spent.
+func appendCheckTail(b []byte, ix indices, t uint32) []byte {
+	g, l := uleb(uint64(ix.fuel)), uleb(uint64(t))
+	b = append(b, 0x22)
+	b = append(b, l...)
+	b = append(b, 0x24)
 	b = append(b, g...)
-	b = append(b, 0x45, 0x04, 0x40, 0x10)
+	b = append(b, 0x20)
+	b = append(b, l...)
+	b = append(b, 0x41, 0, 0x4c, 0x04, 0x40, 0x10) // i32.const 0; i32.le_s; if; call
 	b = append(b, uleb(uint64(ix.tick))...)
 	b = append(b, 0x24)
 	b = append(b, g...)
 	return append(b, 0x0b)
 }
 
-func rewriteCode(body []byte, ix indices) ([]byte, error) {
+// funcParams returns the number of parameters of each defined function,
+// from the type and function sections.
+func funcParams(types, funcs []byte) ([]uint32, error) {
+	if len(funcs) == 0 {
+		return nil, nil
+	}
+	var params []uint32
+	r := reader{b: types}
+	for range r.u32() {
+		if form := r.byte(); form != 0x60 {
+			return nil, fmt.Errorf("%w: type form %#x", errNotInstrumentable, form)
+		}
+		n := r.u32()
+		r.bytes(n)
+		r.bytes(r.u32())
+		params = append(params, n)
+	}
+	r = reader{b: funcs}
+	n := r.u32()
+	out := make([]uint32, 0, n)
+	for range n {
+		t := r.u32()
+		if t >= uint32(len(params)) {
+			return nil, fmt.Errorf("%w: function type %d out of range", errNotInstrumentable, t)
+		}
+		out = append(out, params[t])
+	}
+	return out, nil
+}
+
+func rewriteCode(body []byte, ix indices, params []uint32) ([]byte, error) {
 	r := reader{b: body}
 	n := r.u32()
-	check := fuelCheck(ix)
+	if n != uint32(len(params)) {
+		return nil, fmt.Errorf("%w: %d function bodies for %d functions", errNotInstrumentable, n, len(params))
+	}
 	w := uleb(uint64(n))
 	for i := range n {
 		size := r.u32()
 		fb := reader{b: r.bytes(size)}
-		var f []byte
-		// Locals: copied as they are.
-		start := fb.pos
 		groups := fb.u32()
+		locals := uint64(params[i])
+		var decl []byte
 		for range groups {
-			fb.u32()
-			fb.byte()
+			c := fb.u32()
+			locals += uint64(c)
+			decl = append(decl, uleb(uint64(c))...)
+			decl = append(decl, fb.byte())
 		}
-		f = append(f, fb.b[start:fb.pos]...)
-		f = append(f, check...)
+		if locals >= 50_000 { // wazero's limit; $t must fit too
+			return nil, fmt.Errorf("%w: function %d has %d locals", errNotInstrumentable, i, locals)
+		}
+		t := uint32(locals)
+		f := uleb(uint64(groups + 1))
+		f = append(f, decl...)
+		f = append(f, 1, 0x7f) // $t: one i32
 		var err error
-		if f, err = rewriteBody(&fb, f, ix, check); err != nil {
+		if f, err = rewriteBody(&fb, f, ix, t); err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
 		w = append(w, uleb(uint64(len(f)))...)
@@ -413,22 +516,74 @@ func rewriteCode(body []byte, ix indices) ([]byte, error) {
 }
 
 // rewriteBody copies one function's instructions, moving function indices
-// and inserting check after every loop header.
-func rewriteBody(r *reader, w []byte, ix indices, check []byte) ([]byte, error) {
-	for !r.done() {
+// and inserting the checks. A first pass counts the instructions and
+// finds whether the entry check can be left out.
+func rewriteBody(r *reader, w []byte, ix indices, t uint32) ([]byte, error) {
+	code := r.rest()
+	total, firstLoop := 0, -1 // firstLoop: the index of a loop reached in straight line from the entry
+	straight := true
+	if err := walkBody(code, ix, func(i int, op byte, _ []byte) {
+		total++
+		if !straight || firstLoop >= 0 {
+			return
+		}
+		switch op {
+		case 0x03:
+			firstLoop = i
+		case 0x04, 0x05, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13:
+			straight = false
+		}
+	}); err != nil {
+		return nil, err
+	}
+	cost := func(i int) uint64 { return 1 + uint64(total-i)/instrPerUnit }
+	if firstLoop < 0 {
+		w = append(w, staticCheck(ix, t, cost(0))...)
+	}
+	err := walkBody(code, ix, func(i int, op byte, instr []byte) {
+		switch {
+		case op == 0xfc && isBulk(instr):
+			w = append(w, dynamicCheck(ix, t)...)
+			w = append(w, instr...)
+		case op == 0x03:
+			w = append(w, instr...)
+			c := cost(i)
+			if i == firstLoop {
+				c = cost(0)
+			}
+			w = append(w, staticCheck(ix, t, c)...)
+		default:
+			w = append(w, instr...)
+		}
+	})
+	return w, err
+}
+
+// isBulk reports whether a 0xfc instruction takes a length operand on top
+// of the stack: memory.init, memory.copy, memory.fill, table.init,
+// table.copy, table.fill.
+func isBulk(instr []byte) bool {
+	switch sub := (&reader{b: instr[1:]}).u32(); sub {
+	case 8, 10, 11, 12, 14, 17:
+		return true
+	}
+	return false
+}
+
+// walkBody decodes a function's instructions and calls f with each one's
+// index, opcode and bytes, function indices already moved.
+func walkBody(code []byte, ix indices, f func(i int, op byte, instr []byte)) error {
+	r := reader{b: code}
+	var moved []byte
+	for i := 0; !r.done(); i++ {
 		at := r.pos
 		op := r.byte()
 		switch {
 		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
-			w = append(w, op)
-			w = append(w, uleb(uint64(ix.fn(r.u32())))...)
+			moved = append(append(moved[:0], op), uleb(uint64(ix.fn(r.u32())))...)
+			f(i, op, moved)
 			continue
-		case op == 0x03: // loop
-			r.blockType()
-			w = append(w, r.b[at:r.pos]...)
-			w = append(w, check...)
-			continue
-		case op == 0x02 || op == 0x04: // block, if
+		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
 			r.blockType()
 		case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, op == 0xd1,
 			op >= 0x45 && op <= 0xc4: // no immediates
@@ -473,14 +628,14 @@ func rewriteBody(r *reader, w []byte, ix indices, check []byte) ([]byte, error) 
 			case sub == 9 || sub == 11 || sub == 13 || sub == 15 || sub == 16 || sub == 17:
 				r.u32()
 			default:
-				return nil, fmt.Errorf("%w: instruction 0xfc %d", errNotInstrumentable, sub)
+				return fmt.Errorf("%w: instruction 0xfc %d", errNotInstrumentable, sub)
 			}
 		default:
-			return nil, fmt.Errorf("%w: instruction %#x at byte %d (only the instructions Go's wasm port emits are supported)", errNotInstrumentable, op, at)
+			return fmt.Errorf("%w: instruction %#x at byte %d (only the instructions Go's wasm port emits are supported)", errNotInstrumentable, op, at)
 		}
-		w = append(w, r.b[at:r.pos]...)
+		f(i, op, r.b[at:r.pos])
 	}
-	return w, nil
+	return nil
 }
 
 // reader decodes a WebAssembly binary; it panics past the end, which

@@ -111,6 +111,8 @@ func TestInstrumentation(t *testing.T) {
 		{"direct call", helperDirect, ""},
 		{"indirect call through the table", func(bool) []byte { return []byte{0x41, 0, 0x11, 2, 0} }, ""},
 		{"spin in a loop", func(bool) []byte { return []byte{0x03, 0x40, 0x0c, 0, 0x0b, 0x00} }, protocol.CodeTimeout},
+		{"a loop of long straight-line code", func(bool) []byte { return straightLoop }, protocol.CodeTimeout},
+		{"memory.fill of 1 MiB in a loop", func(bool) []byte { return fillLoop }, protocol.CodeTimeout},
 		{"recursion without a loop", func(imp bool) []byte {
 			call := []byte{0x42, 60, 0x10, 4}
 			if imp {
@@ -195,4 +197,68 @@ func FuzzInstrument(f *testing.F) {
 		}
 		_ = cm2.Close(ctx)
 	})
+}
+
+// straightLoop is a brain_invoke body that loops over 16,000 copies of a
+// straight-line increment of memory[0] (96,000 instructions an iteration,
+// about as many as all the loop iterations a fuel allowance counts).
+var straightLoop = func() []byte {
+	b := []byte{0x03, 0x40}
+	for range 16_000 {
+		b = append(b, 0x41, 0, 0x41, 0, 0x28, 2, 0, 0x41, 1, 0x6a, 0x36, 2, 0) // mem[0] = mem[0] + 1
+	}
+	return append(b, 0x0c, 0, 0x0b, 0x00)
+}()
+
+// fillLoop is a brain_invoke body that grows memory to 17 pages and then
+// fills its first MiB, forever: each iteration is one instruction.
+var fillLoop = append(append([]byte{0x41, 16, 0x40, 0, 0x1a, 0x03, 0x40, 0x41, 0, 0x41, 0, 0x41},
+	sleb(1<<20)...), 0xfc, 11, 0, 0x0c, 0, 0x0b, 0x00)
+
+// TestInstrumentationPrecision: whatever a fuel unit is made of — a loop
+// iteration, a function entry, tens of thousands of straight-line
+// instructions, a bulk memory operation on a megabyte — a guest reaches a
+// tick within a few milliseconds of work, so that it is stopped within
+// its deadline plus 10 ms (the best of three; 30 ms under -race, whose
+// Go side is slower). Without weighting the fuel, the straight-line loop
+// and the fill would run hundreds of milliseconds past their deadline.
+func TestInstrumentationPrecision(t *testing.T) {
+	h := newHost(t, &host.Options{CacheDir: t.TempDir()})
+	tests := []struct {
+		name   string
+		invoke []byte
+	}{
+		{"spin", []byte{0x03, 0x40, 0x0c, 0, 0x0b, 0x00}},
+		{"straight-line code in a loop", straightLoop},
+		{"memory.fill in a loop", fillLoop},
+		{"recursion without a loop", append([]byte{0x42, 60, 0x10, 4}, 0x1a, 0x00)},
+	}
+	precision := 10 * time.Millisecond
+	if raceEnabled {
+		precision = 30 * time.Millisecond
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inst, err := attachModule(t, h, abiModule(tt.invoke, false))
+			must(t, err)
+			defer inst.Close()
+			const deadline = 50 * time.Millisecond
+			best := time.Hour
+			for range 3 {
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				_, err := inst.Invoke(ctx, &tool.Call{ID: "c", Input: json.RawMessage(`{}`)})
+				took := time.Since(start)
+				cancel()
+				if o := protocol.OutcomeOf(err); o.IsOK() || o.Err.Code != protocol.CodeTimeout || took > deadline+slack {
+					t.Fatalf("invoke = %v after %v, want timeout within %v", err, took, deadline+slack)
+				}
+				best = min(best, took)
+			}
+			if over := best - deadline; over > precision {
+				t.Fatalf("stopped %v after its deadline at best, want within %v", over, precision)
+			}
+			t.Logf("stopped %v after the deadline at best", best-deadline)
+		})
+	}
 }

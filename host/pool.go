@@ -400,3 +400,9 @@ func (h *Host) Stats() []PoolStats {
 	})
 	return out
 }
+
+// ReturnsByDeadline marks the pool as a [tool.DeadlineBound] instance:
+// Invoke returns by its context's deadline whatever the guest does (a
+// guest reaches a tick within a bounded amount of work, see instrument.go;
+// every host function and the sleep return at the deadline).
+func (p *pool) ReturnsByDeadline() {}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/tool"
 )
@@ -65,6 +66,9 @@ func (e *Environment) invoke(ctx context.Context, name, id string, input json.Ra
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if _, ok := at.inst.(tool.DeadlineBound); ok && e.staticHandles(at.manifest.Requires) {
+		return e.run(ctx, at, id, input, progress) // it returns by the deadline itself: no hop to a worker
+	}
 	j := &job{ctx: ctx, at: at, id: id, input: input, progress: progress, done: make(chan protocol.Outcome, 1)}
 	e.workers.Submit(j)
 	select {
@@ -122,4 +126,17 @@ func ctxOutcome(ctx context.Context) protocol.Outcome {
 		return protocol.Fail(protocol.CodeTimeout, "the call did not finish before its deadline")
 	}
 	return protocol.Fail(protocol.CodeCancelled, "the call was cancelled")
+}
+
+// staticHandles reports whether every handle of kinds is provided by
+// [Static], whose Acquire and release return at once.
+func (e *Environment) staticHandles(kinds []handle.Kind) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, k := range kinds {
+		if _, ok := e.provided[k].(static); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -132,6 +132,17 @@ type Instance interface {
 	Close() error
 }
 
+// DeadlineBound is implemented by an Instance whose Invoke returns by its
+// context's deadline or cancellation whatever its tool does, such as an
+// artifact's (the host stops its guest there). A caller that must return
+// at the deadline may run such an instance on its own goroutine instead of
+// one it can leave behind.
+type DeadlineBound interface {
+	Instance
+	// ReturnsByDeadline marks the guarantee; it does nothing.
+	ReturnsByDeadline()
+}
+
 // Tool is a native Go tool, made with [New]. It implements [Attachable].
 type Tool[In, Out, H, B any] struct {
 	manifest Manifest
