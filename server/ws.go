@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -313,6 +314,13 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 	var wake <-chan struct{} = closedChan // gather at once: a snapshot may be waiting
 	for {
 		var first *protocol.Frame
+		if wake != nil {
+			// One yield before parking: the goroutine about to emit the
+			// next event (a caller woken by the result just read) often
+			// runs in it, and the writer then finds the event without a
+			// park and a wake-up (~20 % of a round trip on 2 cores).
+			runtime.Gosched()
+		}
 		select {
 		case next := <-c.subs:
 			if sub != nil {
