@@ -79,12 +79,15 @@ func (d *Driver) Turn(ctx context.Context, s *session.Session, message string) (
 // until the model answers without tool calls, the step limit, cancellation
 // of ctx, or an error.
 func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protocol.TurnReason, error) {
-	conv := newConversation(s.ConversationMessages(), min(2*d.opts.MaxSteps+2, 64))
+	conv := newConversation(s, min(2*d.opts.MaxSteps+2, 64))
 	onText := func(text string) { s.StreamText(turn, text) }
 	debug := d.log.Enabled(ctx, slog.LevelDebug)
 	var cur *offer // this turn's latest offer, built for curNames names
 	curNames := 0
 	for step := 1; step <= d.opts.MaxSteps; step++ {
+		if step > 1 {
+			conv.read(s) // with the last step's messages
+		}
 		// The registry is read again before every step: its revision is
 		// the read, and an unchanged one means the tools, the prompt and
 		// the names of the last step are still what it holds.
@@ -92,7 +95,6 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			cur, curNames = d.offerFor(s, rev, conv.names), len(conv.names)
 		}
 		names := cur.names
-		conv.read(s)
 		req := &Request{System: cur.system, Messages: conv.msgs[:len(conv.msgs):len(conv.msgs)], Tools: cur.tools, names: names}
 		var start time.Time
 		if debug {
@@ -150,7 +152,8 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 }
 
 // conversation is what a turn sends the model: the session's
-// conversation, and the tool names it mentions. While the session's is
+// conversation, and the tool names it mentions (the session's list of
+// them, which only grows). While the session's conversation is
 // well-formed (every tool call answered right after it), which a turn of
 // this driver keeps it, it is the session's own messages, read again at
 // each step without a copy (neither the session nor the driver modifies a
@@ -160,50 +163,35 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 type conversation struct {
 	msgs  []protocol.ChatMessage
 	own   bool // msgs is the turn's repaired copy
-	names map[string]bool
+	names []string
 }
 
-// newConversation starts a turn's conversation from the session's
-// messages; grow is the room a repaired copy leaves for the turn's.
-func newConversation(msgs []protocol.ChatMessage, grow int) *conversation {
-	c := &conversation{msgs: msgs, names: map[string]bool{}}
-	if !wellFormed(msgs) {
-		c.msgs, c.own = repair(msgs, grow), true
-	}
-	for i := range c.msgs {
-		c.noteNames(&c.msgs[i])
+// newConversation starts a turn's conversation from s's; grow is the room
+// a repaired copy leaves for the turn's messages.
+func newConversation(s *session.Session, grow int) *conversation {
+	c := &conversation{}
+	c.msgs, c.names = s.ConversationMessages()
+	if !wellFormed(c.msgs) {
+		c.msgs, c.own = repair(c.msgs, grow), true
 	}
 	return c
 }
 
-// read brings msgs up to date before a step: the session's messages again,
-// which include the turn's own, unless the turn has its copy.
+// read brings the conversation up to date before a step: the session's
+// messages again, which include the turn's own, unless the turn has its
+// copy, and its tool names.
 func (c *conversation) read(s *session.Session) {
+	msgs, names := s.ConversationMessages()
 	if !c.own {
-		c.msgs = s.ConversationMessages()
+		c.msgs = msgs
 	}
+	c.names = names
 }
 
 // add records a message the turn added to the session.
 func (c *conversation) add(m protocol.ChatMessage) {
 	if c.own {
 		c.msgs = append(c.msgs, m)
-	}
-	c.noteNames(&m)
-}
-
-func (c *conversation) noteNames(m *protocol.ChatMessage) {
-	for _, tc := range m.ToolCalls {
-		c.note(tc.Name)
-	}
-	if m.Role == protocol.RoleTool {
-		c.note(m.Name)
-	}
-}
-
-func (c *conversation) note(name string) {
-	if !c.names[name] { // most names are known: a lookup is cheaper than a store
-		c.names[name] = true
 	}
 }
 
@@ -224,12 +212,12 @@ type offer struct {
 // conversation mentioning names would build. Revisions are unique across
 // sessions (see [session.Session.RegistryRevision]), so the capabilities
 // match; the names must be the same set.
-func (o *offer) fits(rev uint64, names map[string]bool) bool {
+func (o *offer) fits(rev uint64, names []string) bool {
 	if o == nil || o.rev != rev {
 		return false
 	}
 	extra := 0
-	for n := range names {
+	for _, n := range names {
 		if _, ok := o.names.toWire[n]; !ok {
 			return false
 		}
@@ -243,7 +231,7 @@ func (o *offer) fits(rev uint64, names map[string]bool) bool {
 // offerFor returns the offer for a step of s, whose registry was at
 // revision rev, with a conversation mentioning names: the driver's latest
 // if it fits, or a new one from the registry read again.
-func (d *Driver) offerFor(s *session.Session, rev uint64, names map[string]bool) *offer {
+func (d *Driver) offerFor(s *session.Session, rev uint64, names []string) *offer {
 	if o := d.offer.Load(); o.fits(rev, names) {
 		return o
 	}
@@ -255,7 +243,7 @@ func (d *Driver) offerFor(s *session.Session, rev uint64, names map[string]bool)
 
 // build makes the offer of the llm-audience capabilities caps, read at
 // revision rev, and the conversation's tool names.
-func (d *Driver) build(caps []protocol.Capability, rev uint64, convNames map[string]bool) *offer {
+func (d *Driver) build(caps []protocol.Capability, rev uint64, convNames []string) *offer {
 	o := &offer{rev: rev, tools: make([]Tool, len(caps))}
 	all := make([]string, 0, len(caps)+len(convNames))
 	isCap := make(map[string]bool, len(caps))
@@ -263,8 +251,8 @@ func (d *Driver) build(caps []protocol.Capability, rev uint64, convNames map[str
 		all = append(all, c.Name)
 		isCap[c.Name] = true
 	}
-	for n := range convNames {
-		if !isCap[n] {
+	for _, n := range convNames {
+		if !isCap[n] && !o.extra[n] {
 			all = append(all, n)
 			if o.extra == nil {
 				o.extra = map[string]bool{}

@@ -28,17 +28,19 @@ func (s *Session) Conversation() []ConversationEntry {
 }
 
 // ConversationMessages returns the messages of [Session.Conversation]
-// without copying them: the messages, their tool calls and outcomes are
-// the session's own, which it never modifies once added (a message added
-// later does not appear in the slice returned, and appending to the slice
-// copies it). Read them, never modify them. It is for a caller that reads
-// the whole conversation at every model step (a turn runner), for which
-// copying every message was most of the cost of a step.
-func (s *Session) ConversationMessages() []protocol.ChatMessage {
+// without copying them, and the distinct tool names they mention (of tool
+// calls and tool results, in the order they first appeared): the
+// messages, their tool calls and outcomes are the session's own, which it
+// never modifies once added (what is added later does not appear in the
+// slices returned, and appending to them copies them). Read them, never
+// modify them. It is for a caller that reads the whole conversation at
+// every model step (a turn runner), for which copying every message, or
+// collecting its tool names, was most of the cost of a step.
+func (s *Session) ConversationMessages() (msgs []protocol.ChatMessage, toolNames []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.turns.msgs)
-	return s.turns.msgs[:n:n]
+	n, k := len(s.turns.msgs), len(s.turns.toolNames)
+	return s.turns.msgs[:n:n], s.turns.toolNames[:k:k]
 }
 
 // AppendMessage adds m to the conversation during turn, which must be the
@@ -82,6 +84,23 @@ func (s *Session) appendMessageLocked(turn int, m protocol.ChatMessage) {
 func (t *turnState) addLocked(seq uint64, turn int, m protocol.ChatMessage) {
 	t.msgs = append(t.msgs, m)
 	t.meta = append(t.meta, messageMeta{seq: seq, turn: turn})
+	for i := range m.ToolCalls {
+		t.noteToolName(m.ToolCalls[i].Name)
+	}
+	if m.Role == protocol.RoleTool {
+		t.noteToolName(m.Name)
+	}
+}
+
+func (t *turnState) noteToolName(n string) {
+	if _, ok := t.toolNameSet[n]; ok {
+		return
+	}
+	if t.toolNameSet == nil {
+		t.toolNameSet = map[string]struct{}{}
+	}
+	t.toolNameSet[n] = struct{}{}
+	t.toolNames = append(t.toolNames, n)
 }
 
 // StreamText publishes a piece of assistant text while the model streams

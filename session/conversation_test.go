@@ -3,6 +3,7 @@ package session_test
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/brainrt/brain/protocol"
@@ -57,7 +58,10 @@ func TestAppendOwnedMessage(t *testing.T) {
 			}
 		})
 	}
-	shared := s.ConversationMessages()
+	shared, names := s.ConversationMessages()
+	if !slices.Equal(names, []string{"x.y"}) {
+		t.Fatalf("tool names %q, want [x.y]", names)
+	}
 	var msgs []protocol.ChatMessage
 	for _, e := range s.Conversation() {
 		msgs = append(msgs, e.Message)
@@ -71,7 +75,14 @@ func TestAppendOwnedMessage(t *testing.T) {
 	if err := s.AppendOwnedMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: "more"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(shared) != 4 || cap(shared) != 4 || len(s.ConversationMessages()) != 5 {
+	if err := s.AppendOwnedMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: "c3", Name: "z", Input: json.RawMessage(`{}`)}, {ID: "c4", Name: "x.y", Input: json.RawMessage(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	now, nowNames := s.ConversationMessages()
+	if !slices.Equal(nowNames, []string{"x.y", "z"}) || len(names) != 1 || cap(names) != 1 {
+		t.Fatalf("tool names %q then %q (len %d, cap %d)", names, nowNames, len(names), cap(names))
+	}
+	if len(shared) != 4 || cap(shared) != 4 || len(now) != 6 {
 		t.Fatalf("a later message reached an earlier ConversationMessages (len %d, cap %d)", len(shared), cap(shared))
 	}
 }

@@ -38,6 +38,10 @@ type turnState struct {
 	// ConversationMessages can hand out a prefix of msgs.
 	msgs []protocol.ChatMessage
 	meta []messageMeta
+	// toolNames are the distinct tool names msgs mention, in the order
+	// they first appeared (append-only too); toolNameSet holds them.
+	toolNames   []string
+	toolNameSet map[string]struct{}
 }
 
 // messageMeta is where a message of the conversation comes from.
