@@ -1,7 +1,7 @@
 // render.js: render surfaces. On render_invoked the console draws the
 // capability's render.source: an iframe in a sandbox without
 // allow-same-origin (props are posted to it as
-// {type:"brain.render", callId, props, seq}); a web component only when its
+// {type:"brain.render", callId, props, seq, partial}); a web component only when its
 // URL's origin is allowed in the serve config (console.web_component_origins,
 // none by default); otherwise the markdown fallback with {{prop}} filled.
 // A later render_invoked for the same call updates the props in place.
