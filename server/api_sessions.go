@@ -164,6 +164,12 @@ func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide)
 		e.conns[c] = struct{}{}
 	}
 	m.mu.Unlock()
+	if e == nil {
+		// The session left memory since the caller acquired it (deleted,
+		// or its lease lost: cluster.go): nothing would end this
+		// connection, so it ends now and the peer reconnects.
+		cancel()
+	}
 	return ctx, func() {
 		cancel()
 		if e != nil {

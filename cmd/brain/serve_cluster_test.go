@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brainrt/brain/internal/natstest"
 	"github.com/brainrt/brain/protocol"
@@ -99,109 +101,224 @@ func dialRetry(t *testing.T, ctx context.Context, addr, token, sessionID, query 
 	}
 }
 
-// TestServeClusterSIGKILL runs two `brain serve --nats --node-id` processes
-// on a three-server NATS cluster. A session is used through the node that
-// does not own it; the owner is SIGKILLed with an approval and a dispatched
-// client-side call in flight; the peer resumes on the other node with no
-// gap and no duplicate and both calls end there. Then that node is stopped
-// with SIGTERM and hands the session back before any lease expires.
-func TestServeClusterSIGKILL(t *testing.T) {
-	urls := natsCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	const ttl = "3s"
-	dirA, dirB := t.TempDir(), t.TempDir()
-	for _, d := range []string{dirA, dirB} {
-		if err := os.MkdirAll(filepath.Join(d, "workspace"), 0o755); err != nil {
+// startCluster starts three `brain serve --nats --node-id` processes (the
+// test binary, built once, as brain), node i on NATS server i, sharing the
+// first node's tokens file, and returns them, their addresses and the
+// token.
+func startCluster(t *testing.T, urls []string, ttl string) ([]*exec.Cmd, []string, string) {
+	t.Helper()
+	ids := []string{"a", "b", "c"}
+	cmds, addrs := make([]*exec.Cmd, len(ids)), make([]string, len(ids))
+	var token, first string
+	for i, id := range ids {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if i > 0 {
+			// Every node serves the same tokens: copy the first node's file.
+			raw, err := os.ReadFile(filepath.Join(first, "data", "tokens.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "data", "tokens.json"), raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			first = dir
+		}
+		cmd, addr, tok := startBrain(t, dir, "--nats", urls[i], "--node-id", id, "--lease-ttl", ttl)
+		if i == 0 {
+			token = tok
+		} else if tok != token {
+			t.Fatalf("node %s did not take the copied tokens", id)
+		}
+		cmds[i], addrs[i] = cmd, addr
 	}
-	cmdA, addrA, token := startBrain(t, dirA, "--nats", urls[0], "--node-id", "a", "--lease-ttl", ttl)
-	// Every node serves the same tokens: copy the first node's file.
-	raw, err := os.ReadFile(filepath.Join(dirA, "data", "tokens.json"))
+	return cmds, addrs, token
+}
+
+// leaseHolder returns the node holding session id's lease ("" if none).
+func leaseHolder(t *testing.T, ctx context.Context, natsURL, id string, ttl time.Duration) string {
+	t.Helper()
+	st, err := store.Open(ctx, &store.Options{URL: natsURL, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(dirB, "data"), 0o700); err != nil {
+	defer st.Close()
+	l, err := st.Leases(ctx, &store.LeaseOptions{Node: "probe", TTL: ttl})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dirB, "data", "tokens.json"), raw, 0o600); err != nil {
+	defer l.Close()
+	h, ok, err := l.Holder(ctx, id)
+	if err != nil {
 		t.Fatal(err)
 	}
-	cmdB, addrB, tokenB := startBrain(t, dirB, "--nats", urls[1], "--node-id", "b", "--lease-ttl", ttl)
-	if tokenB != token {
-		t.Fatal("node b did not take the copied tokens")
+	if !ok {
+		return ""
 	}
+	return h.Node
+}
 
-	owner := dialPeer(t, ctx, addrA, token, "k", "") // placement: node a, which the first connection reached
-	owner.until(protocol.TypeSnapshot)
-	p := dialPeer(t, ctx, addrB, token, "k", "?after=0") // forwarded to node a
-	show := protocol.Capability{Name: "ui.show", Description: "Show something.", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}, Audience: []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser}}
-	p.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{approvalCap("ui.confirm"), show}})
-	for f := p.next(); f.Ref != "r"; f = p.next() {
+// follow reads p's frames after seq until every call of want has ended,
+// failing on a gap or a duplicate seq and on a call ending twice; it
+// calls answer for each capability_invoked. It returns the last seq and
+// each call's outcome.
+func follow(t *testing.T, p *peer, seq uint64, want []string, answer func(*protocol.CapabilityInvoked)) (uint64, map[string]protocol.Outcome) {
+	t.Helper()
+	outcomes := map[string]protocol.Outcome{}
+	done := func() bool {
+		for _, c := range want {
+			if _, ok := outcomes[c]; !ok {
+				return false
+			}
+		}
+		return true
 	}
-	p.send("u1", &protocol.CapabilityInvoke{Name: "ui.confirm", Input: json.RawMessage(`{"what":"ship it"}`)})
-	req := p.until(protocol.TypeApprovalRequested).Msg.(*protocol.ApprovalRequested)
-	p.send("u2", &protocol.CapabilityInvoke{Name: "ui.show", Input: json.RawMessage(`{}`)})
-	inv := p.until(protocol.TypeCapabilityInvoked)
-	showCall, lastSeen := inv.Msg.(*protocol.CapabilityInvoked).CallID, inv.Seq
-
-	if err := cmdA.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmdA.Wait()
-	killed := time.Now()
-	p2 := dialRetry(t, ctx, addrB, token, "k", fmt.Sprintf("?after=%d", lastSeen), 20*time.Second)
-	t.Logf("resumed on node b %s after SIGKILL (lease TTL %s)", time.Since(killed).Round(10*time.Millisecond), ttl)
-	p2.send("a", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
-	p2.send("x", &protocol.CapabilityResult{CallID: showCall, Result: json.RawMessage(`"shown"`)})
-	seq := lastSeen
-	outcomes := map[string]string{}
-	for len(outcomes) < 2 {
-		f := p2.next()
+	for !done() {
+		f := p.next()
 		if f.Ref != "" {
 			if f.Msg.MessageType() != protocol.TypeAck {
-				t.Fatalf("reply %s on node b: %+v", f.Ref, f.Msg)
+				t.Fatalf("reply %s: %+v", f.Ref, f.Msg)
 			}
 			continue
 		}
 		if f.Seq != seq+1 {
-			t.Fatalf("after failover got seq %d (%s), want %d: a gap or a duplicate", f.Seq, f.Msg.MessageType(), seq+1)
+			t.Fatalf("got seq %d (%s) after %d: a gap or a duplicate", f.Seq, f.Msg.MessageType(), seq)
 		}
 		seq = f.Seq
 		switch m := f.Msg.(type) {
 		case *protocol.CapabilityInvoked:
-			if m.CallID == req.CallID {
-				p2.send("x2", &protocol.CapabilityResult{CallID: m.CallID, Result: json.RawMessage(`"shipped"`)})
+			if answer != nil {
+				answer(m)
 			}
 		case *protocol.CapabilityOutcome:
 			if _, dup := outcomes[m.CallID]; dup {
 				t.Fatalf("call %s ended twice", m.CallID)
 			}
-			outcomes[m.CallID] = string(m.Outcome.Value)
+			outcomes[m.CallID] = m.Outcome
 		}
 	}
-	if outcomes[req.CallID] != `"shipped"` || outcomes[showCall] != `"shown"` {
-		t.Fatalf("outcomes = %v", outcomes)
+	return seq, outcomes
+}
+
+// TestServeClusterSIGKILL runs three `brain serve --nats --node-id`
+// processes on a three-server NATS cluster (R3). A session placed on node
+// a is used through b and c, which forward to a. With an agent-side call
+// running (js.eval, invoked over MCP on a), an approval pending and a
+// dispatched client-side call, node a is SIGKILLed: both peers resume on
+// the surviving nodes with no gap and no duplicate, the approval is
+// decided and the client-side call answered there, and every call ends
+// exactly once — the agent-side one unavailable. Then the new owner is
+// stopped with SIGTERM and hands the session to the last node before any
+// lease expires.
+func TestServeClusterSIGKILL(t *testing.T) {
+	urls := natsCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const ttl = 3 * time.Second
+	cmds, addrs, token := startCluster(t, urls, ttl.String())
+	node := map[string]int{"a": 0, "b": 1, "c": 2}
+
+	owner := dialPeer(t, ctx, addrs[0], token, "k", "") // placement: node a, which the first connection reached
+	owner.until(protocol.TypeSnapshot)
+	p := dialPeer(t, ctx, addrs[1], token, "k", "?after=0") // through b, forwarded to a
+	q := dialPeer(t, ctx, addrs[2], token, "k", "?after=0") // through c, forwarded to a; it only watches
+	show := protocol.Capability{Name: "ui.show", Description: "Show something.", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}, Audience: []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser}}
+	p.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{approvalCap("ui.confirm"), show}})
+	for f := p.next(); f.Ref != "r"; f = p.next() {
+	}
+	// An agent-side call that runs until its node dies.
+	cs := mcpSession(t, ctx, addrs[0], token, "k")
+	mcpErr := make(chan error, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "js.eval", Arguments: map[string]any{"source": "() => { for (;;) {} }"}})
+		if err == nil {
+			err = fmt.Errorf("js.eval returned %+v", res)
+		}
+		mcpErr <- err
+	}()
+	var jsCall string
+	for jsCall == "" {
+		if m, ok := p.until(protocol.TypeCapabilityInvoked).Msg.(*protocol.CapabilityInvoked); ok && m.Name == "js.eval" {
+			jsCall = m.CallID
+		}
+	}
+	p.send("u1", &protocol.CapabilityInvoke{Name: "ui.confirm", Input: json.RawMessage(`{"what":"ship it"}`)})
+	req := p.until(protocol.TypeApprovalRequested).Msg.(*protocol.ApprovalRequested)
+	p.send("u2", &protocol.CapabilityInvoke{Name: "ui.show", Input: json.RawMessage(`{}`)})
+	var inv *protocol.Frame
+	for inv == nil || inv.Msg.(*protocol.CapabilityInvoked).Name != "ui.show" {
+		inv = p.until(protocol.TypeCapabilityInvoked)
+	}
+	showCall, pSeen := inv.Msg.(*protocol.CapabilityInvoked).CallID, inv.Seq
+	// The watcher has seen at least as far, or will: read it up to the same seq.
+	qSeen := uint64(0)
+	for qSeen < pSeen {
+		if f := q.next(); f.Ref == "" && f.Seq != 0 {
+			if _, snap := f.Msg.(*protocol.Snapshot); !snap && f.Seq != qSeen+1 {
+				t.Fatalf("watcher: seq %d after %d", f.Seq, qSeen)
+			}
+			qSeen = f.Seq
+		}
 	}
 
-	// Graceful: node a comes back; SIGTERM on node b hands the session over
-	// at once, without waiting for the lease TTL.
-	_, addrA2, _ := startBrain(t, dirA, "--nats", urls[2], "--node-id", "a", "--lease-ttl", ttl)
-	if err := cmdB.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := cmds[0].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmds[0].Wait()
+	killed := time.Now()
+	select {
+	case err := <-mcpErr:
+		t.Logf("the MCP call on the dead node failed: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the MCP call to the dead node did not fail")
+	}
+	p2 := dialRetry(t, ctx, addrs[1], token, "k", fmt.Sprintf("?after=%d", pSeen), 20*time.Second)
+	t.Logf("resumed through node b %s after SIGKILL (lease TTL %s)", time.Since(killed).Round(10*time.Millisecond), ttl)
+	q2 := dialRetry(t, ctx, addrs[2], token, "k", fmt.Sprintf("?after=%d", qSeen), 20*time.Second)
+	p2.send("a", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
+	p2.send("x", &protocol.CapabilityResult{CallID: showCall, Result: json.RawMessage(`"shown"`)})
+	calls := []string{jsCall, req.CallID, showCall}
+	seq, outcomes := follow(t, p2, pSeen, calls, func(m *protocol.CapabilityInvoked) {
+		if m.CallID == req.CallID {
+			p2.send("x2", &protocol.CapabilityResult{CallID: m.CallID, Result: json.RawMessage(`"shipped"`)})
+		}
+	})
+	if o := outcomes[jsCall]; o.IsOK() || o.Err.Code != protocol.CodeUnavailable {
+		t.Fatalf("the agent-side call running on the dead node: %+v, want unavailable", o)
+	}
+	if string(outcomes[req.CallID].Value) != `"shipped"` || string(outcomes[showCall].Value) != `"shown"` {
+		t.Fatalf("outcomes = %+v", outcomes)
+	}
+	qSeq, qOutcomes := follow(t, q2, qSeen, calls, nil)
+	for _, c := range calls {
+		if a, b := outcomes[c], qOutcomes[c]; a.IsOK() != b.IsOK() || string(a.Value) != string(b.Value) {
+			t.Fatalf("call %s: peer b saw %+v, peer c %+v", c, a, b)
+		}
+	}
+	if qSeq > seq {
+		seq = qSeq
+	}
+
+	// Graceful: SIGTERM on the new owner hands the session to the last
+	// node at once, without waiting for the lease TTL.
+	holder := leaseHolder(t, ctx, urls[0], "k", ttl)
+	from, ok := node[holder]
+	if !ok || from == 0 {
+		t.Fatalf("the session's lease is held by %q, want b or c", holder)
+	}
+	to := 3 - from // the other survivor
+	if err := cmds[from].Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	for {
-		if _, _, err := p2.conn.Read(ctx); err != nil {
-			break
-		}
-	}
-	p3 := dialRetry(t, ctx, addrA2, token, "k", fmt.Sprintf("?after=%d", seq), 10*time.Second)
-	if took := time.Since(stopped); took > 2*time.Second {
-		t.Fatalf("graceful handover took %s (lease TTL %s): it waited for expiry", took, ttl)
-	}
+	p3 := dialRetry(t, ctx, addrs[to], token, "k", fmt.Sprintf("?after=%d", seq), 10*time.Second)
 	p3.send("r2", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{show}})
 	for f := p3.next(); f.Ref != "r2"; f = p3.next() {
 		if f.Ref == "" && f.Seq != 0 {
@@ -210,5 +327,11 @@ func TestServeClusterSIGKILL(t *testing.T) {
 			}
 			seq = f.Seq
 		}
+	}
+	if took := time.Since(stopped); took > 2*time.Second {
+		t.Fatalf("graceful handover took %s (lease TTL %s): it waited for expiry", took, ttl)
+	}
+	if h := leaseHolder(t, ctx, urls[0], "k", ttl); h != []string{"a", "b", "c"}[to] {
+		t.Fatalf("after the handover the lease is held by %q", h)
 	}
 }
