@@ -108,13 +108,17 @@ func stepTurns(b *testing.B, d *driver.Driver, m *callsModel, steps, sessionTurn
 	return took
 }
 
+// turnsPerSession is how many turns the step benchmarks run in one
+// session, whose conversation grows to 16*34 messages.
+const turnsPerSession = 16
+
 // BenchmarkDriverToolCallStep is one model step that makes one tool call,
 // against a model that answers at once, in turns of 16 such steps and an
-// answer (the default step limit's worth), four turns per session: the
-// driver's own cost per tool-call step — the registry read, the tools and
-// prompt, the name mapping, the assistant message, the invocation, the
-// tool message — with the turn's own costs (its events, reading the
-// conversation, the answer) spread over its steps.
+// answer (the default step limit's worth), turnsPerSession turns per
+// session: the driver's own cost per tool-call step — the registry read,
+// the tools and prompt, the name mapping, the assistant message, the
+// invocation, the tool message — with the turn's own costs (its events,
+// reading the conversation, the answer) spread over its steps.
 func BenchmarkDriverToolCallStep(b *testing.B) {
 	m := &callsModel{perTurn: 16}
 	d := driver.New(m, &driver.Options{MaxSteps: 17})
@@ -122,7 +126,7 @@ func BenchmarkDriverToolCallStep(b *testing.B) {
 	b.ResetTimer()
 	// Sessions are made ahead, a chunk's worth with the timer stopped.
 	const chunk = 1024
-	sessions := make([]*session.Session, 0, chunk/16/4+1)
+	sessions := make([]*session.Session, 0, chunk/16/turnsPerSession+1)
 	for done := 0; done < b.N; done += chunk {
 		b.StopTimer()
 		sessions = sessions[:0]
@@ -132,7 +136,7 @@ func BenchmarkDriverToolCallStep(b *testing.B) {
 		b.StartTimer()
 		m.left = min(chunk, b.N-done)
 		for turns := 0; m.left > 0; turns++ {
-			if r, err := d.Turn(context.Background(), sessions[turns/4], "go"); r != protocol.TurnCompleted {
+			if r, err := d.Turn(context.Background(), sessions[turns/turnsPerSession], "go"); r != protocol.TurnCompleted {
 				b.Fatal(r, err)
 			}
 		}
@@ -168,7 +172,7 @@ func BenchmarkDriverStepVsInvoke(b *testing.B) {
 	b.ResetTimer()
 	for done := 0; done < b.N; done += perTurn {
 		n := min(perTurn, b.N-done)
-		stepTime += stepTurns(b, d, m, n, 4, &s, &turns)
+		stepTime += stepTurns(b, d, m, n, turnsPerSession, &s, &turns)
 		start := time.Now()
 		for range n {
 			if out := floor.Invoke(ctx, protocol.AudienceLLM, "bench.echo", echoInput); !out.IsOK() {
