@@ -7,6 +7,9 @@
 //     become the model's tools, their input schemas passed through
 //     unchanged, and the system prompt is the configured prompt followed by
 //     the session's <CAPABILITIES> section (every promptFragment included).
+//     While the registry's revision ([session.Session.RegistryRevision])
+//     and the conversation's tool names are unchanged, the last step's
+//     tools, prompt and name mapping are what it gives, and are reused.
 //  2. Send the conversation and stream the answer: text pieces become
 //     assistant_delta events, the whole answer a conversation_message.
 //  3. Run every tool call the answer makes through [session.Session.Invoke]
