@@ -12,12 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Retries of a publish that met no responders (a stream between leaders),
-// as jetstream.PublishMsg does by default.
-const (
-	pubRetryWait     = jetstream.DefaultPubRetryWait
-	pubRetryAttempts = jetstream.DefaultPubRetryAttempts
-)
+// pubRetryWait is the pause before a publish that met no responders (a
+// stream between leaders) is sent again, until its timeout: an election
+// on a loaded cluster can outlast jetstream.PublishMsg's two attempts,
+// and in a cluster a failed append hands the session over (server's
+// cluster.go), so riding it out is cheaper.
+const pubRetryWait = jetstream.DefaultPubRetryWait
 
 // request publishes m to the stream and waits at most timeout for its
 // acknowledgement: what jetstream.PublishMsg does, with the same errors,
@@ -28,7 +28,7 @@ const (
 func (s *Store) request(m *nats.Msg, timeout time.Duration) (*jetstream.PubAck, error) {
 	deadline := time.Now().Add(timeout)
 	resp, err := s.nc.RequestMsg(m, timeout)
-	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < pubRetryAttempts; r++ {
+	for errors.Is(err, nats.ErrNoResponders) {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
