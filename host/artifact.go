@@ -61,7 +61,7 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 		return nil, fmt.Errorf("bindings: %w", err)
 	}
 	p := &pool{h: a.h, cm: cm, bindings: bj, sem: make(chan struct{}, a.h.opts.PoolSize), name: a.m.Name, payload: a.m.Payload}
-	first, err := p.newInstance(ctx, &callState{handles: hs})
+	first, err := p.newInstance(ctx, newCallState(ctx, hs, nil))
 	if err != nil {
 		_ = cm.Close(ctx)
 		return nil, err

@@ -102,8 +102,8 @@ func TestBlockedGuestReleasesSlot(t *testing.T) {
 				}
 			}
 			st := h.Stats()
-			if len(st) != 1 || st[0].Discards != 2 || st[0].Stopping != 0 || st[0].InUse != 0 || st[0].Size != 1 {
-				t.Fatalf("stats = %+v, want one pool of size 1 with 2 discards, none stopping", st)
+			if len(st) != 1 || st[0].Discards != 2 || st[0].InUse != 0 || st[0].Size != 1 {
+				t.Fatalf("stats = %+v, want one pool of size 1 with 2 discards, none in use", st)
 			}
 		})
 	}

@@ -21,8 +21,11 @@ import (
 const MaxRequestBytes = 64 << 20
 
 // callState is what the host functions of one call may use: exactly the
-// handles the environment gave the call, and the pending response.
+// handles the environment gave the call, and the pending response. It is
+// the call's context too (one allocation for both), carrying itself as
+// the value of stateKey.
 type callState struct {
+	context.Context
 	handles  tool.Handles
 	progress func(tool.Progress)
 	pending  []byte
@@ -30,8 +33,17 @@ type callState struct {
 
 type stateKey struct{}
 
-func withCallState(ctx context.Context, st *callState) context.Context {
-	return context.WithValue(ctx, stateKey{}, st)
+func newCallState(ctx context.Context, hs tool.Handles, progress func(tool.Progress)) *callState {
+	return &callState{Context: ctx, handles: hs, progress: progress}
+}
+
+// Value returns the call state for stateKey, and the parent's values
+// otherwise.
+func (st *callState) Value(key any) any {
+	if key == (stateKey{}) {
+		return st
+	}
+	return st.Context.Value(key)
 }
 
 // op is one handle operation: decode req, act on h, return a value.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -23,11 +22,10 @@ import (
 // pool is a provisioned artifact: a bounded set of initialised instances.
 //
 // A slot (a token of sem) is held from the moment a call takes or makes an
-// instance until the call ends — or until its context is done, whichever
-// comes first: at the deadline the instance is given up (its sleep woken,
-// never reused) and the slot handed back at once, even while the guest is
-// still inside a host function; the instance is closed when its guest
-// returns.
+// instance until the call ends, which is by its context's deadline: the
+// guest is stopped at its next tick, and every place it can wait (its
+// sleep, every host function) returns at the deadline itself. An instance
+// whose call ran into its deadline or was cancelled is never reused.
 type pool struct {
 	h        *Host
 	cm       wazero.CompiledModule
@@ -39,7 +37,6 @@ type pool struct {
 	mu       sync.Mutex
 	idle     []*instance
 	inUse    int // instances holding a slot: running a call or being made
-	stopping int // instances given up at a deadline whose guest has not returned
 	discards uint64
 	closed   bool
 }
@@ -53,10 +50,9 @@ type instance struct {
 	invoke api.Function
 	stack  []uint64
 	req    []byte          // the invoke request, reused
-	abort  chan struct{}   // closed when the instance is given up: ends its sleep
+	abort  chan struct{}   // closed when an initialisation is given up: ends its sleep
 	cur    context.Context // the context of the running export call, for the sleep
 	once   sync.Once
-	gaveUp chan struct{} // closed when abandon has handed the slot back
 }
 
 func (in *instance) wake() { in.once.Do(func() { close(in.abort) }) }
@@ -68,9 +64,9 @@ func (in *instance) wake() { in.once.Do(func() { close(in.abort) }) }
 func (p *pool) newInstance(ctx context.Context, st *callState) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.h.opts.InitTimeout)
 	defer cancel()
-	in := &instance{abort: make(chan struct{}), gaveUp: make(chan struct{}), stack: make([]uint64, 2)}
+	in := &instance{abort: make(chan struct{}), stack: make([]uint64, 2)}
 	stop := context.AfterFunc(ctx, in.wake)
-	err := p.initialise(withCallState(ctx, st), in)
+	err := p.initialise(newCallState(ctx, st.handles, st.progress), in)
 	if !stop() && err == nil { // the deadline came as it finished: its sleep is broken
 		_ = in.mod.Close(context.Background())
 		err = initStopped(ctx, p.name)
@@ -237,57 +233,26 @@ func (p *pool) discard(in *instance) {
 	<-p.sem
 }
 
-// abandon gives up an instance whose call's context is done, whatever its
-// guest is doing: the slot comes back now, the guest's sleep ends, and
-// reap closes the instance when its guest returns. It runs on its own
-// goroutine (context.AfterFunc) and never touches the module, which the
-// call's goroutine may still be running.
-func (p *pool) abandon(in *instance) {
-	in.wake()
-	p.mu.Lock()
-	p.inUse--
-	p.stopping++
-	p.discards++
-	p.mu.Unlock()
-	<-p.sem
-	close(in.gaveUp)
-}
-
-func (p *pool) reap(in *instance) {
-	<-in.gaveUp
-	_ = in.mod.Close(context.Background())
-	p.mu.Lock()
-	p.stopping--
-	p.mu.Unlock()
-}
-
 // Invoke runs one call on an instance of the pool. The handles of the call
 // are reachable by the host functions through the call's context, and only
 // for the duration of the call.
 func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error) {
-	st := &callState{handles: c.Handles, progress: c.Progress}
+	st := newCallState(ctx, c.Handles, c.Progress)
 	in, err := p.get(ctx, st)
 	if err != nil {
 		return nil, err
 	}
 	in.req = abi.AppendInvoke(in.req[:0], c.ID, c.Workspace, c.Input)
-	// Every place a guest can wait honours ctx itself (tick, the sleep,
-	// the host functions). The timer is the backstop that gives the slot
-	// back at the deadline even if something else blocks: a timer, not
-	// context.AfterFunc, which costs a goroutine per call on the kernel's
-	// own context type.
-	stop := func() bool { return true }
-	if d, ok := ctx.Deadline(); ok {
-		t := time.AfterFunc(time.Until(d), func() { p.abandon(in) })
-		stop = t.Stop
-	}
-	raw, err := in.call(withCallState(ctx, st), in.invoke, in.req)
+	// No timer: every place a guest can wait returns at the deadline
+	// itself (tick, the sleep, the host functions), so the call does too
+	// (docs/RATIONALE.md, "Why an artifact's call has no timer").
+	raw, err := in.call(st, in.invoke, in.req)
 	var out protocol.Outcome
 	if err == nil {
 		out, err = decodeResult(raw)
 	}
-	if !stop() {
-		p.reap(in)
+	if ctx.Err() != nil { // stopped, or finished as its deadline came: never reused
+		p.discard(in)
 		p.h.log.Warn("tool instance stopped at its call's deadline and replaced", slog.String("tool", p.name), slog.String("call", c.ID))
 		return nil, stoppedErr(ctx, p.name)
 	}
@@ -368,10 +333,6 @@ type PoolStats struct {
 	Limit   int    // Options.PoolSize: the most instances, and so concurrent calls
 	Size    int    // instances alive and usable: idle or in use
 	InUse   int    // instances running a call or being initialised
-	// Stopping counts instances given up at their call's deadline whose
-	// guest has not yet come back from a host function. They hold no slot
-	// and are closed as soon as it does.
-	Stopping int
 	// Discards counts instances closed and never reused since the attach:
 	// trapped, out of memory, stopped at a deadline or cancelled, or failed
 	// to initialise when the pool grew.
@@ -392,7 +353,7 @@ func (h *Host) Stats() []PoolStats {
 	for _, p := range pools {
 		p.mu.Lock()
 		out = append(out, PoolStats{Tool: p.name, Payload: p.payload, Limit: cap(p.sem), Size: len(p.idle) + p.inUse,
-			InUse: p.inUse, Stopping: p.stopping, Discards: p.discards})
+			InUse: p.inUse, Discards: p.discards})
 		p.mu.Unlock()
 	}
 	slices.SortFunc(out, func(a, b PoolStats) int {
