@@ -3,8 +3,11 @@ package driver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/brainrt/brain/driver"
@@ -267,4 +270,75 @@ func TestRepairedConversationAcrossSteps(t *testing.T) {
 	if got := render(kept); !slices.Equal(got, []string{"user first", "assistant ", "user second", "assistant ", "tool call_a_tool", "assistant done"}) {
 		t.Fatalf("the session's conversation is %q", got)
 	}
+}
+
+// hammerModel serves turns of many sessions at once: it finds the session
+// from the user's message ("s<i>") and checks each step's tools against
+// what that session's registry holds (only.<i>, and extra.<i> while a
+// toggle has it registered), calling toggle_<i> on the first two steps.
+type hammerModel struct {
+	t     *testing.T
+	extra []atomic.Bool // by session: extra.<i> is registered
+}
+
+func (m *hammerModel) Step(_ context.Context, req *driver.Request, _ func(string)) (*driver.Reply, error) {
+	var i, step int
+	for _, msg := range req.Messages {
+		if msg.Role == protocol.RoleUser {
+			fmt.Sscanf(msg.Text, "s%d", &i)
+			step = 0
+		}
+		if msg.Role == protocol.RoleAssistant {
+			step++
+		}
+	}
+	names := toolNamesOf(req)
+	for j := range m.extra {
+		if slices.Contains(names, fmt.Sprintf("only_%d", j)) != (j == i) {
+			m.t.Errorf("session %d was offered %q", i, names)
+		}
+	}
+	if has := slices.Contains(names, fmt.Sprintf("extra_%d", i)); has != m.extra[i].Load() {
+		m.t.Errorf("session %d step %d: extra offered %v, registered %v", i, step+1, has, m.extra[i].Load())
+	}
+	if step < 2 {
+		return &driver.Reply{ToolCalls: []protocol.ToolCall{{ID: fmt.Sprint("t", step), Name: fmt.Sprintf("toggle_%d", i), Input: json.RawMessage(`{}`)}}}, nil
+	}
+	return &driver.Reply{Text: "done"}, nil
+}
+
+// TestOfferConcurrentSessions: one driver running turns of eight sessions
+// at once, each changing its registry mid-turn, offers each step exactly
+// its own session's registry (run it with -race).
+func TestOfferConcurrentSessions(t *testing.T) {
+	const sessions, turns = 8, 10
+	m := &hammerModel{t: t, extra: make([]atomic.Bool, sessions)}
+	d := driver.New(m, nil)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		s := session.New(fmt.Sprint("s", i), nil)
+		extra := agentCap(fmt.Sprintf("extra.%d", i), `{"type":"object"}`)
+		mustRegister(t, s, agentCap(fmt.Sprintf("only.%d", i), `{"type":"object"}`))
+		if err := s.RegisterAgent(agentCap(fmt.Sprintf("toggle.%d", i), `{"type":"object"}`), session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) {
+			var err error
+			if m.extra[i].Load() {
+				err = s.Deregister(session.Runtime, extra.Name)
+			} else {
+				err = s.RegisterAgent(extra, echoHandler())
+			}
+			m.extra[i].Store(!m.extra[i].Load())
+			return json.RawMessage(`{}`), err
+		})); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for range turns {
+				if r, err := d.Turn(testutil.Context(t), s, fmt.Sprint("s", i)); r != protocol.TurnCompleted {
+					t.Errorf("session %d: %s %v", i, r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
