@@ -113,6 +113,9 @@ func TestDecodeResultFrameCopies(t *testing.T) {
 
 // TestDecodeResultFrameAllocs bounds the fast path's allocations.
 func TestDecodeResultFrameAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
 	data := []byte(`{"v":2,"id":"r1","msg":{"type":"capability_result","callId":"c1","result":{"n":7}}}`)
 	if n := testing.AllocsPerRun(100, func() { _, _ = decodeResultFrame(data) }); n > 5 {
 		t.Fatalf("%.0f allocations per frame, want at most 5", n)
