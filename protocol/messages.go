@@ -210,13 +210,22 @@ type PendingCall struct {
 }
 
 // Snapshot (extension) is the session's state as of Seq, sent instead of a
-// replay when a subscriber is too far behind: every registration and every
-// pending call (pending approvals are the calls in state awaiting_approval).
-// The live stream continues after Seq.
+// replay when a subscriber is too far behind: every registration, every
+// pending call (pending approvals are the calls in state awaiting_approval)
+// and the current turn (nil before the session's first). The live stream
+// continues after Seq.
 type Snapshot struct {
 	Seq          uint64        `json:"seq"`
 	Capabilities []Capability  `json:"capabilities"`
 	PendingCalls []PendingCall `json:"pendingCalls"`
+	Turn         *SnapshotTurn `json:"turn,omitempty"`
+}
+
+// SnapshotTurn is the session's latest turn in a [Snapshot]: its number
+// and whether it is still running (its turn_ended has not been emitted).
+type SnapshotTurn struct {
+	Turn    int  `json:"turn"`
+	Running bool `json:"running"`
 }
 
 // Ack (extension) answers a peer command that succeeded. CallID is set when

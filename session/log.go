@@ -222,6 +222,7 @@ func (s *Session) snapshotLocked() *protocol.Snapshot {
 		Seq:          s.events.last,
 		Capabilities: s.listLocked(nil),
 		PendingCalls: make([]protocol.PendingCall, 0, len(s.calls)),
+		Turn:         s.turnSnapshotLocked(), // turn.go
 	}
 	for _, c := range s.sortedCallsLocked() {
 		pc := protocol.PendingCall{CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, State: protocol.CallRunning}

@@ -221,6 +221,14 @@ func (s *Session) CancelTurn(reason string) error {
 	return nil
 }
 
+// turnSnapshotLocked is the turn a snapshot carries: nil before the first.
+func (s *Session) turnSnapshotLocked() *protocol.SnapshotTurn {
+	if s.turn == 0 {
+		return nil
+	}
+	return &protocol.SnapshotTurn{Turn: s.turn, Running: s.turns.active}
+}
+
 // CurrentTurn returns the number of the latest turn (0 before the first)
 // and whether it is still running.
 func (s *Session) CurrentTurn() (int, bool) {

@@ -221,3 +221,59 @@ func TestTurnRestore(t *testing.T) {
 		t.Fatalf("the next turn after restore: %d, %v; want 3", n, err)
 	}
 }
+
+// TestSnapshotTurn: a snapshot carries the latest turn and whether it is
+// running, so a peer that resumes from one knows the turn state; a restore
+// of a session that died mid-turn snapshots the turn ended.
+func TestSnapshotTurn(t *testing.T) {
+	j := &memJournal{}
+	s := session.New("test", &session.Options{Journal: j})
+	snap := func(s *session.Session) *protocol.SnapshotTurn {
+		t.Helper()
+		// Through the wire encoding, as a peer gets it.
+		b, err := protocol.EncodeFrame(&protocol.Frame{Seq: s.LastSeq(), Msg: s.Snapshot()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := protocol.DecodeFrame(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Msg.(*protocol.Snapshot).Turn
+	}
+	if got := snap(s); got != nil {
+		t.Fatalf("before any turn the snapshot has turn %+v", got)
+	}
+	for _, tt := range []struct {
+		name string
+		do   func(*testing.T) *session.Session
+		want protocol.SnapshotTurn
+	}{
+		{"running", func(t *testing.T) *session.Session {
+			if _, err := s.StartTurn(session.Client, "one"); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}, protocol.SnapshotTurn{Turn: 1, Running: true}},
+		{"ended", func(*testing.T) *session.Session { s.EndTurn(protocol.TurnCompleted, ""); return s }, protocol.SnapshotTurn{Turn: 1}},
+		{"the next one running", func(t *testing.T) *session.Session {
+			if _, err := s.StartTurn(session.Client, "two"); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}, protocol.SnapshotTurn{Turn: 2, Running: true}},
+		{"restored after the kernel died in it", func(t *testing.T) *session.Session {
+			r, err := session.Restore("test", j.events(t), &session.Options{Journal: j}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}, protocol.SnapshotTurn{Turn: 2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := snap(tt.do(t)); got == nil || *got != tt.want {
+				t.Fatalf("snapshot turn %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

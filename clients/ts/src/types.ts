@@ -293,6 +293,8 @@ export type SnapshotEvent = {
   seq: number;
   capabilities: Capability[];
   pendingCalls: PendingCall[];
+  /** The latest turn and whether it is running; absent before the session's first. */
+  turn?: { turn: number; running: boolean };
 };
 
 /** A command succeeded (extension; kernel → peer). */
