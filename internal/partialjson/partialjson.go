@@ -98,12 +98,8 @@ func Complete(prefix []byte) []byte {
 					j++
 				}
 				if j == n { // maybe cut short: keep its longest valid prefix
-					k := j
-					for k > i && !validNumber(prefix[i:k]) {
-						k--
-					}
-					if k > i {
-						commit = k
+					if k := longestNumber(prefix[i:j]); k > 0 {
+						commit = i + k
 					}
 					return rollback()
 				}
@@ -263,6 +259,49 @@ func isHex(c byte) bool {
 
 func isNumberByte(c byte) bool {
 	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+// longestNumber returns the length of the longest prefix of b that is a
+// JSON number (0 if none), in one pass: searching for it by trying ever
+// shorter prefixes would take time quadratic in len(b).
+func longestNumber(b []byte) int {
+	i, best := 0, 0
+	digits := func() int {
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i - d
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		digits()
+	default:
+		return 0
+	}
+	best = i
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return best
+		}
+		best = i
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() > 0 {
+			best = i
+		}
+	}
+	return best
 }
 
 // validNumber reports whether b is exactly a JSON number:
