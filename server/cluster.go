@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,7 +121,8 @@ type fencedJournal struct {
 
 	mu      sync.Mutex
 	started map[string]chan struct{} // call id → closed once an event of the call is stored
-	order   []string                 // started's keys, oldest first (bounded by startedMemory)
+	order   []string                 // started's keys, a ring of startedMemory
+	next    int                      // order's oldest entry once it is full
 }
 
 // startedMemory bounds the calls a fenced journal remembers as started:
@@ -173,10 +173,12 @@ func (f *fencedJournal) entry(id string) chan struct{} {
 	if ch == nil {
 		ch = make(chan struct{})
 		f.started[id] = ch
-		f.order = append(f.order, id)
-		if len(f.order) > startedMemory {
-			delete(f.started, f.order[0])
-			f.order = slices.Delete(f.order, 0, 1)
+		if len(f.order) < startedMemory {
+			f.order = append(f.order, id)
+		} else {
+			delete(f.started, f.order[f.next])
+			f.order[f.next] = id
+			f.next = (f.next + 1) % startedMemory
 		}
 	}
 	return ch

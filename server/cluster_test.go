@@ -47,12 +47,12 @@ func startNode(t testing.TB, id, natsURL string, tokens *server.Tokens) *node {
 // startNodeWith is startNode with an Attach (the runtime's agent tools).
 func startNodeWith(t testing.TB, id, natsURL string, tokens *server.Tokens, attach func(*session.Session) error) *node {
 	t.Helper()
-	return startNodeLog(t, id, natsURL, tokens, attach, nil)
+	return startNodeLog(t, id, natsURL, tokens, attach, nil, clusterTTL)
 }
 
 // startNodeLog is startNodeWith with a logger for the node's store,
-// manager, server and sessions (nil discards).
-func startNodeLog(t testing.TB, id, natsURL string, tokens *server.Tokens, attach func(*session.Session) error, log *slog.Logger) *node {
+// manager, server and sessions (nil discards) and a lease TTL.
+func startNodeLog(t testing.TB, id, natsURL string, tokens *server.Tokens, attach func(*session.Session) error, log *slog.Logger, ttl time.Duration) *node {
 	t.Helper()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -76,7 +76,7 @@ func startNodeLog(t testing.TB, id, natsURL string, tokens *server.Tokens, attac
 		}
 		time.Sleep(200 * time.Millisecond) // polling a cluster electing its leaders
 	}
-	if n.leases, err = n.st.Leases(context.Background(), &store.LeaseOptions{Node: id, Addr: n.url, TTL: clusterTTL}); err != nil {
+	if n.leases, err = n.st.Leases(context.Background(), &store.LeaseOptions{Node: id, Addr: n.url, TTL: ttl}); err != nil {
 		t.Fatal(err)
 	}
 	n.mgr = server.NewManager(server.ManagerOptions{Store: n.st, Node: id, Logger: log, Session: session.Options{PeerGrace: 5 * time.Second, Logger: log}, Attach: attach,
