@@ -158,23 +158,34 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 // this driver keeps it, it is the session's own messages, read again at
 // each step without a copy (neither the session nor the driver modifies a
 // message once added). One that needs repairing (a turn ended before its
-// calls' results were recorded) is copied and repaired once, at the start
-// of the turn, and the turn's messages appended to the copy.
+// calls' results were recorded) is copied and repaired, at the start of
+// the turn or when messages the turn did not add break it, and the turn's
+// messages appended to the copy.
 type conversation struct {
 	msgs  []protocol.ChatMessage
 	own   bool // msgs is the turn's repaired copy
+	want  int  // unless own: how many messages the session has if only the turn added to it
+	grow  int  // the room a repaired copy leaves for the turn's messages
 	names []string
 }
 
-// newConversation starts a turn's conversation from s's; grow is the room
-// a repaired copy leaves for the turn's messages.
+// newConversation starts a turn's conversation from s's.
 func newConversation(s *session.Session, grow int) *conversation {
-	c := &conversation{}
+	c := &conversation{grow: grow}
 	c.msgs, c.names = s.ConversationMessages()
-	if !wellFormed(c.msgs) {
-		c.msgs, c.own = repair(c.msgs, grow), true
-	}
+	c.use(c.msgs, true)
 	return c
+}
+
+// use takes msgs, the session's messages, checking them when they may be
+// broken: at the start of the turn, or when others than the turn added to
+// them (nothing in brain does, but Session.AppendMessage is public).
+func (c *conversation) use(msgs []protocol.ChatMessage, check bool) {
+	if check && !wellFormed(msgs) {
+		c.msgs, c.own = repair(msgs, c.grow), true
+		return
+	}
+	c.msgs, c.want = msgs, len(msgs)
 }
 
 // read brings the conversation up to date before a step: the session's
@@ -182,16 +193,18 @@ func newConversation(s *session.Session, grow int) *conversation {
 // copy, and its tool names.
 func (c *conversation) read(s *session.Session) {
 	msgs, names := s.ConversationMessages()
-	if !c.own {
-		c.msgs = msgs
-	}
 	c.names = names
+	if !c.own {
+		c.use(msgs, len(msgs) != c.want)
+	}
 }
 
 // add records a message the turn added to the session.
 func (c *conversation) add(m protocol.ChatMessage) {
 	if c.own {
 		c.msgs = append(c.msgs, m)
+	} else {
+		c.want++
 	}
 }
 

@@ -342,3 +342,41 @@ func TestOfferConcurrentSessions(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestForeignMessageMidTurn: a message another caller adds to the
+// conversation during a turn reaches the model at the next step if the
+// conversation stays well-formed, and is repaired away if it breaks it.
+func TestForeignMessageMidTurn(t *testing.T) {
+	ok := protocol.OK(json.RawMessage(`{}`))
+	for _, tt := range []struct {
+		name string
+		msg  protocol.ChatMessage
+		want []string // step 2's messages
+	}{
+		{"a user message", protocol.ChatMessage{Role: protocol.RoleUser, Text: "also this"},
+			[]string{"user go", "user also this", "assistant ", "tool call_a_tool"}},
+		{"a result answering no call", protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: "nope", Name: "a.tool", Outcome: &ok},
+			[]string{"user go", "assistant ", "tool call_a_tool"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := session.New("foreign", nil)
+			mustRegister(t, s, agentCap("a.tool", `{"type":"object"}`))
+			m := &scriptModel{t: t, steps: []scriptStep{{reply: callOf("a_tool"), during: func() {
+				turn, _ := s.CurrentTurn()
+				if err := s.AppendMessage(turn, tt.msg); err != nil {
+					t.Error(err)
+				}
+			}}, {reply: answer}}}
+			if r, err := driver.New(m, nil).Turn(testutil.Context(t), s, "go"); r != protocol.TurnCompleted {
+				t.Fatal(r, err)
+			}
+			var got []string
+			for _, m := range m.reqs[1].Messages {
+				got = append(got, string(m.Role)+" "+m.Text+m.ToolCallID)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("step 2 sent %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
