@@ -1,6 +1,8 @@
 package session_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -62,4 +64,31 @@ func TestRegistryRevision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A turn runner builds what a model step offers from the registry once,
+// and builds it again only when the revision says the registry changed.
+func ExampleSession_RegistryRevision() {
+	s := session.New("demo", nil)
+	caps, rev := s.ListRevision(protocol.AudienceLLM)
+	fmt.Println(len(caps), "capability listed")
+
+	fmt.Println("unchanged:", s.RegistryRevision() == rev)
+	_ = s.Register(session.Client, protocol.Capability{
+		Name:        "platform.react",
+		Description: "Acknowledge a user message with an emoji.",
+		InputSchema: json.RawMessage(`{"type":"object"}`),
+		Side:        protocol.SideClient,
+		Origin:      protocol.Origin{Kind: protocol.OriginClient},
+	})
+	if s.RegistryRevision() != rev {
+		caps, rev = s.ListRevision(protocol.AudienceLLM)
+		fmt.Println("changed:", len(caps), "capabilities listed")
+	}
+	fmt.Println("unchanged:", s.RegistryRevision() == rev)
+	// Output:
+	// 1 capability listed
+	// unchanged: true
+	// changed: 2 capabilities listed
+	// unchanged: true
 }
