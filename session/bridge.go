@@ -88,7 +88,7 @@ type call struct {
 // [Session.Cancel] ends the call with cancelled. Every call that got past
 // validation ends with exactly one capability_outcome event.
 func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name string, input json.RawMessage) protocol.Outcome {
-	c, fail := s.start(invoker, name, input, "")
+	c, fail := s.start(invoker, name, input, nil)
 	if c == nil {
 		return fail
 	}
@@ -104,7 +104,7 @@ func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name st
 // capability_outcome event. The call is bounded by its own timeouts, not by
 // a caller's context; cancel it with [Session.Cancel].
 func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMessage) (string, *protocol.Error) {
-	c, fail := s.start(invoker, name, input, "")
+	c, fail := s.start(invoker, name, input, nil)
 	if c == nil {
 		return "", fail.Err
 	}
@@ -115,12 +115,17 @@ func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMe
 
 // start does steps 1 and 2 of the invocation path and publishes the call.
 // A call refused here (not_found, forbidden, invalid_input) is reported to
-// Observe as a CallFinished alone, so that metrics count it too. id is
-// the call's id, reserved by a render stream (render_stream.go); "" means a
-// new one.
-func (s *Session) start(invoker protocol.Audience, name string, input json.RawMessage, id string) (*call, protocol.Outcome) {
-	c, fail := s.admit(invoker, name, input, id)
+// Observe as a CallFinished alone, so that metrics count it too. rs, if
+// not nil, is the render stream that reserved the call's id
+// (render_stream.go); the call has that id only if it is made to the
+// registration the stream's partials were shown for.
+func (s *Session) start(invoker protocol.Audience, name string, input json.RawMessage, rs *RenderStream) (*call, protocol.Outcome) {
+	c, fail := s.admit(invoker, name, input, rs)
 	if c == nil && s.opts.Observe != nil && fail.Err != nil && fail.Err.Code != protocol.CodeInvalidRequest {
+		id := ""
+		if rs != nil {
+			id = rs.id
+		}
 		if id == "" {
 			id = s.nextCallID()
 		}
@@ -134,7 +139,7 @@ func (s *Session) start(invoker protocol.Audience, name string, input json.RawMe
 }
 
 // admit is start's checks and the call's publication.
-func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMessage, id string) (*call, protocol.Outcome) {
+func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMessage, rs *RenderStream) (*call, protocol.Outcome) {
 	switch invoker {
 	case protocol.AudienceLLM, protocol.AudienceUser, protocol.AudienceRuntime:
 	default:
@@ -170,7 +175,8 @@ func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMe
 	if err := r.input.ValidateJSON(input); err != nil {
 		return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
 	}
-	if id == "" {
+	var id string
+	if rs == nil {
 		id = s.nextCallID()
 	}
 	c := &call{id: id, name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(),
@@ -187,6 +193,16 @@ func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMe
 			return nil, protocol.Fail(protocol.CodeConflict, "capability %q changed while the call was starting; try again", name)
 		}
 		c.reg, c.digest = r, inputDigest(r, input)
+	}
+	// A streamed call keeps its reserved id only if it goes to the
+	// registration, and so the owner, its partials were shown for: the
+	// peers that drew them must see its outcome, and no other peer them.
+	switch {
+	case rs == nil:
+	case c.reg == rs.reg:
+		c.id = rs.id
+	default:
+		c.id = s.nextCallID()
 	}
 	if n := len(s.calls); n >= s.opts.MaxPendingCalls {
 		s.mu.Unlock()

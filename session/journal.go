@@ -75,6 +75,9 @@ func (s *Session) emitDurableLocked(e entry) error {
 //     its owner reconnects; an agent-side call that was running ends with
 //     code unavailable, since its handler died with the process (whether it
 //     took effect is unknown, and the message says so);
+//   - a render stream whose partials the journal holds, without its call
+//     or its end, ends with a lone capability_outcome cancelled: the
+//     stream died with the process (render_stream.go);
 //   - a turn the journal shows running ends with reason interrupted, and
 //     the model's calls still pending in it are cancelled (turn.go);
 //   - the event log holds the replayed events, so a subscriber resuming from
@@ -99,6 +102,14 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 	}
 	var calls []*pending
 	byID := map[string]*pending{}
+	// streams are the render streams whose partials the journal holds but
+	// neither their call nor their end (render_stream.go): a stream dies
+	// with the process, so they end below, as RenderStream.Close would.
+	type stream struct {
+		id, name string
+		owner    *Peer
+	}
+	var streams []stream
 	revs := map[string]string{} // name → revision of its latest registration, of any origin
 	for i, e := range events {
 		if e.Seq != s.events.last+1 && !(i == 0 && e.Seq > 0) {
@@ -147,6 +158,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			ownerOf(m.Name)
 		case *protocol.CapabilityInvoked:
 			ownerOf(m.Name)
+			streams = slices.DeleteFunc(streams, func(st stream) bool { return st.id == m.CallID })
 			if p := byID[m.CallID]; p != nil {
 				p.approval, p.invoked = false, true
 			} else {
@@ -155,8 +167,12 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			}
 		case *protocol.RenderInvoked:
 			ownerOf(m.CapabilityName)
+			if m.Partial && byID[m.CallID] == nil && !slices.ContainsFunc(streams, func(st stream) bool { return st.id == m.CallID }) {
+				streams = append(streams, stream{m.CallID, m.CapabilityName, owner})
+			}
 		case *protocol.CapabilityOutcome:
 			ownerOf(m.Name)
+			streams = slices.DeleteFunc(streams, func(st stream) bool { return st.id == m.CallID })
 			if p := byID[m.CallID]; p != nil {
 				delete(byID, m.CallID)
 				calls = slices.DeleteFunc(calls, func(q *pending) bool { return q == p })
@@ -188,6 +204,14 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 	}
 	s.mu.Unlock()
 	s.opts.Journal = journal
+	for _, st := range streams {
+		out := protocol.Fail(protocol.CodeCancelled, "the call to %q was never made: the session was restored (a restart, or another node took it over) while its props streamed", st.name)
+		s.mu.Lock()
+		s.rememberFinishedLocked(st.id, out)
+		s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, owner: st.owner,
+			msg: &protocol.CapabilityOutcome{CallID: st.id, Name: st.name, Outcome: out}})
+		s.mu.Unlock()
+	}
 	if reattach != nil {
 		if err := reattach(s); err != nil {
 			return nil, fmt.Errorf("restore session %q: reattach: %w", id, err)

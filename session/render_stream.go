@@ -31,6 +31,10 @@ const (
 	maxPartialProps = 256 << 10
 	// maxStreamBytes bounds the props of all partials of one call.
 	maxStreamBytes = 4 << 20
+	// maxOpenStreams bounds the render streams of one session open at
+	// once, and with them what partials cost a step of many calls: the
+	// argument text each holds and the events it may emit.
+	maxOpenStreams = 8
 )
 
 type streamState uint8
@@ -54,8 +58,9 @@ const (
 // A stream is bounded: at most 64 partials, the next one only 50 ms after
 // the last attempt or once the props grew by 512 bytes (or an eighth);
 // each at most 256 KiB, 4 MiB in all; props that are not a JSON object
-// are dropped, and so is a partial equal to the last one. A stream that is
-// never invoked must be closed with [RenderStream.Close]. A RenderStream
+// are dropped, and so is a partial equal to the last one; a session has at
+// most 8 streams open. A stream that is never invoked must be closed with
+// [RenderStream.Close] (it holds one of those 8 until then). A RenderStream
 // is safe for concurrent use.
 type RenderStream struct {
 	s       *Session
@@ -82,8 +87,9 @@ type RenderStream struct {
 // [RenderStream]). The capability must be registered, visible to invoker,
 // a render capability with render.streaming true, and not require approval
 // (props are shown only after a decision, with the call's final
-// render_invoked). Otherwise StreamRender returns a *protocol.Error —
-// not_found, forbidden or invalid_request — and nothing changes: the caller
+// render_invoked), and the session must have fewer than 8 streams open.
+// Otherwise StreamRender returns a *protocol.Error — not_found, forbidden,
+// invalid_request or quota_exceeded — and nothing changes: the caller
 // invokes the capability as usual. Reserving emits nothing.
 func (s *Session) StreamRender(invoker protocol.Audience, name string) (*RenderStream, error) {
 	switch invoker {
@@ -92,8 +98,8 @@ func (s *Session) StreamRender(invoker protocol.Audience, name string) (*RenderS
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "unknown invoker %q (want llm, user or runtime)", invoker)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	r := s.caps[name]
-	s.mu.Unlock()
 	switch {
 	case r == nil:
 		return nil, protocol.Errorf(protocol.CodeNotFound, "no capability named %q in this session", name)
@@ -103,7 +109,10 @@ func (s *Session) StreamRender(invoker protocol.Audience, name string) (*RenderS
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "capability %q does not stream its props (it is not a render capability with render.streaming true)", name)
 	case r.cap.RequiresApproval:
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "capability %q requires approval: its props are shown once the call is approved, not while they stream", name)
+	case s.streams >= maxOpenStreams:
+		return nil, protocol.Errorf(protocol.CodeQuotaExceeded, "the session already has %d render streams open, its limit; %q gets its props when it is called", s.streams, name)
 	}
+	s.streams++
 	return &RenderStream{s: s, id: s.nextCallID(), name: name, invoker: invoker, reg: r, owner: r.owner}, nil
 }
 
@@ -210,9 +219,18 @@ func (rs *RenderStream) Close() {
 	emitted := rs.events > 0
 	rs.args = nil
 	rs.mu.Unlock()
+	rs.release()
 	if emitted {
 		rs.end(protocol.Fail(protocol.CodeCancelled, "the call to %q was never made: its arguments stopped streaming", rs.name))
 	}
+}
+
+// release gives back the session's stream slot (once: the caller moved
+// the stream out of streamOpen).
+func (rs *RenderStream) release() {
+	rs.s.mu.Lock()
+	rs.s.streams--
+	rs.s.mu.Unlock()
 }
 
 // end emits the lone capability_outcome of a streamed call that never
@@ -233,8 +251,12 @@ func (rs *RenderStream) end(out protocol.Outcome) {
 // the partials, and no partial follows it. A call refused before it starts
 // (not_found, forbidden, invalid_input, …) after partials went out is ended
 // by a lone capability_outcome with that error, as [RenderStream.Close]
-// does. A stream of another session, or one already invoked or closed, is
-// invalid_request and changes nothing.
+// does. If the capability was registered again since the stream began
+// (another definition, maybe another owner), the call is made to the new
+// registration as a new call with an id of its own, and a lone
+// capability_outcome cancelled ends the partials' id: a call's events all
+// go to one owner. A stream of another session, or one already invoked or
+// closed, is invalid_request and changes nothing.
 func (s *Session) InvokeStreamed(ctx context.Context, rs *RenderStream, input json.RawMessage) protocol.Outcome {
 	if rs == nil || rs.s != s {
 		return protocol.Fail(protocol.CodeInvalidRequest, "the render stream belongs to another session")
@@ -248,12 +270,16 @@ func (s *Session) InvokeStreamed(ctx context.Context, rs *RenderStream, input js
 	emitted := rs.events > 0
 	rs.args = nil
 	rs.mu.Unlock()
-	c, fail := s.start(rs.invoker, rs.name, input, rs.id)
+	rs.release()
+	c, fail := s.start(rs.invoker, rs.name, input, rs)
 	if c == nil {
 		if emitted {
 			rs.end(fail)
 		}
 		return fail
+	}
+	if c.id != rs.id && emitted { // made to another registration: a call of its own (see admit)
+		rs.end(protocol.Fail(protocol.CodeCancelled, "the call to %q was made as a new call: the capability was registered again while its props streamed", rs.name))
 	}
 	if s.opts.Observe != nil {
 		s.observe(CallStarted, c, func(e CallEvent) CallEvent { e.Context = ctx; return e })

@@ -120,6 +120,9 @@ type Session struct {
 	// but [Restore] could not install (agent side: their handlers died with
 	// the process); registering one of them again unchanged emits nothing.
 	journaled map[string]string
+	// streams counts the render streams reserved and not yet invoked or
+	// closed (render_stream.go).
+	streams int
 
 	workers *workers.Pool[*call] // run agent-side handlers
 	timers  sync.Pool            // stopped *time.Timer for await
