@@ -47,6 +47,7 @@ type loadWorker struct {
 	// finished since.
 	movedAt   time.Time
 	afterMove int
+	resumedAt time.Time // when the first call after the move finished
 	trace     []string // the latest of what the worker saw, for a failure's report
 }
 
@@ -211,6 +212,9 @@ func (w *loadWorker) run(ctx context.Context, maxCalls int, stopAt *atomic.Int64
 		}
 		w.calls = append(w.calls, loadCall{sent: sent, done: time.Now()})
 		if w.moves > 0 {
+			if w.afterMove == 0 {
+				w.resumedAt = time.Now()
+			}
 			w.afterMove++
 		}
 		finished.Add(1)
@@ -413,6 +417,7 @@ func TestClusterLoad(t *testing.T) {
 	var all []loadCall
 	acked, ended, moves, resent, moved := 0, 0, 0, 0, 0
 	movedLive := 0
+	var outage time.Duration // the longest from the kill to a moved session's next finished call
 	for i, w := range workers {
 		all = append(all, w.calls...)
 		acked += len(w.acked)
@@ -433,6 +438,9 @@ func TestClusterLoad(t *testing.T) {
 			if w.movedAt.Before(recovered) && w.afterMove == 0 {
 				t.Errorf("session %s moved at %s and made no call after", w.sid, w.movedAt.Sub(killedAt).Round(time.Millisecond))
 			}
+			if w.afterMove > 0 && w.movedAt.Before(recovered) {
+				outage = max(outage, w.resumedAt.Sub(killedAt))
+			}
 		}
 	}
 	windows := []struct {
@@ -452,9 +460,10 @@ func TestClusterLoad(t *testing.T) {
 		}
 		slices.Sort(lat)
 		p99 := lat[min(len(lat)-1, len(lat)*99/100)]
-		t.Logf("%-6s the failover: %5d calls in %6s: %6.0f calls/s, p50 %s, p99 %s", win.name, len(lat), win.to.Sub(win.from).Round(time.Millisecond),
-			float64(len(lat))/win.to.Sub(win.from).Seconds(), lat[len(lat)/2].Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
+		t.Logf("%-6s the failover: %5d calls in %6s: %6.0f calls/s, p50 %s, p99 %s, max %s", win.name, len(lat), win.to.Sub(win.from).Round(time.Millisecond),
+			float64(len(lat))/win.to.Sub(win.from).Seconds(), lat[len(lat)/2].Round(10*time.Microsecond), p99.Round(10*time.Microsecond), lat[len(lat)-1].Round(time.Millisecond))
 	}
+	t.Logf("the moved sessions finished a call again at most %s after the kill (lease TTL %s)", outage.Round(time.Millisecond), ttl)
 	t.Logf("%d sessions (%d moved, %d of them from a live node), %d calls finished, %d started, %d outcomes delivered, %d reconnections, %d invokes sent again (unacknowledged when the node died)",
 		sessions, moved, movedLive, len(all), acked, ended, moves, resent)
 	if acked != ended {
