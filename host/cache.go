@@ -47,7 +47,7 @@ const (
 	// instrumentVersion names the transformation the host applies to a
 	// payload before compiling it (instrument.go). Entries of another
 	// version are stale.
-	instrumentVersion = 2
+	instrumentVersion = 3
 	// maxEntryBytes bounds a cache entry read from disk.
 	maxEntryBytes = 1 << 30
 )

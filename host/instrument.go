@@ -383,10 +383,10 @@ func constExpr(r *reader, w []byte, ix indices) ([]byte, error) {
 	}
 }
 
-// Checks. Every function entry and every loop header charges the fuel
-// counter a static cost; every bulk memory or table instruction charges
-// one unit per 2^bulkShift elements of its length, read at run time. When
-// the fuel is spent, the check calls tick:
+// Checks. Static checks charge the fuel counter a fixed cost; every bulk
+// memory or table instruction charges one unit per 2^bulkShift elements of
+// its length, read at run time. When the fuel is spent, the check calls
+// tick:
 //
 //	global.get $fuel; i32.const cost; i32.sub; local.tee $t; global.set $fuel
 //	local.get $t; i32.const 0; i32.le_s
@@ -394,18 +394,22 @@ func constExpr(r *reader, w []byte, ix indices) ([]byte, error) {
 //
 // $t is a scratch local the rewrite adds to every function.
 //
-// A static cost bounds the work until the next check: execution only
-// jumps backwards to a loop header, which is a check, and enters other
-// functions at their entry, which is one too; so from a check on, a
-// function runs at most the instructions that follow it before it meets
-// the next. A check costs 1 plus one unit per instrPerUnit of those
-// instructions: a unit of fuel is a loop iteration, a call, or at most
-// instrPerUnit straight-line instructions, whatever the payload's shape.
+// Static checks go where every backward jump and every call meets one
+// (planChecks): at function entries, at loop headers, and — for the
+// dispatch loop Go's wasm port wraps around every function, whose header
+// nearly every jump of the function passes — before the branches to it
+// that do not provably land further down. All other control flow goes
+// forward, so from a check on a function runs at most its length (plus a
+// jump table per forward jump) before it meets the next one. A check
+// costs 1 plus two units per instrPerUnit instructions of its function:
+// a unit of fuel is a loop iteration, a call, or at most instrPerUnit
+// instructions, whatever the payload's shape. On the echo tool this is
+// about 560 checks a call where a check at every loop header would be
+// about 1,280.
 //
-// A function's entry check is left out when its body reaches a loop
-// header through straight-line code (no branch, no call), as every
-// function of Go's wasm port does: the loop's check comes first on every
-// path, and is charged for the instructions before it.
+// A function's entry check is left out when its body reaches a checked
+// loop header through straight-line code (no branch, no call): that
+// check comes first on every path.
 const (
 	instrPerUnit = 256
 	// bulkShift: a unit per 1 KiB (bytes or table elements) of a bulk
@@ -515,48 +519,173 @@ func rewriteCode(body []byte, ix indices, params []uint32) ([]byte, error) {
 	return w, nil
 }
 
+// inst is one decoded instruction of a function body.
+type inst struct {
+	op      byte
+	from    int      // its bytes: code[from:to]
+	to      int      //
+	imm     int64    // i32.const's value; local.get/set's index; br, br_if's depth
+	targets []uint32 // br_table's depths, the default last
+}
+
 // rewriteBody copies one function's instructions, moving function indices
-// and inserting the checks. A first pass counts the instructions and
-// finds whether the entry check can be left out.
+// and inserting the checks.
 func rewriteBody(r *reader, w []byte, ix indices, t uint32) ([]byte, error) {
 	code := r.rest()
-	total, firstLoop := 0, -1 // firstLoop: the index of a loop reached in straight line from the entry
-	straight := true
-	if err := walkBody(code, ix, func(i int, op byte, _ []byte) {
-		total++
-		if !straight || firstLoop >= 0 {
-			return
+	insts, err := decodeBody(code)
+	if err != nil {
+		return nil, err
+	}
+	plan := planChecks(insts)
+	total := uint64(len(insts))
+	cost := 1 + 2*total/instrPerUnit // the work one check may cover (see above)
+	if plan.entry {
+		w = append(w, staticCheck(ix, t, cost)...)
+	}
+	for i, in := range insts {
+		if plan.before[i] {
+			w = append(w, staticCheck(ix, t, cost)...)
 		}
-		switch op {
-		case 0x03:
-			firstLoop = i
+		b := code[in.from:in.to]
+		switch {
+		case in.op == 0x10 || in.op == 0x12 || in.op == 0xd2: // call, return_call, ref.func
+			w = append(w, in.op)
+			w = append(w, uleb(uint64(ix.fn((&reader{b: b[1:]}).u32())))...)
+		case in.op == 0xfc && isBulk(b):
+			w = append(w, dynamicCheck(ix, t)...)
+			w = append(w, b...)
+		default:
+			w = append(w, b...)
+		}
+		if plan.header[i] {
+			w = append(w, staticCheck(ix, t, cost)...)
+		}
+	}
+	return w, nil
+}
+
+// checkPlan says where a function's static checks go: at its entry,
+// after a loop header, before a branch.
+type checkPlan struct {
+	entry          bool
+	header, before []bool
+}
+
+// dispatch is a loop of the shape Go's wasm port gives every function
+// with more than one basic block:
+//
+//	loop; block × m; local.get $pc; br_table ...; end (block 0) ...
+//
+// where every target of the br_table is one of the m blocks, so that the
+// loop header jumps on at once to the end of block targets[$pc]: code
+// past it. Go jumps from one basic block to another with
+// `i32.const j; local.set $pc; br $loop`; when block targets[j] ends after
+// the current position, that jump goes forward, and needs no check.
+type dispatch struct {
+	pc      int64
+	targets []uint32
+	segment int // the label whose block ended last, -1 before any: where the code being read lands
+}
+
+type frame struct {
+	d     *dispatch // for a dispatch loop
+	owner *dispatch // for one of its blocks
+	label int       // that block's label at the br_table
+}
+
+// planChecks places the checks so that every backward jump meets one:
+// the header of every loop except a dispatch loop's, and every branch to
+// a dispatch loop except a forward jump of the shape above. Every other
+// transfer of control goes forward, or into a function (whose entry has a
+// check, unless its body reaches a checked loop header in straight line).
+func planChecks(insts []inst) checkPlan {
+	plan := checkPlan{entry: true, header: make([]bool, len(insts)), before: make([]bool, len(insts))}
+	stack := []frame{{}} // the function's own block
+	straight := true     // no branch or call yet
+	target := func(depth int64) *frame {
+		if depth < 0 || depth >= int64(len(stack)) {
+			return nil
+		}
+		return &stack[len(stack)-1-int(depth)]
+	}
+	for i := 0; i < len(insts); i++ {
+		in := insts[i]
+		switch in.op {
+		case 0x02, 0x04: // block, if
+			stack = append(stack, frame{})
+		case 0x03: // loop
+			d, m := recogniseDispatch(insts, i)
+			stack = append(stack, frame{d: d})
+			if d == nil {
+				plan.header[i] = true
+				if straight {
+					plan.entry = false // this header comes first on every path
+				}
+				break
+			}
+			for k := range m { // its blocks: the k-th opened is label m-1-k
+				stack = append(stack, frame{owner: d, label: m - 1 - k})
+			}
+			i += m // the blocks are read; the br_table jumps forward
+		case 0x0b: // end
+			if f := stack[len(stack)-1]; f.owner != nil {
+				f.owner.segment = f.label
+			}
+			if len(stack) > 1 {
+				stack = stack[:len(stack)-1]
+			}
+		case 0x0c: // br
+			if f := target(in.imm); f != nil && f.d != nil && !forwardJump(insts, i, f.d) {
+				plan.before[i] = true
+			}
+		case 0x0d: // br_if
+			if f := target(in.imm); f != nil && f.d != nil {
+				plan.before[i] = true
+			}
+		case 0x0e: // br_table
+			for _, depth := range in.targets {
+				if f := target(int64(depth)); f != nil && f.d != nil {
+					plan.before[i] = true
+				}
+			}
+		}
+		switch in.op {
 		case 0x04, 0x05, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13:
 			straight = false
 		}
-	}); err != nil {
-		return nil, err
 	}
-	cost := func(i int) uint64 { return 1 + uint64(total-i)/instrPerUnit }
-	if firstLoop < 0 {
-		w = append(w, staticCheck(ix, t, cost(0))...)
+	return plan
+}
+
+// recogniseDispatch reports whether the loop at insts[i] is a dispatch
+// loop, and its number of blocks.
+func recogniseDispatch(insts []inst, i int) (*dispatch, int) {
+	m := 0
+	for i+1+m < len(insts) && insts[i+1+m].op == 0x02 {
+		m++
 	}
-	err := walkBody(code, ix, func(i int, op byte, instr []byte) {
-		switch {
-		case op == 0xfc && isBulk(instr):
-			w = append(w, dynamicCheck(ix, t)...)
-			w = append(w, instr...)
-		case op == 0x03:
-			w = append(w, instr...)
-			c := cost(i)
-			if i == firstLoop {
-				c = cost(0)
-			}
-			w = append(w, staticCheck(ix, t, c)...)
-		default:
-			w = append(w, instr...)
+	j := i + 1 + m
+	if m == 0 || j+1 >= len(insts) || insts[j].op != 0x20 || insts[j+1].op != 0x0e {
+		return nil, 0
+	}
+	for _, depth := range insts[j+1].targets {
+		if depth >= uint32(m) {
+			return nil, 0
 		}
-	})
-	return w, err
+	}
+	return &dispatch{pc: insts[j].imm, targets: insts[j+1].targets, segment: -1}, m
+}
+
+// forwardJump reports whether the br at insts[i] to dispatch loop d is
+// `i32.const j; local.set $pc; br` landing in a block that ends after the
+// current position.
+func forwardJump(insts []inst, i int, d *dispatch) bool {
+	if i < 2 || insts[i-2].op != 0x41 || insts[i-1].op != 0x21 || insts[i-1].imm != d.pc || d.segment < 0 {
+		return false
+	}
+	j := uint64(uint32(insts[i-2].imm)) // br_table reads it as unsigned
+	last := uint64(len(d.targets) - 1)
+	return int(d.targets[min(j, last)]) > d.segment
 }
 
 // isBulk reports whether a 0xfc instruction takes a length operand on top
@@ -570,28 +699,28 @@ func isBulk(instr []byte) bool {
 	return false
 }
 
-// walkBody decodes a function's instructions and calls f with each one's
-// index, opcode and bytes, function indices already moved.
-func walkBody(code []byte, ix indices, f func(i int, op byte, instr []byte)) error {
+// decodeBody decodes a function's instructions.
+func decodeBody(code []byte) ([]inst, error) {
 	r := reader{b: code}
-	var moved []byte
-	for i := 0; !r.done(); i++ {
-		at := r.pos
+	var out []inst
+	for !r.done() {
+		in := inst{from: r.pos}
 		op := r.byte()
+		in.op = op
 		switch {
 		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
-			moved = append(append(moved[:0], op), uleb(uint64(ix.fn(r.u32())))...)
-			f(i, op, moved)
-			continue
+			r.u32()
 		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
 			r.blockType()
 		case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, op == 0xd1,
 			op >= 0x45 && op <= 0xc4: // no immediates
 		case op == 0x0c || op == 0x0d: // br, br_if
-			r.u32()
+			in.imm = int64(r.u32())
 		case op == 0x0e: // br_table
-			for range r.u32() + 1 {
-				r.u32()
+			n := r.u32()
+			in.targets = make([]uint32, 0, min(n+1, uint32(len(code)-r.pos)+1))
+			for range n + 1 {
+				in.targets = append(in.targets, r.u32())
 			}
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
 			r.u32()
@@ -601,7 +730,7 @@ func walkBody(code []byte, ix indices, f func(i int, op byte, instr []byte)) err
 				r.byte()
 			}
 		case op >= 0x20 && op <= 0x26: // locals, globals, table.get/set
-			r.u32()
+			in.imm = int64(r.u32())
 		case op >= 0x28 && op <= 0x3e: // loads and stores: memarg
 			if align := r.u32(); align&0x40 != 0 {
 				r.u32() // memory index
@@ -610,7 +739,7 @@ func walkBody(code []byte, ix indices, f func(i int, op byte, instr []byte)) err
 		case op == 0x3f || op == 0x40: // memory.size, memory.grow
 			r.u32()
 		case op == 0x41:
-			r.s64()
+			in.imm = r.s64()
 		case op == 0x42:
 			r.s64()
 		case op == 0x43:
@@ -628,14 +757,15 @@ func walkBody(code []byte, ix indices, f func(i int, op byte, instr []byte)) err
 			case sub == 9 || sub == 11 || sub == 13 || sub == 15 || sub == 16 || sub == 17:
 				r.u32()
 			default:
-				return fmt.Errorf("%w: instruction 0xfc %d", errNotInstrumentable, sub)
+				return nil, fmt.Errorf("%w: instruction 0xfc %d", errNotInstrumentable, sub)
 			}
 		default:
-			return fmt.Errorf("%w: instruction %#x at byte %d (only the instructions Go's wasm port emits are supported)", errNotInstrumentable, op, at)
+			return nil, fmt.Errorf("%w: instruction %#x at byte %d (only the instructions Go's wasm port emits are supported)", errNotInstrumentable, op, in.from)
 		}
-		f(i, op, r.b[at:r.pos])
+		in.to = r.pos
+		out = append(out, in)
 	}
-	return nil
+	return out, nil
 }
 
 // reader decodes a WebAssembly binary; it panics past the end, which

@@ -215,6 +215,19 @@ var straightLoop = func() []byte {
 var fillLoop = append(append([]byte{0x41, 16, 0x40, 0, 0x1a, 0x03, 0x40, 0x41, 0, 0x41, 0, 0x41},
 	sleb(1<<20)...), 0xfc, 11, 0, 0x0c, 0, 0x0b, 0x00)
 
+// dispatchSpin is a brain_invoke body shaped like Go's wasm output: a
+// loop whose header dispatches on local 0 through a br_table to the end of
+// one of two blocks. The first block's code jumps forward to the second
+// (`i32.const 1; local.set 0; br $loop`: no check needed), the second's
+// back to the first with back as local 0's value: 0 names the first
+// block, -1 the br_table's default, the second block itself.
+func dispatchSpin(back int64) []byte {
+	b := []byte{0x03, 0x40, 0x02, 0x40, 0x02, 0x40, 0x20, 0, 0x0e, 1, 0, 1, 0x0b,
+		0x41, 1, 0x21, 0, 0x0c, 1, 0x0b, 0x41}
+	b = append(b, sleb(back)...)
+	return append(b, 0x21, 0, 0x0c, 0, 0x0b, 0x00)
+}
+
 // TestInstrumentationPrecision: whatever a fuel unit is made of — a loop
 // iteration, a function entry, tens of thousands of straight-line
 // instructions, a bulk memory operation on a megabyte — a guest reaches a
@@ -232,6 +245,8 @@ func TestInstrumentationPrecision(t *testing.T) {
 		{"straight-line code in a loop", straightLoop},
 		{"memory.fill in a loop", fillLoop},
 		{"recursion without a loop", append([]byte{0x42, 60, 0x10, 4}, 0x1a, 0x00)},
+		{"a dispatch loop: forward, then back", dispatchSpin(0)},
+		{"a dispatch loop: back through the br_table's default", dispatchSpin(-1)},
 	}
 	precision := 10 * time.Millisecond
 	if raceEnabled {
