@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/brainrt/brain/protocol"
@@ -25,10 +26,15 @@ func decodePeerFrame(data []byte) (*protocol.Frame, error) {
 	return protocol.DecodePeerFrame(data)
 }
 
+var resultType = []byte(`"` + protocol.TypeCapabilityResult + `"`)
+
 // decodeResultFrame is the fast path of decodePeerFrame; ok is false when
 // it does not take the frame.
 func decodeResultFrame(data []byte) (f *protocol.Frame, ok bool) {
-	if len(data) > protocol.MaxFrameBytes || !json.Valid(data) {
+	// The type's bytes first: any other frame (a registration can be a
+	// megabyte) costs the fast path a substring search, not a second
+	// validation beside the strict decoder's.
+	if len(data) > protocol.MaxFrameBytes || !bytes.Contains(data, resultType) || !json.Valid(data) {
 		return nil, false
 	}
 	// From here the document is valid JSON: every scan below can rely on
