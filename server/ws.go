@@ -438,7 +438,7 @@ func (c *wsConn) writeReply(wd *watchdog, f *protocol.Frame) bool {
 // encode encodes f into the writer's buffer (wsencode.go).
 func (c *wsConn) encode(f *protocol.Frame) ([]byte, error) {
 	b, err := appendFrame(c.enc[:0], f)
-	if cap(b) <= keptReadBuffer {
+	if cap(b) <= keptWriteBuffer {
 		c.enc = b
 	}
 	return b, err

@@ -102,7 +102,7 @@ func (c *corkConn) flushLocked() error {
 		return nil
 	}
 	_, err := c.Conn.Write(c.buf)
-	if cap(c.buf) > keptCorkBuffer {
+	if cap(c.buf) > keptWriteBuffer {
 		c.buf = nil
 	} else {
 		c.buf = c.buf[:0]
@@ -110,8 +110,11 @@ func (c *corkConn) flushLocked() error {
 	return err
 }
 
-// keptCorkBuffer is the largest cork buffer kept between batches.
-const keptCorkBuffer = 64 << 10
+// keptWriteBuffer is the largest cork buffer, and encoding buffer, a
+// connection keeps between batches: a round trip's frames fit many times
+// over; a snapshot's larger buffer is left to the collector, so that an
+// idle connection holds little.
+const keptWriteBuffer = 16 << 10
 
 // corkConn returns the connection Hijack made; nil for a nil w, or before
 // Hijack.
