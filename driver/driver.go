@@ -113,9 +113,8 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		}
 		msg := protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text}
 		calls := make([]pendingCall, len(reply.ToolCalls))
-		if len(calls) > 0 {
-			msg.ToolCalls = make([]protocol.ToolCall, len(calls))
-		}
+		var outcomes []protocol.Outcome
+		msg.ToolCalls, outcomes = kept(len(calls))
 		for i, tc := range reply.ToolCalls {
 			calls[i] = d.resolve(names, tc, step, i)
 			msg.ToolCalls[i] = calls[i].call
@@ -138,7 +137,8 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		d.invokeAll(ctx, s, calls)
 		for i := range calls {
 			c := &calls[i]
-			m := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &c.outcome}
+			outcomes[i] = c.outcome
+			m := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &outcomes[i]}
 			if err := s.AppendOwnedMessage(turn, m); err != nil {
 				return protocol.TurnCancelled, err
 			}
@@ -367,6 +367,24 @@ func wellFormed(msgs []protocol.ChatMessage) bool {
 		}
 	}
 	return complete()
+}
+
+// kept returns room for what the conversation keeps of a step of n calls:
+// the calls and their outcomes, which the session holds for as long as the
+// conversation (the pendingCalls, with their render streams, are not
+// kept). A step of one call, the usual, allocates both at once.
+func kept(n int) ([]protocol.ToolCall, []protocol.Outcome) {
+	switch n {
+	case 0:
+		return nil, nil
+	case 1:
+		b := new(struct {
+			call    [1]protocol.ToolCall
+			outcome [1]protocol.Outcome
+		})
+		return b.call[:], b.outcome[:]
+	}
+	return make([]protocol.ToolCall, n), make([]protocol.Outcome, n)
 }
 
 // pendingCall is one tool call of a step, resolved to a capability.
