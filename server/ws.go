@@ -505,6 +505,7 @@ func (c *wsConn) endBatch(wd *watchdog) bool {
 
 func (c *wsConn) writeFailed(wd *watchdog, err error) {
 	wd.t.Stop()
+	c.cork.drop()
 	if wd.fired.Load() { // our deadline, not a closing connection
 		c.writeErr.Store(fmt.Errorf("write: the peer has not read for %s: %w", c.srv.opts.WriteTimeout, err))
 	}

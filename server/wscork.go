@@ -97,6 +97,18 @@ func (c *corkConn) flush() error {
 	return c.flushLocked()
 }
 
+// drop ends the cork and discards what it held (after a failed write: the
+// connection is done, and later writes, such as a close frame, go straight
+// to it and fail or not on their own).
+func (c *corkConn) drop() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.corked, c.buf = false, nil
+	c.mu.Unlock()
+}
+
 func (c *corkConn) flushLocked() error {
 	if len(c.buf) == 0 {
 		return nil

@@ -82,9 +82,21 @@ func TestCorkConn(t *testing.T) {
 			t.Fatalf("write: %v, want %v", err, boom)
 		}
 	})
+	t.Run("drop", func(t *testing.T) {
+		rc := &recordConn{}
+		c := &corkConn{Conn: rc}
+		c.cork()
+		_, _ = c.Write([]byte("a"))
+		c.drop()
+		_, _ = c.Write([]byte("close"))
+		if err := c.flush(); err != nil || strings.Join(rc.writes, "|") != "close" {
+			t.Fatalf("writes %q, %v; want only the write after drop", rc.writes, err)
+		}
+	})
 	t.Run("nil", func(t *testing.T) {
 		var c *corkConn
 		c.cork()
+		c.drop()
 		if err := c.flush(); err != nil {
 			t.Fatal(err)
 		}
