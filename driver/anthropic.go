@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -66,8 +67,17 @@ func (m *anthropicModel) Step(ctx context.Context, req *Request, onText func(str
 		name string
 	}
 	tools := map[int64]toolBlock{} // by content block index, for ToolCallDelta
+	size := 0
 	for stream.Next() {
 		ev := stream.Current()
+		size += len(ev.Delta.Text) + len(ev.Delta.PartialJSON) + len(ev.Delta.Thinking)
+		if ev.Type == "content_block_start" {
+			size += len(ev.ContentBlock.RawJSON())
+		}
+		if size > maxReplyBytes {
+			reply.Text = text.String()
+			return reply, errReplyTooLarge
+		}
 		if err := msg.Accumulate(ev); err != nil {
 			reply.Text = text.String()
 			return reply, redact(err, m.opts.APIKey)
@@ -102,6 +112,9 @@ func (m *anthropicModel) Step(ctx context.Context, req *Request, onText func(str
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
+			if b.Name == "" {
+				return reply, fmt.Errorf("the stream sent tool_use block %q without a name", b.ID)
+			}
 			reply.ToolCalls = append(reply.ToolCalls, protocol.ToolCall{ID: b.ID, Name: b.Name, Input: b.Input})
 		}
 	}

@@ -38,6 +38,15 @@ type ProviderOptions struct {
 	HTTPClient *http.Client
 }
 
+// maxReplyBytes bounds the text and tool-call arguments of one streamed
+// model step: more than any provider's output limit, and than one event
+// frame (protocol.MaxFrameBytes) could carry. A server that sends more is
+// cut off with an error instead of being held in memory.
+const maxReplyBytes = protocol.MaxFrameBytes
+
+// errReplyTooLarge is the error of a step whose answer passed maxReplyBytes.
+var errReplyTooLarge = fmt.Errorf("the model's answer passed %d bytes of text and tool-call arguments, the limit of one step", maxReplyBytes)
+
 func (o ProviderOptions) retries() int {
 	switch {
 	case o.MaxRetries < 0:
@@ -105,11 +114,19 @@ func (m *openAIModel) Step(ctx context.Context, req *Request, onText func(string
 	}
 	var calls []*partial
 	finished := false
+	size := 0
 	for stream.Next() {
 		chunk := stream.Current()
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {
 				continue
+			}
+			size += len(ch.Delta.Content)
+			for _, tc := range ch.Delta.ToolCalls {
+				size += len(tc.Function.Name) + len(tc.Function.Arguments)
+			}
+			if size > maxReplyBytes {
+				return m.partial(reply, &text), errReplyTooLarge
 			}
 			if d := ch.Delta.Content; d != "" {
 				text.WriteString(d)
@@ -142,7 +159,10 @@ func (m *openAIModel) Step(ctx context.Context, req *Request, onText func(string
 		return m.partial(reply, &text), errors.New("the stream ended before the model finished its answer")
 	}
 	reply.Text = text.String()
-	for _, p := range calls {
+	for i, p := range calls {
+		if p.name == "" {
+			return m.partial(reply, &text), fmt.Errorf("the stream sent tool call %d without a name", i)
+		}
 		reply.ToolCalls = append(reply.ToolCalls, protocol.ToolCall{ID: p.id, Name: p.name, Input: json.RawMessage(p.args.String())})
 	}
 	return reply, nil
