@@ -242,6 +242,21 @@ func (m *Manager) fenceOf(s *session.Session) *fencedJournal {
 	return f
 }
 
+// moving reports a session this node is giving up — its journal failed,
+// or its lease is no longer valid — but has not yet dropped from memory:
+// a [*NotOwnerError] without an address, which the server answers with
+// 503 and a client retries, rather than a connection to a session whose
+// events it may not be shown.
+func (m *Manager) moving(e *managed) error {
+	if e.lease == nil {
+		return nil
+	}
+	if f := m.fenceOf(e.s); (f != nil && f.failed.Load()) || !e.lease.Valid() {
+		return &NotOwnerError{Session: e.id, Node: m.opts.Node, Err: ErrLeaseLost}
+	}
+	return nil
+}
+
 // errUnjournaled ends a connection whose session's journal failed.
 var errUnjournaled = errors.New("the session's journal failed; it moves to another node: reconnect with ?after=")
 

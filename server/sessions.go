@@ -149,6 +149,10 @@ func (m *Manager) acquire(ctx context.Context, id string, create bool) (*session
 	if e.err != nil {
 		return nil, nil, e.err
 	}
+	if err := m.moving(e); err != nil { // cluster.go
+		m.release(e)
+		return nil, nil, err
+	}
 	var once sync.Once
 	return e.s, func() { once.Do(func() { m.release(e) }) }, nil
 }
