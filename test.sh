@@ -2,7 +2,8 @@
 # Runs every test of brain on a fresh machine: installs what the tests need
 # (Debian's chromium for the page handle), then gofmt, go vet, staticcheck,
 # go test -race over every package (the docs test included: it runs the
-# shell blocks of README.md and docs/*.md), and the TypeScript client's
+# shell blocks of README.md and docs/*.md), the allocation bounds without
+# the race detector, and the TypeScript client's
 # tests. Every step runs even if an earlier one failed; the last lines name
 # what failed (steps, then failing tests, one per line). Exit status 0 only
 # if everything passed. This is the single command CI runs (.ci/run).
@@ -47,6 +48,9 @@ step gofmt check_gofmt
 step "go vet" go vet ./...
 step staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 step "go test" go_tests
+# The allocation bounds of the WebSocket hot path skip themselves under the
+# race detector (it allocates on its own), so they run here without it.
+step "allocation bounds" go test -count=1 -run 'Allocs$' ./server/
 step "TypeScript client" clients/ts/test.sh
 
 echo
