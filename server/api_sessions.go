@@ -106,8 +106,10 @@ func (m *Manager) List(ctx context.Context) ([]SessionInfo, error) {
 	return out, err
 }
 
-// Delete ends every pending call of the session with cancelled, closes its
-// connections, drops it from memory and deletes it from the store. It
+// Delete ends every pending call of the session with cancelled, cancels
+// its running turn (the model loop stops: it makes no call on a session
+// nobody can reach), closes its connections, drops it from memory and
+// deletes it from the store. It
 // returns how many calls it cancelled; a session that does not exist is
 // [ErrNotFound].
 func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err error) {
@@ -120,6 +122,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 			cancelled++
 		}
 	}
+	_ = s.CancelTurn("the session was deleted") // conflict: no turn running
 	m.mu.Lock()
 	e := m.live[id]
 	if e != nil && e.s == s {
