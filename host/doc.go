@@ -14,11 +14,13 @@
 // is discarded, never reused.
 //
 // Deadlines hold wherever a guest is: each payload is instrumented at load
-// (after its identity is verified) so that loops and function entries spend
-// an inline fuel counter and call the host when it runs out, which stops a
-// guest whose call's context is done; a guest's sleep and every host
-// function honour the context too; and the pool gives a call's slot back
-// at its deadline whatever the guest is doing. Instantiation and
+// (after its identity is verified) so that its work — loop iterations,
+// calls, straight-line code, bulk memory operations — spends an inline
+// fuel counter, and calls the host when it runs out, within a few
+// milliseconds of work; that stops a guest whose call's context is done. A
+// guest's sleep and every host function honour the context too, so an
+// instance's Invoke returns by its deadline (it is a tool.DeadlineBound,
+// which a kernel calls on the caller's goroutine). Instantiation and
 // initialisation are bounded the same way. The compilation cache is
 // untrusted: each entry is sealed with a MAC and checked before wazero
 // reads it.

@@ -717,9 +717,9 @@ func decodeBody(code []byte) ([]inst, error) {
 		case op == 0x0c || op == 0x0d: // br, br_if
 			in.imm = int64(r.u32())
 		case op == 0x0e: // br_table
-			n := r.u32()
-			in.targets = make([]uint32, 0, min(n+1, uint32(len(code)-r.pos)+1))
-			for range n + 1 {
+			n := uint64(r.u32()) + 1 // the default too
+			in.targets = make([]uint32, 0, min(n, uint64(len(code)-r.pos)))
+			for range n {
 				in.targets = append(in.targets, r.u32())
 			}
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect

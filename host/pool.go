@@ -153,7 +153,7 @@ func decodeResult(raw []byte) (protocol.Outcome, error) {
 	}
 	switch raw[0] {
 	case abi.ResultValue:
-		if !json.Valid(raw[1:]) {
+		if !validJSON(raw[1:]) {
 			return protocol.Outcome{}, errors.New("the result value is not JSON")
 		}
 		return protocol.OK(slices.Clone(raw[1:])), nil
