@@ -70,7 +70,7 @@ func (m *anthropicModel) Step(ctx context.Context, req *Request, onText func(str
 	size := 0
 	for stream.Next() {
 		ev := stream.Current()
-		size += len(ev.Delta.Text) + len(ev.Delta.PartialJSON) + len(ev.Delta.Thinking)
+		size += len(ev.Delta.Text) + len(ev.Delta.PartialJSON) + len(ev.Delta.Thinking) + len(ev.Delta.Signature)
 		if ev.Type == "content_block_start" {
 			size += len(ev.ContentBlock.RawJSON())
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -446,4 +447,140 @@ func TestAttackRenderStreamGoroutines(t *testing.T) {
 	if s.PendingCalls() != 0 {
 		t.Fatalf("%d calls pending", s.PendingCalls())
 	}
+}
+
+// TestAttackRenderStreamPrefixes streams random documents in random
+// fragments: every partial is a JSON object that shows no more than the
+// arguments said — each string a prefix of the final one, each number a
+// prefix of its digits, no key or element the document lacks — and each
+// partial extends the one before.
+func TestAttackRenderStreamPrefixes(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	s := streamSession(t, nil, renderCap("note.show", true))
+	seen := 0
+	for doc := range 300 {
+		in := randomDoc(r, 3)
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.LastSeq()
+		rs, _ := s.StreamRender(protocol.AudienceLLM, "note.show")
+		for i := 0; i < len(b); {
+			n := 1 + r.IntN(900)
+			rs.AppendArguments(string(b[i:min(i+n, len(b))]))
+			i += n
+		}
+		rs.Close()
+		var want any
+		d := json.NewDecoder(strings.NewReader(string(b)))
+		d.UseNumber()
+		if err := d.Decode(&want); err != nil {
+			t.Fatal(err)
+		}
+		var prev any
+		for _, p := range partials(eventsAfter(t, s, before), rs.CallID()) {
+			var got any
+			d := json.NewDecoder(strings.NewReader(string(p.Props)))
+			d.UseNumber()
+			if err := d.Decode(&got); err != nil {
+				t.Fatalf("doc %d: partial %s: %v", doc, p.Props, err)
+			}
+			if why := prefixOf(got, want); why != "" {
+				t.Fatalf("doc %d: partial %s shows more than %s: %s", doc, p.Props, b, why)
+			}
+			if prev != nil {
+				if why := prefixOf(prev, got); why != "" {
+					t.Fatalf("doc %d: partial %s does not extend the one before: %s", doc, p.Props, why)
+				}
+			}
+			prev = got
+			seen++
+		}
+	}
+	if seen < 300 {
+		t.Fatalf("only %d partials from 300 documents", seen)
+	}
+	t.Logf("%d partials checked", seen)
+}
+
+// randomDoc is a random JSON object: strings with escapes and multi-byte
+// characters, numbers, literals, arrays and objects.
+func randomDoc(r *rand.Rand, depth int) map[string]any {
+	m := map[string]any{}
+	for i := range 1 + r.IntN(5) {
+		m[fmt.Sprintf("k%d_%s", i, strings.Repeat("é", r.IntN(3)))] = randomValue(r, depth-1)
+	}
+	return m
+}
+
+func randomValue(r *rand.Rand, depth int) any {
+	k := r.IntN(7)
+	if depth <= 0 {
+		k = r.IntN(5)
+	}
+	switch k {
+	case 0:
+		return r.IntN(2) == 0
+	case 1:
+		return nil
+	case 2:
+		return json.Number([]string{"0", "-12", "3.25", "1e9", "-4.5E-3", "123456789"}[r.IntN(6)])
+	case 3, 4:
+		var b strings.Builder
+		for range r.IntN(1500) {
+			b.WriteString([]string{"a", " ", "\"", "\\", "\n", "é", "😀", "<", "\u2028"}[r.IntN(9)])
+		}
+		return b.String()
+	case 5:
+		a := make([]any, r.IntN(4))
+		for i := range a {
+			a[i] = randomValue(r, depth-1)
+		}
+		return a
+	}
+	return randomDoc(r, depth-1)
+}
+
+// prefixOf explains how got shows more than want, or returns "".
+func prefixOf(got, want any) string {
+	switch g := got.(type) {
+	case map[string]any:
+		w, ok := want.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("an object where %T", want)
+		}
+		for k, v := range g {
+			wv, ok := w[k]
+			if !ok {
+				return fmt.Sprintf("key %q", k)
+			}
+			if why := prefixOf(v, wv); why != "" {
+				return k + ": " + why
+			}
+		}
+	case []any:
+		w, ok := want.([]any)
+		if !ok || len(g) > len(w) {
+			return fmt.Sprintf("an array of %d", len(g))
+		}
+		for i := range g {
+			if why := prefixOf(g[i], w[i]); why != "" {
+				return fmt.Sprintf("[%d]: %s", i, why)
+			}
+		}
+	case string:
+		if w, ok := want.(string); !ok || !strings.HasPrefix(w, g) {
+			return fmt.Sprintf("string %.40q", g)
+		}
+	case json.Number:
+		if w, ok := want.(json.Number); !ok || !strings.HasPrefix(w.String(), g.String()) {
+			return fmt.Sprintf("number %s", g)
+		}
+	default:
+		if got != want {
+			return fmt.Sprintf("%v", got)
+		}
+	}
+	return ""
 }
