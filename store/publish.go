@@ -19,6 +19,12 @@ import (
 // cluster.go), so riding it out is cheaper.
 const pubRetryWait = jetstream.DefaultPubRetryWait
 
+// pubAttempt bounds one attempt of a publish: one sent while a stream's
+// leader steps down can go unanswered (measured: a journal append waited
+// out the whole 5 s timeout), and is sent again until the timeout — its
+// message id and expected last sequence make a repeat harmless.
+const pubAttempt = time.Second
+
 // request publishes m to the stream and waits at most timeout for its
 // acknowledgement: what jetstream.PublishMsg does, with the same errors,
 // minus what it costs per call that a journal does not need (a context
@@ -27,19 +33,21 @@ const pubRetryWait = jetstream.DefaultPubRetryWait
 // hand when it has the usual form.
 func (s *Store) request(m *nats.Msg, timeout time.Duration) (*jetstream.PubAck, error) {
 	deadline := time.Now().Add(timeout)
-	resp, err := s.nc.RequestMsg(m, timeout)
-	for errors.Is(err, nats.ErrNoResponders) {
+	resp, err := s.nc.RequestMsg(m, min(timeout, pubAttempt))
+	for errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
-		t := time.NewTimer(min(pubRetryWait, left))
-		<-t.C
-		if left = time.Until(deadline); left <= 0 {
-			err = nats.ErrTimeout
-			break
+		if errors.Is(err, nats.ErrNoResponders) {
+			t := time.NewTimer(min(pubRetryWait, left))
+			<-t.C
+			if left = time.Until(deadline); left <= 0 {
+				err = nats.ErrTimeout
+				break
+			}
 		}
-		resp, err = s.nc.RequestMsg(m, left)
+		resp, err = s.nc.RequestMsg(m, min(left, pubAttempt))
 	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
