@@ -186,7 +186,11 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 		Discard:           jetstream.DiscardOld,
 		MaxMsgsPerSubject: maxPer,
 		Replicas:          o.Replicas,
-		AllowDirect:       true,
+		// Direct gets are answered by any replica, and a follower may not
+		// have applied the latest acknowledged events yet: a journal must
+		// read the session's last event from the leader. One replica has
+		// nothing to lag behind.
+		AllowDirect: o.Replicas == 1,
 	}
 	rctx, cancel := s.requestContext(ctx)
 	defer cancel()
@@ -353,11 +357,34 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, er
 		return nil, ErrClosed
 	}
 	events, err := s.load(ctx, subj)
+	// Replicated, the load's consumer may sit on a follower that has not
+	// applied the latest acknowledged events: load again until the events
+	// reach the last one the leader holds (a node taking a session over
+	// must restore everything its peers were shown).
+	for try := 0; err == nil && s.opts.Replicas > 1; try++ {
+		var last lastEvent
+		rctx, cancel := s.requestContext(ctx)
+		last, err = s.last(rctx, subj)
+		cancel()
+		if err != nil || last.streamSeq == 0 || (len(events) > 0 && events[len(events)-1].Seq >= last.seq) {
+			break
+		}
+		if try == loadCatchUp {
+			err = fmt.Errorf("the events stop at %d of %d after %d loads: a replica lags", len(events), last.seq, try+1)
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // a follower catching up
+		events, err = s.load(ctx, subj)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: load session %q: %w", sessionID, err)
 	}
 	return events, nil
 }
+
+// loadCatchUp bounds the loads again of a replicated session that lag
+// its leader.
+const loadCatchUp = 50
 
 func (s *Store) load(ctx context.Context, subj string) ([]session.Event, error) {
 	rctx, cancel := s.requestContext(ctx)
