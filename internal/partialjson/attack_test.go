@@ -64,7 +64,7 @@ func randomJSON(r *rand.Rand, b *bytes.Buffer, depth int) {
 				b.WriteByte(',')
 			}
 			ws()
-			b.WriteString(strconv.Quote("k" + strconv.Itoa(r.IntN(100))))
+			b.WriteString(strconv.Quote("k" + strconv.Itoa(i) + "_" + strconv.Itoa(r.IntN(100)))) // unique in its object
 			ws()
 			b.WriteByte(':')
 			randomJSON(r, b, depth-1)
@@ -202,6 +202,114 @@ func TestAttackNumberPrefix(t *testing.T) {
 		{`[1e5e5`, `[1e5]`},
 		{`[7.`, `[7]`},
 		{`[12E+3`, `[12E+3]`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			if got := partialjson.Complete([]byte(tc.in)); string(got) != tc.want {
+				t.Fatalf("Complete(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAttackShowsNoMore: the completion of every prefix of a random
+// document shows nothing the document does not say — no key it lacks,
+// each string a prefix of its string, each number a prefix of its digits
+// — and each completion extends the one of the prefix before.
+func TestAttackShowsNoMore(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var b bytes.Buffer
+	decode := func(in []byte) any {
+		var v any
+		d := json.NewDecoder(bytes.NewReader(in))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
+			t.Fatalf("decode %q: %v", in, err)
+		}
+		return v
+	}
+	for doc := range 1500 {
+		b.Reset()
+		randomJSON(r, &b, 5)
+		in := b.Bytes()
+		want := decode(in)
+		var prev any
+		for i := 1; i <= len(in); i++ {
+			p := partialjson.Complete(in[:i])
+			if p == nil {
+				continue
+			}
+			got := decode(p)
+			if why := shows(got, want); why != "" {
+				t.Fatalf("doc %d: Complete(%q) = %s, more than %s: %s", doc, in[:i], p, in, why)
+			}
+			if prev != nil {
+				if why := shows(prev, got); why != "" {
+					t.Fatalf("doc %d: Complete(%q) = %s does not extend the last completion: %s", doc, in[:i], p, why)
+				}
+			}
+			prev = got
+		}
+	}
+}
+
+// shows explains how got says more than want, or returns "".
+func shows(got, want any) string {
+	switch g := got.(type) {
+	case map[string]any:
+		w, ok := want.(map[string]any)
+		if !ok {
+			return "an object"
+		}
+		for k, v := range g {
+			wv, ok := w[k]
+			if !ok {
+				return "key " + strconv.Quote(k)
+			}
+			if why := shows(v, wv); why != "" {
+				return k + ": " + why
+			}
+		}
+	case []any:
+		w, ok := want.([]any)
+		if !ok || len(g) > len(w) {
+			return "an array"
+		}
+		for i := range g {
+			if why := shows(g[i], w[i]); why != "" {
+				return strconv.Itoa(i) + ": " + why
+			}
+		}
+	case string:
+		if w, ok := want.(string); !ok || !strings.HasPrefix(w, g) {
+			return "string " + strconv.Quote(g)
+		}
+	case json.Number:
+		if w, ok := want.(json.Number); !ok || !strings.HasPrefix(w.String(), g.String()) {
+			return "number " + g.String()
+		}
+	default:
+		if got != want {
+			return "value"
+		}
+	}
+	return ""
+}
+
+// TestAttackSurrogates: a UTF-16 surrogate pair's escape cut between its
+// halves is dropped whole (its first half alone would show U+FFFD, which
+// the final text does not have); a lone surrogate the text really holds
+// is kept.
+func TestAttackSurrogates(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"a":"x\ud83d`, `{"a":"x"}`},
+		{`{"a":"x\ud83d\`, `{"a":"x"}`},
+		{`{"a":"x\ud83d\u`, `{"a":"x"}`},
+		{`{"a":"x\uD83D\uDE0`, `{"a":"x"}`},
+		{`{"a":"x\ud83d\ude00`, `{"a":"x\ud83d\ude00"}`},
+		{`{"a":"x\ud83dA`, `{"a":"x\ud83dA"}`},
+		{`{"a":"x\ud83d\n`, `{"a":"x\ud83d\n"}`},
+		{`{"a":"x\udc00`, `{"a":"x\udc00"}`}, // a second half alone: nothing to wait for
+		{`{"a":"x\u00e9`, `{"a":"x\u00e9"}`},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			if got := partialjson.Complete([]byte(tc.in)); string(got) != tc.want {

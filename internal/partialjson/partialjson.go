@@ -5,8 +5,8 @@
 // [Complete] closes what is open (strings, arrays, objects) and drops what
 // cannot be shown yet: a dangling key (with or without its colon), a
 // trailing comma, a literal or a number cut short (a number keeps its
-// longest valid prefix), an escape or a UTF-8 sequence cut in half. The
-// result is always valid JSON, or nil when the prefix holds no value yet
+// longest valid prefix), an escape, a UTF-16 surrogate pair's escapes or
+// a UTF-8 sequence cut in half. The result is always valid JSON, or nil when the prefix holds no value yet
 // or is not the start of any JSON text.
 //
 //	partialjson.Complete([]byte(`{"title":"Q3 rev`))     // {"title":"Q3 rev"}
@@ -14,7 +14,10 @@
 //	partialjson.Complete([]byte(`{"title":"Q3","po`))    // {"title":"Q3"}
 package partialjson
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // MaxDepth is the deepest nesting Complete follows; a deeper prefix
 // completes to nil.
@@ -234,6 +237,9 @@ func scanString(b []byte, start int) (end, safe int, complete, ok bool) {
 						return 0, 0, false, false
 					}
 				}
+				if highSurrogate(b[i+2:i+6]) && pairCut(b[i+6:]) {
+					return 0, i, false, true // the first half of a pair: its character is not known yet
+				}
 				i += 6
 			default:
 				return 0, 0, false, false
@@ -251,6 +257,28 @@ func scanString(b []byte, start int) (end, safe int, complete, ok bool) {
 		}
 	}
 	return 0, i, false, true
+}
+
+// highSurrogate reports whether the four hex digits h are U+D800–U+DBFF,
+// the first half of a UTF-16 surrogate pair.
+func highSurrogate(h []byte) bool {
+	return (h[0] == 'd' || h[0] == 'D') && strings.IndexByte("89abAB", h[1]) >= 0
+}
+
+// pairCut reports whether rest, the text after a high surrogate's escape,
+// ends before the escape of its second half could be complete: it is a
+// proper prefix of some \uXXXX.
+func pairCut(rest []byte) bool {
+	if len(rest) >= 6 {
+		return false
+	}
+	for k, c := range rest {
+		switch {
+		case k == 0 && c != '\\', k == 1 && c != 'u', k > 1 && !isHex(c):
+			return false
+		}
+	}
+	return true
 }
 
 func isHex(c byte) bool {
