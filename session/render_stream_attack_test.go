@@ -584,3 +584,69 @@ func prefixOf(got, want any) string {
 	}
 	return ""
 }
+
+// TestAttackForgedPartial: render_invoked goes from the kernel to peers
+// only; a peer that sends one — partial or not, for a call id a stream
+// reserved or any other — is refused and nothing is emitted.
+func TestAttackForgedPartial(t *testing.T) {
+	s := session.New("forged", nil)
+	if err := s.Register(session.App("a"), appRender("a", "app.chart")); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := s.StreamRender(protocol.AudienceLLM, "app.chart")
+	defer rs.Close()
+	for _, p := range []session.Peer{session.App("a"), session.App("b"), session.Client} {
+		for _, id := range []string{rs.CallID(), "c-made-up"} {
+			before := s.LastSeq()
+			reply := s.HandleFrame(p, &protocol.Frame{ID: "f", Msg: &protocol.RenderInvoked{CapabilityName: "app.chart", CallID: id, Props: json.RawMessage(`{"title":"forged"}`), Partial: true}})
+			if reply == nil || reply.Msg.MessageType() != protocol.TypeError {
+				t.Fatalf("%v sending render_invoked for %s: reply %+v, want an error", p, id, reply)
+			}
+			if s.LastSeq() != before {
+				t.Fatalf("%v's forged render_invoked emitted an event", p)
+			}
+		}
+	}
+	// A result for the reserved id before the call exists is refused, and
+	// is not applied to the call once it is made.
+	rs.Props(json.RawMessage(`{"title":"x"}`))
+	if err := s.Result(session.App("a"), &protocol.CapabilityResult{CallID: rs.CallID(), Result: json.RawMessage(`{"early":true}`)}); err == nil {
+		t.Fatal("a result for a call not yet made was accepted")
+	}
+	answer(t, s, session.App("a"), "app.chart", func(*protocol.CapabilityInvoked) json.RawMessage { return json.RawMessage(`{"late":true}`) })
+	wantValue(t, s.InvokeStreamed(waitCtx(t), rs, json.RawMessage(`{"title":"x"}`)), `{"late":true}`)
+}
+
+// TestAttackRenderStreamHeap measures what open streams hold: 8 streams
+// (a session's most) each fed 256 KiB of arguments in 1 KiB fragments
+// keep their text and their last partial, well under 1 MiB each. (The
+// session's log is kept tiny so that its partial events are not counted.)
+func TestAttackRenderStreamHeap(t *testing.T) {
+	s := streamSession(t, &session.Options{LogSize: 1}, renderCap("note.show", true))
+	var streams []*session.RenderStream
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	piece := strings.Repeat("m", 1<<10)
+	for range 8 {
+		rs, err := s.StreamRender(protocol.AudienceLLM, "note.show")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.AppendArguments(`{"title":"heap","body":"`)
+		for range 255 {
+			rs.AppendArguments(piece)
+		}
+		streams = append(streams, rs)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("8 open streams of 255 KiB of arguments hold %d KiB", held>>10)
+	if held > 8<<20 {
+		t.Fatalf("8 open streams hold %d KiB, want at most 8 MiB", held>>10)
+	}
+	for _, rs := range streams {
+		rs.Close()
+	}
+}
