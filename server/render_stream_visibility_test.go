@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
+	"github.com/brainrt/brain/store"
 )
 
 // appRenderOf is app's render capability name, whose props stream.
@@ -229,5 +231,84 @@ func TestRenderStreamSessionDeleted(t *testing.T) {
 	}
 	if n := s.PendingCalls(); n != 0 {
 		t.Fatalf("%d calls pending in the deleted session", n)
+	}
+}
+
+// TestRenderStreamRestart: a kernel stops (the store keeps the journal)
+// while a render stream has shown partials; the next kernel, restoring the
+// session from the store, ends the stream once — the client sees the
+// partials' end, nothing is pending — and a third start adds nothing.
+func TestRenderStreamRestart(t *testing.T) {
+	dir := t.TempDir()
+	chart := protocol.Capability{Name: "env.chart", Description: "Chart.", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Kind: protocol.KindRender, Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
+		Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceIframe, URL: "https://r.example/c.html"},
+			Targets: []protocol.RenderTarget{protocol.TargetChat}, Fallback: "chart", Streaming: true}}
+	shown := session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })
+	// run starts a kernel on dir, opens session "rs", runs act on it, and
+	// returns the events the store holds when the kernel stops.
+	run := func(act func(s *session.Session)) []session.Event {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		st, err := store.Open(ctx, &store.Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		mgr := server.NewManager(server.ManagerOptions{Store: st, Attach: func(s *session.Session) error { return s.RegisterAgent(chart, shown) }})
+		s, release, err := mgr.Acquire(ctx, "rs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		act(s)
+		release()
+		events, err := st.Load(ctx, "rs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events
+	}
+	var id string
+	first := run(func(s *session.Session) {
+		rs, err := s.StreamRender(protocol.AudienceLLM, "env.chart")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rs.AppendArguments(`{"title":"cut off`) {
+			t.Fatal("no partial")
+		}
+		id = rs.CallID() // the kernel stops here, the stream still open
+	})
+	ends := func(events []session.Event) (partials, outcomes int) {
+		for _, e := range events {
+			switch m := e.Msg.(type) {
+			case *protocol.RenderInvoked:
+				if m.CallID == id && m.Partial {
+					partials++
+				}
+			case *protocol.CapabilityOutcome:
+				if m.CallID == id {
+					outcomes++
+					if m.Outcome.Err == nil || m.Outcome.Err.Code != protocol.CodeCancelled {
+						t.Fatalf("the stream ended %+v, want cancelled", m.Outcome)
+					}
+				}
+			}
+		}
+		return partials, outcomes
+	}
+	if p, o := ends(first); p != 1 || o != 0 {
+		t.Fatalf("stored before the restart: %d partials, %d outcomes", p, o)
+	}
+	for i := range 2 {
+		events := run(func(s *session.Session) {
+			if n := s.PendingCalls(); n != 0 {
+				t.Errorf("restart %d: %d calls pending", i+1, n)
+			}
+		})
+		if p, o := ends(events); p != 1 || o != 1 {
+			t.Fatalf("restart %d: %d partials, %d outcomes of the stream, want 1 and 1", i+1, p, o)
+		}
 	}
 }
