@@ -18,8 +18,9 @@ var (
 	handles  tool.Handles
 	instance tool.Instance
 
-	inBuf  []byte // handed out by brain_alloc, reused
-	outBuf []byte // the last result, kept reachable until the next call
+	inBuf  []byte    // handed out by brain_alloc, reused
+	outBuf []byte    // the last result, kept reachable until the next call
+	cur    tool.Call // the running call, reused: a guest runs one call at a time
 )
 
 // Serve makes t the module's tool, with the guest handles hs (only those
@@ -101,8 +102,8 @@ func invoke(ptr, n uint32) uint64 {
 	}
 	// A panic is not recovered: it traps, and the host discards this
 	// instance, which is what a crashed tool deserves.
-	v, err := instance.Invoke(context.Background(), &tool.Call{ID: id, Input: input, Handles: handles,
-		Workspace: workspace, Progress: progress})
+	cur = tool.Call{ID: id, Input: input, Handles: handles, Workspace: workspace, Progress: progress}
+	v, err := instance.Invoke(context.Background(), &cur)
 	if err != nil {
 		return failed(protocol.OutcomeOf(err))
 	}

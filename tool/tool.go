@@ -310,6 +310,9 @@ type instance[In, Out, H, B any] struct {
 // handlesFor copies the declared handles, and only them, into a new H.
 func (in *instance[In, Out, H, B]) handlesFor(hs *Handles) (H, error) {
 	var h H
+	if len(in.t.handles) == 0 {
+		return h, nil
+	}
 	v := reflect.ValueOf(&h).Elem()
 	for _, f := range in.t.handles {
 		x := hs.Get(f.kind)
