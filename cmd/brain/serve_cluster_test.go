@@ -141,8 +141,10 @@ func startCluster(t *testing.T, urls []string, ttl string) ([]*exec.Cmd, []strin
 	return cmds, addrs, token
 }
 
-// leaseHolder returns the node holding session id's lease ("" if none).
-func leaseHolder(t *testing.T, ctx context.Context, natsURL, id string, ttl time.Duration) string {
+// leaseHolder returns the node holding session id's lease once ok
+// accepts it, polling for up to 5 s: the bucket's reads may be answered by
+// a replica that has not applied the latest change yet.
+func leaseHolder(t *testing.T, ctx context.Context, natsURL, id string, ttl time.Duration, ok func(string) bool) string {
 	t.Helper()
 	st, err := store.Open(ctx, &store.Options{URL: natsURL, Replicas: 3})
 	if err != nil {
@@ -154,14 +156,20 @@ func leaseHolder(t *testing.T, ctx context.Context, natsURL, id string, ttl time
 		t.Fatal(err)
 	}
 	defer l.Close()
-	h, ok, err := l.Holder(ctx, id)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, held, err := l.Holder(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !held {
+			h.Node = ""
+		}
+		if ok(h.Node) || time.Now().After(deadline) {
+			return h.Node
+		}
+		time.Sleep(50 * time.Millisecond) // polling a replica catching up
 	}
-	if !ok {
-		return ""
-	}
-	return h.Node
 }
 
 // follow reads p's frames after seq until every call of want has ended,
@@ -308,7 +316,7 @@ func TestServeClusterSIGKILL(t *testing.T) {
 
 	// Graceful: SIGTERM on the new owner hands the session to the last
 	// node at once, without waiting for the lease TTL.
-	holder := leaseHolder(t, ctx, urls[0], "k", ttl)
+	holder := leaseHolder(t, ctx, urls[0], "k", ttl, func(h string) bool { return h == "b" || h == "c" })
 	from, ok := node[holder]
 	if !ok || from == 0 {
 		t.Fatalf("the session's lease is held by %q, want b or c", holder)
@@ -331,7 +339,8 @@ func TestServeClusterSIGKILL(t *testing.T) {
 	if took := time.Since(stopped); took > 2*time.Second {
 		t.Fatalf("graceful handover took %s (lease TTL %s): it waited for expiry", took, ttl)
 	}
-	if h := leaseHolder(t, ctx, urls[0], "k", ttl); h != []string{"a", "b", "c"}[to] {
+	want := []string{"a", "b", "c"}[to]
+	if h := leaseHolder(t, ctx, urls[0], "k", ttl, func(h string) bool { return h == want }); h != want {
 		t.Fatalf("after the handover the lease is held by %q", h)
 	}
 }
