@@ -79,7 +79,8 @@ func TestRenderStreamVisibility(t *testing.T) {
 	start := s.LastSeq()
 	bWatch := f.dial(appBToken, sid, "?after=0")
 	aWatch := f.dial(appAToken, sid, "?after=0")
-	client := f.dial(clientToken, sid, "?after=0")
+	client := f.dial(clientToken, sid, "?after=0")      // acts
+	clientWatch := f.dial(clientToken, sid, "?after=0") // only records what arrives
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream := func(name, partial string) *session.RenderStream {
@@ -142,7 +143,7 @@ func TestRenderStreamVisibility(t *testing.T) {
 		"b live":   viewOf(t, bWatch.rawUntil(last)),
 		"a replay": viewOf(t, f.dial(appAToken, sid, "?after=0").rawUntil(last)),
 		"b replay": viewOf(t, f.dial(appBToken, sid, "?after=0").rawUntil(last)),
-		"client":   viewOf(t, client.rawUntil(last)),
+		"client":   viewOf(t, clientWatch.rawUntil(last)),
 	}
 	for name, v := range views {
 		t.Run(name, func(t *testing.T) {
@@ -153,6 +154,12 @@ func TestRenderStreamVisibility(t *testing.T) {
 				if views["client"].final[id] && !v.final[id] {
 					t.Errorf("call %s: partials, but not the final render_invoked the client saw", id)
 				}
+			}
+			if name == "client" { // sees everything
+				if !v.partial[stolen.CallID()] || !v.outcome[stolen.CallID()] || !strings.Contains(v.text, "b-partial") {
+					t.Errorf("the client did not see every stream")
+				}
+				return
 			}
 			isB := strings.HasPrefix(name, "b")
 			for _, secret := range []string{"partial-secret-A", "final-secret-A", "stolen-partial-A"} {
@@ -166,7 +173,7 @@ func TestRenderStreamVisibility(t *testing.T) {
 			if !isB && (strings.Contains(v.text, "b-partial") || strings.Contains(v.text, "b-final")) {
 				t.Errorf("%s received b's stream or call", name)
 			}
-			if name != "client" && !isB && !(v.partial[stolen.CallID()] && v.outcome[stolen.CallID()]) {
+			if !isB && !(v.partial[stolen.CallID()] && v.outcome[stolen.CallID()]) {
 				t.Errorf("a did not see the partials it drew end")
 			}
 		})
