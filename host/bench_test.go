@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/host"
 	"github.com/brainrt/brain/host/testdata/tools/echo"
@@ -107,5 +108,34 @@ func BenchmarkCompileCold(b *testing.B) {
 		e.Detach("echo")
 		_ = h.Close(ctx)
 		b.StartTimer()
+	}
+}
+
+// BenchmarkEchoArtifactDirect: BenchmarkEchoArtifact without the kernel
+// (no schema validation, no handles to acquire): the instance's own
+// Invoke, under a deadline as the kernel sets one, so that the kernel's
+// share of the warm call shows.
+func BenchmarkEchoArtifactDirect(b *testing.B) {
+	h := newHost(b, nil)
+	inst, err := load(b, h, "echo").Provision(context.Background(), tool.Handles{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer inst.Close()
+	call := &tool.Call{ID: "c", Input: benchInput}
+	invoke := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := inst.Invoke(ctx, call); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 20_000 { // warm up as benchInvoke does
+		invoke()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		invoke()
 	}
 }

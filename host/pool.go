@@ -179,9 +179,13 @@ func decodeOutcome(raw []byte) (protocol.Outcome, error) {
 // call's context.
 func (p *pool) get(ctx context.Context, st *callState) (*instance, error) {
 	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case p.sem <- struct{}{}: // a free slot: ctx.Done is not asked for (it may allocate)
+	default:
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	p.mu.Lock()
 	if p.closed {
