@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -412,13 +413,13 @@ func (d *Driver) resolve(names *nameMap, tc protocol.ToolCall, step, i int) pend
 	if len(in) == 0 {
 		in = json.RawMessage(`{}`)
 	}
-	if json.Valid(in) {
+	if json.Valid(in) && utf8.Valid(in) { // JSON text is UTF-8: other bytes would reach every peer's frames
 		pc.call.Input = in
 	} else {
 		var v any
 		pc.badJSON = json.Unmarshal(in, &v)
 		if pc.badJSON == nil {
-			pc.badJSON = errors.New("invalid JSON")
+			pc.badJSON = errors.New("they are not UTF-8")
 		}
 		pc.call.Input, _ = json.Marshal(string(tc.Input))
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/brainrt/brain/driver"
 	"github.com/brainrt/brain/protocol"
@@ -377,6 +378,15 @@ func TestAttackToolCallIndexes(t *testing.T) {
 				t.Fatalf("%d calls", r.calls)
 			}
 		}, ""},
+		{"raw invalid UTF-8 in the stream", func(s *sse) {
+			s.data(openAIChunk(`{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"note_show","arguments":"{\"title\":\"`+"\xff\xfe"+strings.Repeat("\xc3", 600)+`"}}]}`, ""))
+			s.data(openAIChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"`+"\xed\xa0\x80"+`\"}"}}]}`, ""))
+			openAIEnd(s)
+		}, protocol.TurnCompleted, func(t *testing.T, r streamReport) {
+			if r.calls != 0 || r.partials != 0 {
+				t.Fatalf("%+v: want the call refused (invalid_input), no partial", r)
+			}
+		}, ""},
 		{"lone surrogates and replacement characters", func(s *sse) {
 			s.data(openAIToolDelta(0, "call_u", "note_show", note(0)+`\ud800 \udfff `))
 			s.data(openAIToolDelta(0, "", "", "\ufffd"+strings.Repeat("é", 400)+`"}`))
@@ -399,6 +409,13 @@ func TestAttackToolCallIndexes(t *testing.T) {
 				tc.check(t, r)
 			}
 			t.Logf("%+v", r)
+			j.mu.Lock()
+			for _, f := range j.frames {
+				if !utf8.ValidString(f) {
+					t.Errorf("a frame peers receive is not UTF-8: %.200q", f)
+				}
+			}
+			j.mu.Unlock()
 			h.hc.CloseIdleConnections()
 			goroutines(t, base)
 		})
