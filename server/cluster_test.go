@@ -79,7 +79,13 @@ func startNodeLog(t testing.TB, id, natsURL string, tokens *server.Tokens, attac
 	if n.leases, err = n.st.Leases(context.Background(), &store.LeaseOptions{Node: id, Addr: n.url, TTL: ttl}); err != nil {
 		t.Fatal(err)
 	}
-	n.mgr = server.NewManager(server.ManagerOptions{Store: n.st, Node: id, Logger: log, Session: session.Options{PeerGrace: 5 * time.Second, Logger: log}, Attach: attach,
+	var limits server.Limits
+	if _, ok := t.(*testing.B); ok {
+		// A benchmark's one connection sends thousands of frames a second,
+		// past the default per-connection rate.
+		limits.FramesPerSecond = -1
+	}
+	n.mgr = server.NewManager(server.ManagerOptions{Store: n.st, Node: id, Logger: log, Limits: limits, Session: session.Options{PeerGrace: 5 * time.Second, Logger: log}, Attach: attach,
 		Lease: func(ctx context.Context, sid string) (server.Lease, error) {
 			x, err := n.leases.Acquire(ctx, sid)
 			if err != nil {
@@ -184,6 +190,15 @@ type clusterPeer struct {
 	t    testing.TB
 	conn *websocket.Conn
 	ctx  context.Context
+	seen []string // the latest frames read and sent, for a failure's report
+}
+
+// note records a frame in c.seen (the latest 8).
+func (c *clusterPeer) note(dir string, b []byte) {
+	if len(c.seen) == 8 {
+		c.seen = c.seen[1:]
+	}
+	c.seen = append(c.seen, time.Now().Format("15:04:05.000000")+" "+dir+" "+string(b[:min(len(b), 160)]))
 }
 
 // dialNode opens a client WebSocket to session sid through node n,
@@ -216,6 +231,7 @@ func (c *clusterPeer) send(id string, m protocol.Message) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	c.note(">", b)
 	if err := c.conn.Write(c.ctx, websocket.MessageText, b); err != nil {
 		c.t.Fatalf("write: %v", err)
 	}
@@ -226,6 +242,7 @@ func (c *clusterPeer) next() (*protocol.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.note("<", b)
 	return protocol.DecodeFrame(b)
 }
 
@@ -234,7 +251,7 @@ func (c *clusterPeer) until(match func(*protocol.Frame) bool) *protocol.Frame {
 	for {
 		f, err := c.next()
 		if err != nil {
-			c.t.Fatalf("read: %v", err)
+			c.t.Fatalf("read: %v; the latest frames:\n  %s", err, strings.Join(c.seen, "\n  "))
 		}
 		if match(f) {
 			return f
