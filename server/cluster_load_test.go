@@ -48,7 +48,7 @@ type loadWorker struct {
 	movedAt   time.Time
 	afterMove int
 	resumedAt time.Time // when the first call after the move finished
-	trace     []string // the latest of what the worker saw, for a failure's report
+	trace     []string  // the latest of what the worker saw, for a failure's report
 }
 
 // traceLines bounds a worker's trace.
