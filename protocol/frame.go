@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Version is the protocol version a frame carries in "v".
@@ -195,11 +196,16 @@ func DecodeFrame(data []byte) (*Frame, error) {
 // DecodePeerFrame is [DecodeFrame] for a frame a peer sent to the kernel:
 // it also refuses the kernel-only fields "seq" and "ref", with an error
 // naming the field, so that a peer cannot pass off a command as a reply or
-// an event.
+// an event, and a frame that is not UTF-8 (JSON text is; raw bytes in an
+// input or a result would reach other peers' text frames, which a browser
+// must refuse).
 func DecodePeerFrame(data []byte) (*Frame, error) {
 	f, keys, err := decodeFrame(data)
 	if err != nil {
 		return nil, err
+	}
+	if !utf8.Valid(data) {
+		return nil, &DecodeError{ID: f.ID, Code: CodeInvalidRequest, Err: fmt.Errorf("the frame is not valid UTF-8, as JSON text must be")}
 	}
 	for _, k := range []string{"seq", "ref"} {
 		if keys[k] {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
@@ -316,6 +317,55 @@ func TestRenderStreamRestart(t *testing.T) {
 		})
 		if p, o := ends(events); p != 1 || o != 1 {
 			t.Fatalf("restart %d: %d partials, %d outcomes of the stream, want 1 and 1", i+1, p, o)
+		}
+	}
+}
+
+// TestPeerFrameNotUTF8: a peer's frame that is not UTF-8 — a result or an
+// input holding raw bytes, which would reach the other peers' text frames
+// (a browser fails the connection on them, again on every resume) — is
+// refused, and the call it answers is still open to a proper result.
+func TestPeerFrameNotUTF8(t *testing.T) {
+	f := twoAppFixture(t)
+	const sid = "utf8"
+	a := f.dial(appAToken, sid, "?after=0")
+	a.send("reg", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{appCapOf("a", "a.tool")}})
+	a.reply("reg")
+	s, release, err := f.mgr.Acquire(context.Background(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	watch := f.dial(clientToken, sid, "?after=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan protocol.Outcome, 1)
+	go func() { done <- s.Invoke(ctx, protocol.AudienceLLM, "a.tool", json.RawMessage(`{}`)) }()
+	inv := a.until(ofType(protocol.TypeCapabilityInvoked)).Msg.(*protocol.CapabilityInvoked)
+	for _, tc := range []struct{ name, frame string }{
+		// Printable ASCII around the bad bytes, so that the result fast path is tried too.
+		{"a result", `{"v":2,"id":"bad1","msg":{"type":"capability_result","callId":"` + inv.CallID + `","result":{"text":"` + "\xff\xfe" + `"}}}`},
+		{"a result with escapes", `{"v":2,"id":"bad2","msg":{"type":"capability_result","callId":"` + inv.CallID + `","result":{"t\u00e9xt":"` + "\xc3" + `"}}}`},
+		{"an invocation", `{"v":2,"id":"bad3","msg":{"type":"capability_invoke","name":"a.tool","input":{"q":"` + "\xed\xa0\x80" + `"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a.sendRaw(tc.frame)
+			r := a.until(func(f *protocol.Frame) bool { return f.Ref != "" })
+			e, ok := r.Msg.(*protocol.ErrorReply)
+			if !ok || !strings.Contains(e.Message, "UTF-8") {
+				t.Fatalf("reply %+v, want an error naming UTF-8", r.Msg)
+			}
+		})
+	}
+	a.send("good", &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"text":"ok"}`)})
+	if out := <-done; !out.IsOK() {
+		t.Fatalf("the call after the refused frames: %+v", out.Err)
+	}
+	watch.send("end", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.end", false)}})
+	last := s.LastSeq()
+	for _, fr := range f.dial(clientToken, sid, "?after=0").rawUntil(last) {
+		if !utf8.ValidString(fr) {
+			t.Fatalf("the client received a frame that is not UTF-8: %q", fr)
 		}
 	}
 }
