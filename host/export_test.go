@@ -5,6 +5,3 @@ var Instrument = instrument
 
 // ErrNotInstrumentable is errNotInstrumentable, for package host_test.
 var ErrNotInstrumentable = errNotInstrumentable
-
-// ValidJSON is validJSON, for package host_test.
-var ValidJSON = validJSON

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/brainrt/brain/internal/jsonvalid"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
@@ -153,7 +154,7 @@ func decodeResult(raw []byte) (protocol.Outcome, error) {
 	}
 	switch raw[0] {
 	case abi.ResultValue:
-		if !validJSON(raw[1:]) {
+		if !jsonvalid.Valid(raw[1:]) {
 			return protocol.Outcome{}, errors.New("the result value is not JSON")
 		}
 		return protocol.OK(slices.Clone(raw[1:])), nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brainrt/brain/internal/jsonvalid"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -317,7 +318,7 @@ func (s *Session) checkOutput(c *call, v json.RawMessage) protocol.Outcome {
 		if err := c.reg.output.ValidateJSON(v); err != nil {
 			return protocol.Fail(protocol.CodeInvalidOutput, "the result of %q does not match its outputSchema: %v", c.name, err)
 		}
-	} else if !json.Valid(v) {
+	} else if !jsonvalid.Valid(v) {
 		return protocol.Fail(protocol.CodeInvalidOutput, "the result of %q is not valid JSON", c.name)
 	}
 	return protocol.OK(v)

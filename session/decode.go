@@ -5,6 +5,8 @@ import (
 	"errors"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/brainrt/brain/internal/jsonvalid"
 )
 
 // maxDepth bounds the nesting of a decoded value.
@@ -21,7 +23,7 @@ const maxDepth = 512
 // value lives only for the validation of raw, during which raw is not
 // modified. A fuzz test holds it to encoding/json's results.
 func decodeJSON(raw []byte) (any, error) {
-	if !json.Valid(raw) {
+	if !jsonvalid.Valid(raw) {
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/brainrt/brain/internal/jsonvalid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -64,7 +65,7 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 // location as a JSON pointer with what was wrong there, sorted, so a model
 // can act on it.
 func (s *Schema) ValidateJSON(raw json.RawMessage) error {
-	if s.fast != nil && json.Valid(raw) && s.fast.valid(raw) {
+	if s.fast != nil && jsonvalid.Valid(raw) && s.fast.valid(raw) {
 		return nil
 	}
 	v, err := decodeJSON(raw)

@@ -1,12 +1,15 @@
-package host
+// Package jsonvalid checks that bytes are one JSON value, as
+// encoding/json.Valid does, in one pass: every result a tool, an artifact
+// or a peer returns is checked on its call's path, where encoding/json's
+// per-byte state functions cost twice as much.
+package jsonvalid
 
-// validJSON reports whether b is one JSON value with optional white space
-// around it, exactly as encoding/json.Valid does (FuzzValidJSON compares
-// them), in one pass without encoding/json's per-byte state functions: it
-// checks every result a guest returns, so it is on every call's path.
+// Valid reports whether b is one JSON value with optional white space
+// around it, exactly as encoding/json.Valid does (FuzzValid compares
+// them), in one pass without encoding/json's per-byte state functions.
 // Like encoding/json it accepts any byte of 0x20 and above inside a string
 // (invalid UTF-8 included) and refuses nesting deeper than 10,000.
-func validJSON(b []byte) bool {
+func Valid(b []byte) bool {
 	const maxDepth = 10_000
 	var stack []byte // the open containers: '{' or '['
 	i := skipSpace(b, 0)

@@ -1,11 +1,11 @@
-package host_test
+package jsonvalid_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/jsonvalid"
 )
 
 var jsonCases = []string{
@@ -19,25 +19,25 @@ var jsonCases = []string{
 	strings.Repeat(`{"a":`, 10_000) + "1" + strings.Repeat("}", 10_000),
 }
 
-// TestValidJSON: validJSON agrees with encoding/json.Valid.
-func TestValidJSON(t *testing.T) {
+// TestValid: Valid agrees with encoding/json.Valid.
+func TestValid(t *testing.T) {
 	for _, c := range jsonCases {
-		if got, want := host.ValidJSON([]byte(c)), json.Valid([]byte(c)); got != want {
-			t.Errorf("validJSON(%.40q) = %v, encoding/json says %v", c, got, want)
+		if got, want := jsonvalid.Valid([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("Valid(%.40q) = %v, encoding/json says %v", c, got, want)
 		}
 	}
 }
 
-// FuzzValidJSON: validJSON agrees with encoding/json.Valid on any input.
-func FuzzValidJSON(f *testing.F) {
+// FuzzValid: Valid agrees with encoding/json.Valid on any input.
+func FuzzValid(f *testing.F) {
 	for _, c := range jsonCases {
 		if len(c) < 1000 {
 			f.Add([]byte(c))
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := host.ValidJSON(b), json.Valid(b); got != want {
-			t.Fatalf("validJSON(%q) = %v, encoding/json says %v", b, got, want)
+		if got, want := jsonvalid.Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
 		}
 	})
 }
@@ -45,7 +45,7 @@ func FuzzValidJSON(f *testing.F) {
 func BenchmarkValidJSON(b *testing.B) {
 	out := []byte(`{"text":"the quick brown fox jumps over the lazy dog"}`)
 	for b.Loop() {
-		if !host.ValidJSON(out) {
+		if !jsonvalid.Valid(out) {
 			b.Fatal("invalid")
 		}
 	}
