@@ -844,5 +844,9 @@ function approvalOf(pc: PendingCall): ApprovalRequestedEvent {
 }
 
 function detach(ws: WebSocketLike): void {
-  ws.onopen = ws.onmessage = ws.onerror = ws.onclose = null;
+  ws.onopen = ws.onmessage = ws.onclose = null;
+  // Not null: closing a socket that is still connecting makes Node's `ws`
+  // emit an error ("closed before the connection was established"), which
+  // with no listener becomes an uncaught exception.
+  ws.onerror = () => {};
 }
