@@ -64,10 +64,18 @@ type call struct {
 	hasInstance goja.Value
 	// world checks and cleans the global object between Calls.
 	world *world
+
+	// jobs carries Calls to the worker goroutine (serve), done their
+	// outcomes back; held is which token the current Call's script holds
+	// (see Runtime.abandon). One Call at a time uses them.
+	jobs chan job
+	done chan outcome
+	held hold
 }
 
 func newCall(g Grants, lim limits, log *slog.Logger) *call {
-	return &call{grants: g, lim: lim, log: log, stopCh: make(chan struct{})}
+	return &call{grants: g, lim: lim, log: log, stopCh: make(chan struct{}),
+		jobs: make(chan job, 1), done: make(chan outcome, 1)}
 }
 
 // begin starts a Call in c and returns its generation, which the stops
@@ -82,6 +90,7 @@ func (c *call) begin() uint64 {
 	c.stopCh = make(chan struct{})
 	c.depth = 0
 	clear(c.joining)
+	c.held.finished, c.held.lingering = false, false
 	if c.vm != nil {
 		c.vm.ClearInterrupt()
 	}

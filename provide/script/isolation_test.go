@@ -80,10 +80,26 @@ func TestCallsAreIsolated(t *testing.T) {
 			typeof leak, typeof var2, typeof viaEval, typeof fnViaEval, typeof lexical, typeof c, typeof K,
 			[1].map(x => x + 1), ({}).polluted, JSON.parse("[3]"), args.a.map(x => x)]`,
 			want: `["undefined","undefined","undefined","undefined","undefined","undefined","undefined",[2],null,[3],[1,2]]`},
+		{name: "change it in other ways", src: `() => {
+			globalThis[Symbol.for("leak")] = 1;
+			globalThis[7] = "seven";
+			Object.defineProperty(globalThis, "hidden", {value: 1, configurable: true});
+			Object.prototype.x = 1;
+			Array.prototype.push = () => "hijacked";
+			let refused;
+			try { Object.defineProperty(Object.prototype, "y", {get() { return "hijacked" }}) } catch (e) { refused = e.constructor.name }
+			return [globalThis[Symbol.for("leak")], globalThis[7], hidden, ({}).x, [].push(1), ({}).y, refused] }`, want: `[1,"seven",1,null,1,null,"TypeError"]`},
+		{name: "and sees none of that", src: `() => { const a = []; a.push(1); return [globalThis[Symbol.for("leak")], typeof globalThis[7], typeof hidden, ({}).x, a, ({}).y, Reflect.ownKeys(globalThis).length === Object.getOwnPropertyNames(globalThis).length + 1] }`,
+			want: `[null,"undefined","undefined",null,[1],null,true]`},
 		{name: "strict code is told the built-ins are frozen", src: `() => { "use strict"; try { Array.prototype.map = null } catch (e) { return e instanceof TypeError } }`, want: `true`},
 		{name: "a permanent global", src: `() => { Object.defineProperty(globalThis, "permanent", {value: 1}); return permanent }`, want: `1`},
 		{name: "a new global prototype", src: `() => { Object.setPrototypeOf(globalThis, {inherited: 1}); return inherited }`, want: `1`},
 		{name: "a global object made non-extensible", src: `() => { Object.preventExtensions(globalThis); return Object.isExtensible(globalThis) }`, want: `false`},
+		{name: "a private field stamped on the global object", src: `() => {
+			class B { constructor(o) { return o } }
+			class C extends B { #kept = "kept"; constructor(o) { super(o) } static read(o) { return o.#kept } }
+			new C(globalThis);
+			return C.read(globalThis) }`, want: `"kept"`},
 		{name: "a global accessor", src: `() => { Object.defineProperty(globalThis, "acc", {get() { return 1 }, configurable: true}); return acc }`, want: `1`},
 		// Those runtimes were discarded, not cleaned: none of it shows.
 		{name: "none of those either", src: `() => [typeof permanent, typeof inherited, Object.isExtensible(globalThis), typeof acc]`, want: `["undefined","undefined",true,"undefined"]`},

@@ -87,14 +87,16 @@ func New(g Grants, opts *Options) (*Runtime, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	g = g.withDefaults()
-	return &Runtime{
+	r := &Runtime{
 		grants:    g,
 		lim:       newLimits(g),
 		slots:     make(chan struct{}, o.MaxConcurrent),
 		lingering: make(chan struct{}, lingerPerSlot*o.MaxConcurrent),
 		idle:      make(chan *call, o.MaxConcurrent),
 		log:       o.Logger,
-	}, nil
+	}
+	runtime.AddCleanup(r, retireIdle, r.idle)
+	return r, nil
 }
 
 // Call evaluates source, a JavaScript expression whose value is a function
@@ -147,12 +149,9 @@ func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage)
 
 	c := r.take()
 	gen := c.begin()
-	done := make(chan outcome, 1)
-	var held hold
-	go func() {
-		defer r.release(&held)
-		done <- r.execute(c, gen, source, args)
-	}()
+	held := &c.held
+	done := c.done
+	c.jobs <- job{r: r, gen: gen, source: source, args: args}
 	// context.AfterFunc interrupts the script the moment ctx ends, whatever
 	// this goroutine is doing. stop runs before cancel (defers run last
 	// first), so a call that ends normally is never interrupted.
@@ -175,7 +174,9 @@ func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage)
 	case <-wait.C:
 	}
 	// The runtime is abandoned to its script, never reused; the next call
-	// that finds no idle runtime prepares a fresh one.
+	// that finds no idle runtime prepares a fresh one. Its worker ends
+	// when the script does.
+	c.retire()
 	err := c.reason()
 	if err == nil {
 		err = handle.FromContext(ctx, handle.KindJS, opCall)
@@ -183,7 +184,7 @@ func (r *Runtime) Call(ctx context.Context, source string, args json.RawMessage)
 	// A script stopped for its memory is left holding its slot: it may be
 	// inside a built-in that keeps allocating, and lingering scripts must
 	// not add up to more memory than the slots allow.
-	if err.Code != protocol.CodeTooLarge && r.abandon(&held) {
+	if err.Code != protocol.CodeTooLarge && r.abandon(held) {
 		r.log.Warn("js: script still running after its call ended; it will finish in the background, its slot given back",
 			slog.String("reason", err.Error()))
 	} else {
@@ -243,6 +244,34 @@ type outcome struct {
 	clean  bool
 }
 
+// job is one Call for a call's worker goroutine.
+type job struct {
+	r      *Runtime
+	gen    uint64
+	source string
+	args   json.RawMessage
+}
+
+// serve is a call's worker: it runs the Calls given to c, one at a time,
+// until c is retired. A runtime keeps one goroutine for its whole life
+// rather than a fresh one per Call: goja needs tens of KiB of stack, which
+// a new goroutine would grow by copying on every Call, and the stack a
+// worker grew stays grown. While idle the worker holds no Runtime, so an
+// unreachable Runtime's idle calls can be retired by its cleanup.
+func (c *call) serve() {
+	for j := range c.jobs {
+		o := j.r.execute(c, j.gen, j.source, j.args)
+		// The token goes back before the outcome, so that a Call made
+		// right after this one returns finds its slot free.
+		j.r.release(&c.held)
+		c.done <- o
+	}
+}
+
+// retire ends c's worker once its current Call, if any, has ended; c must
+// not be given another job.
+func (c *call) retire() { close(c.jobs) }
+
 // execute prepares c's runtime if it is new, compiles source (or finds it
 // compiled) and runs the call of generation gen.
 func (r *Runtime) execute(c *call, gen uint64, source string, args json.RawMessage) outcome {
@@ -270,7 +299,9 @@ func (r *Runtime) take() *call {
 	case c := <-r.idle:
 		return c
 	default:
-		return newCall(r.grants, r.lim, r.log)
+		c := newCall(r.grants, r.lim, r.log)
+		go c.serve()
+		return c
 	}
 }
 
@@ -285,7 +316,9 @@ func (r *Runtime) take() *call {
 func (r *Runtime) recycle(c *call, o outcome) {
 	if o.clean && c.reason() == nil && c.world != nil && c.world.reset() {
 		r.put(c)
+		return
 	}
+	c.retire()
 }
 
 // put keeps c for a later call, unless enough runtimes are idle.
@@ -293,6 +326,21 @@ func (r *Runtime) put(c *call) {
 	select {
 	case r.idle <- c:
 	default:
+		c.retire()
+	}
+}
+
+// retireIdle retires the idle calls of a Runtime that is no longer
+// reachable (a cleanup registered by New), so that their workers and goja
+// runtimes do not outlive it.
+func retireIdle(idle chan *call) {
+	for {
+		select {
+		case c := <-idle:
+			c.retire()
+		default:
+			return
+		}
 	}
 }
 
