@@ -22,7 +22,7 @@ brain_bench() { # package regexp
 : > "$out/brain.txt"
 brain_bench ./session/ '^BenchmarkInvoke$'
 brain_bench ./host/ '^BenchmarkEchoArtifact$'
-brain_bench ./server/ '^BenchmarkWSRoundTrip(Journaled)?$'
+brain_bench ./server/ '^Benchmark(WSRoundTrip(Journaled)?|FloorWSEchoJournaled)$'
 brain_bench ./mcpbridge/ '^BenchmarkMCPCallToolHTTP$'
 brain_bench ./store/ '^BenchmarkAppend$'
 brain_bench ./provide/script/ '^BenchmarkCallSmall$'

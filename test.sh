@@ -50,7 +50,7 @@ step staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 step "go test" go_tests
 # The allocation bounds of the WebSocket hot path skip themselves under the
 # race detector (it allocates on its own), so they run here without it.
-step "allocation bounds" go test -count=1 -run 'Allocs$' ./server/
+step "allocation bounds" go test -count=1 -run 'Allocs$' ./protocol/ ./server/
 step "TypeScript client" clients/ts/test.sh
 
 echo

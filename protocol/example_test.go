@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/brainrt/brain/protocol"
@@ -39,4 +40,21 @@ func ExampleEncodeFrame() {
 	fmt.Println(string(b))
 	// Output:
 	// {"v":2,"seq":4,"msg":{"type":"capability_outcome","callId":"call-1","name":"fs.read","outcome":{"ok":false,"error":{"code":"path_escape","message":"\"../x\" is outside the workspace"}}}}
+}
+
+func ExampleAppendFrame() {
+	buf := make([]byte, 0, 512) // reused for every frame of a connection
+	for seq, input := range []string{`{"n":1}`, `{"n":2}`} {
+		var err error
+		buf, err = protocol.AppendFrame(buf[:0], &protocol.Frame{Seq: uint64(seq + 1), Msg: &protocol.CapabilityInvoked{
+			CallID: "call-1", Name: "ui.echo", Input: json.RawMessage(input), InvokedBy: protocol.InvokedByAgent,
+		}})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(string(buf))
+	}
+	// Output:
+	// {"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"call-1","name":"ui.echo","input":{"n":1},"invokedBy":"agent"}}
+	// {"v":2,"seq":2,"msg":{"type":"capability_invoked","callId":"call-1","name":"ui.echo","input":{"n":2},"invokedBy":"agent"}}
 }

@@ -435,9 +435,9 @@ func (c *wsConn) writeReply(wd *watchdog, f *protocol.Frame) bool {
 	return c.writeFrame(wd, b)
 }
 
-// encode encodes f into the writer's buffer (wsencode.go).
+// encode encodes f into the writer's buffer (protocol.AppendFrame).
 func (c *wsConn) encode(f *protocol.Frame) ([]byte, error) {
-	b, err := appendFrame(c.enc[:0], f)
+	b, err := protocol.AppendFrame(c.enc[:0], f)
 	if cap(b) <= keptWriteBuffer {
 		c.enc = b
 	}

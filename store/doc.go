@@ -26,9 +26,10 @@
 // one this journal last wrote (JetStream's expected last subject sequence).
 // When another journal has written to the session since, or the session was
 // deleted, the append fails with [ErrConflict] and the journal refuses every
-// later append: the newer owner wins, and the two never interleave. Appends
-// also carry a message id, <session id>/<seq>, so that a repeated publish is
-// not stored twice.
+// later append: the newer owner wins, and the two never interleave. On an
+// external server appends also carry a message id, <session id>/<seq>, so
+// that a repeated publish is not stored twice; on the embedded one the
+// expected sequence alone refuses a repeat (see Store's msgIDs).
 //
 // docs/operations.md describes the data directory, the fsync choice,
 // retention and backups.

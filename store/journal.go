@@ -25,6 +25,9 @@ const (
 	// publish again after failed appends; past them it gives up.
 	maxBacklog      = 1024
 	maxBacklogBytes = 16 << 20
+	// keptEncodeBuffer bounds the encoding buffer a journal keeps between
+	// events: a rare large event does not pin its size.
+	keptEncodeBuffer = 64 << 10
 )
 
 // journal appends one session's events; see [Store.Journal].
@@ -41,6 +44,7 @@ type journal struct {
 	backlogLen int // bytes in backlog
 	broken     error
 	hdr        nats.Header // reused by every publish (header)
+	enc        []byte      // reused to encode every event (a publish copies it)
 
 	appended atomic.Int64 // bytes of the events this journal stored (Bytes)
 }
@@ -55,7 +59,7 @@ func (j *journal) Bytes() int64 { return j.appended.Load() }
 type pending struct {
 	seq   uint64
 	data  []byte
-	msgID bool // send Nats-Msg-Id; false once the id was found to belong to a deleted event
+	msgID bool // send Nats-Msg-Id (Store.msgIDs); false once the id was found to belong to a deleted event
 }
 
 // Append stores e, and before it any event whose append failed earlier
@@ -84,7 +88,10 @@ func (j *journal) appendLocked(e session.Event) error {
 	if e.Seq == 0 || (e.Seq != next && !fresh) {
 		return fmt.Errorf("%w: session %q: event seq %d does not follow seq %d", ErrConflict, j.id, e.Seq, next-1)
 	}
-	data, err := protocol.EncodeFrame(&protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+	data, err := protocol.AppendFrame(j.enc[:0], &protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+	if cap(data) <= keptEncodeBuffer {
+		j.enc = data[:0]
+	}
 	switch {
 	case err != nil:
 		j.broken = fmt.Errorf("store: session %q: event %d: %w", j.id, e.Seq, err)
@@ -96,9 +103,14 @@ func (j *journal) appendLocked(e session.Event) error {
 		j.broken = fmt.Errorf("store: session %q: %d events (%d bytes) could not be appended; giving up", j.id, len(j.backlog), j.backlogLen)
 		return j.broken
 	}
-	j.backlog = append(j.backlog, pending{seq: e.Seq, data: data, msgID: true})
+	j.backlog = append(j.backlog, pending{seq: e.Seq, data: data, msgID: j.s.msgIDs})
 	j.backlogLen += len(data)
-	return j.flushLocked()
+	err = j.flushLocked()
+	if n := len(j.backlog); n > 0 && j.backlog[n-1].seq == e.Seq {
+		// Kept to publish again: it must not share the next event's buffer.
+		j.backlog[n-1].data = slices.Clone(data)
+	}
+	return err
 }
 
 // flushLocked publishes the backlog in order, stopping at the first failure.

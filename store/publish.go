@@ -29,11 +29,16 @@ const pubAttempt = time.Second
 // acknowledgement: what jetstream.PublishMsg does, with the same errors,
 // minus what it costs per call that a journal does not need (a context
 // and its timer, the options, reflection over the acknowledgement): a
-// plain NATS request with a pooled timer, and the acknowledgement read by
-// hand when it has the usual form.
+// publish whose acknowledgement comes back on a reply slot (reply.go),
+// read by hand when it has the usual form.
 func (s *Store) request(m *nats.Msg, timeout time.Duration) (*jetstream.PubAck, error) {
+	sl, err := s.replies.take(s.nc)
+	if err != nil {
+		return nil, err
+	}
+	defer s.replies.give(sl)
 	deadline := time.Now().Add(timeout)
-	resp, err := s.nc.RequestMsg(m, min(timeout, pubAttempt))
+	resp, err := sl.request(s.nc, s.connClosed, m, min(timeout, pubAttempt))
 	for errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -47,7 +52,7 @@ func (s *Store) request(m *nats.Msg, timeout time.Duration) (*jetstream.PubAck, 
 				break
 			}
 		}
-		resp, err = s.nc.RequestMsg(m, min(left, pubAttempt))
+		resp, err = sl.request(s.nc, s.connClosed, m, min(left, pubAttempt))
 	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

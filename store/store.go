@@ -118,14 +118,25 @@ func (o *Options) withDefaults() (Options, error) {
 // Store keeps session events in JetStream. Its methods are safe for
 // concurrent use.
 type Store struct {
-	opts   Options
-	log    *slog.Logger
-	ns     *server.Server // nil with an external server
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	stream jetstream.Stream
-	owners jetstream.KeyValue // who created each session (owners.go)
-	unlock func()             // releases DataDir; nil with an external server
+	opts    Options
+	log     *slog.Logger
+	ns      *server.Server // nil with an external server
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	owners  jetstream.KeyValue // who created each session (owners.go)
+	replies replySlots         // where journal appends wait for acknowledgements (reply.go)
+	// msgIDs: journal appends carry a message id (Nats-Msg-Id), so that
+	// the stream drops a repeated publish. Only on an external server: the
+	// embedded one stores a session's messages one at a time, in order, so
+	// the expected last subject sequence every append carries already
+	// refuses a repeat of a stored event (the journal then recognises it,
+	// journal.go's resync), and the id would cost the stream a lookup and
+	// 2 minutes of memory per event. A clustered stream checks ids before
+	// sequences, and a publish repeated while the first is still being
+	// replicated needs them.
+	msgIDs bool
+	unlock func() // releases DataDir; nil with an external server
 
 	// publishHook, set only by tests, replaces the journal's publish.
 	publishHook func(context.Context, *nats.Msg) (*jetstream.PubAck, error)
@@ -166,6 +177,7 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 		connOpts = append(connOpts, nats.InProcessServer(s.ns), nats.NoReconnect())
 	} else {
 		connOpts = append(connOpts, nats.MaxReconnects(-1))
+		s.msgIDs = true
 	}
 	if s.nc, err = nats.Connect(url, connOpts...); err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)

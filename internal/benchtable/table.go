@@ -91,6 +91,8 @@ var Rows = []Row{
 	{Path: "artifact warm invoke", Brain: "BenchmarkEchoArtifact", Floor: "BenchmarkWazeroCall", TargetRatio: 2},
 	{Path: "client round trip over WebSocket", Brain: "BenchmarkWSRoundTrip", Floor: "BenchmarkFloorWSEcho", TargetRatio: 2, TargetAlloc: 60},
 	{Path: "client round trip, journaled", Brain: "BenchmarkWSRoundTripJournaled", Floor: "BenchmarkFloorWSEcho", TargetRatio: 3},
+	{Path: "client round trip, journaled, vs its floor", Brain: "BenchmarkWSRoundTripJournaled", Floor: "BenchmarkFloorWSEchoJournaled"},
+	{Path: "journaled floor (WS echo + 2 JetStream publishes) vs WS echo", Brain: "BenchmarkFloorWSEchoJournaled", Floor: "BenchmarkFloorWSEcho"},
 	{Path: "MCP tools/call over HTTP vs mcp-go", Brain: "BenchmarkMCPCallToolHTTP", Floor: "BenchmarkMCPGoCallToolHTTP", TargetRatio: 1},
 	{Path: "MCP tools/call over HTTP vs go-sdk", Brain: "BenchmarkMCPCallToolHTTP", Floor: "BenchmarkMCPGoSDKCallToolHTTP", TargetRatio: 1},
 	{Path: "agent-side invoke", Brain: "BenchmarkInvoke", TargetNs: 3000, TargetAlloc: 10},

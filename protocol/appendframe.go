@@ -1,39 +1,38 @@
-package server
+package protocol
 
 import (
 	"encoding/json"
 	"strconv"
-
-	"github.com/brainrt/brain/protocol"
 )
 
-// appendFrame appends the frame's JSON — the bytes protocol.EncodeFrame
-// returns — to b. The frames of a call's round trip (capability_invoked,
-// capability_outcome, ack) are written by hand into the writer's reused
-// buffer instead of through encoding/json's reflection and a new slice
-// each; a frame with anything the hand-written form does not cover (a
-// string that needs escaping, JSON that is not compact or holds a
+// AppendFrame appends the frame's JSON — exactly the bytes [EncodeFrame]
+// returns — to b, and returns the extended buffer. The frames of a call's
+// round trip (capability_invoked, capability_outcome, ack) are written by
+// hand into the caller's buffer, without encoding/json's reflection or a
+// new slice; a frame with anything the hand-written form does not cover
+// (a string that needs escaping, JSON that is not compact or holds a
 // character encoding/json escapes) and every other message go through
-// EncodeFrame. TestAppendFrame and FuzzAppendFrame hold the two to the
+// EncodeFrame. A transport reuses one buffer per connection, a journal one
+// per session. TestAppendFrame and FuzzAppendFrame hold the two to the
 // same bytes.
-func appendFrame(b []byte, f *protocol.Frame) ([]byte, error) {
+func AppendFrame(b []byte, f *Frame) ([]byte, error) {
 	if out, ok := appendFrameFast(b, f); ok {
 		return out, nil
 	}
-	enc, err := protocol.EncodeFrame(f)
+	enc, err := EncodeFrame(f)
 	if err != nil {
 		return b, err
 	}
 	return append(b, enc...), nil
 }
 
-func appendFrameFast(b []byte, f *protocol.Frame) ([]byte, bool) {
+func appendFrameFast(b []byte, f *Frame) ([]byte, bool) {
 	start := len(b)
 	v := f.V
 	if v == 0 {
-		v = protocol.Version
+		v = Version
 	}
-	if !plainJSONString(f.ID) || !plainJSONString(f.Ref) {
+	if !plainString(f.ID) || !plainString(f.Ref) {
 		return b, false
 	}
 	b = append(b, `{"v":`...)
@@ -50,8 +49,8 @@ func appendFrameFast(b []byte, f *protocol.Frame) ([]byte, bool) {
 	}
 	ok := false
 	switch m := f.Msg.(type) {
-	case *protocol.CapabilityInvoked:
-		if plainJSONString(m.CallID) && plainJSONString(m.Name) && plainJSONString(m.InvokedBy) {
+	case *CapabilityInvoked:
+		if plainString(m.CallID) && plainString(m.Name) && plainString(m.InvokedBy) {
 			b = append(b, `,"msg":{"type":"capability_invoked","callId":`...)
 			b = appendPlain(b, m.CallID)
 			b = appendPlain(append(b, `,"name":`...), m.Name)
@@ -59,13 +58,13 @@ func appendFrameFast(b []byte, f *protocol.Frame) ([]byte, bool) {
 				b = appendPlain(append(b, `,"invokedBy":`...), m.InvokedBy)
 			}
 		}
-	case *protocol.CapabilityOutcome:
-		if plainJSONString(m.CallID) && plainJSONString(m.Name) {
+	case *CapabilityOutcome:
+		if plainString(m.CallID) && plainString(m.Name) {
 			b = append(b, `,"msg":{"type":"capability_outcome","callId":`...)
 			b = appendPlain(b, m.CallID)
 			b = appendPlain(append(b, `,"name":`...), m.Name)
 			if e := m.Outcome.Err; e != nil {
-				if ok = plainJSONString(string(e.Code)) && plainJSONString(e.Message); ok {
+				if ok = plainString(string(e.Code)) && plainString(e.Message); ok {
 					b = append(b, `,"outcome":{"ok":false,"error":{"code":`...)
 					b = appendPlain(b, string(e.Code))
 					b = appendPlain(append(b, `,"message":`...), e.Message)
@@ -75,8 +74,8 @@ func appendFrameFast(b []byte, f *protocol.Frame) ([]byte, bool) {
 				b = append(b, '}')
 			}
 		}
-	case *protocol.Ack:
-		if ok = plainJSONString(m.CallID); ok {
+	case *Ack:
+		if ok = plainString(m.CallID); ok {
 			b = append(b, `,"msg":{"type":"ack"`...)
 			if m.CallID != "" {
 				b = appendPlain(append(b, `,"callId":`...), m.CallID)
@@ -87,18 +86,6 @@ func appendFrameFast(b []byte, f *protocol.Frame) ([]byte, bool) {
 		return b[:start], false
 	}
 	return append(b, "}}"...), true
-}
-
-// plainJSONString reports whether encoding/json writes s as itself in
-// quotes: printable ASCII with nothing it escapes (it also escapes <, >
-// and &).
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
 }
 
 func appendPlain(b []byte, s string) []byte {
