@@ -597,7 +597,7 @@ func TestAttackRegistryMidStream(t *testing.T) {
 				// Every event of one call id goes to one owner.
 				owners := map[string]session.Peer{}
 				for _, ev := range allSessionEvents(t, s) {
-					id := eventCallID(ev.Msg)
+					id := protocol.CallIDOf(ev.Msg)
 					if id == "" {
 						continue
 					}
@@ -695,22 +695,6 @@ func allSessionEvents(t *testing.T, s *session.Session) []session.Event {
 		out = append(out, ev)
 	}
 	return out
-}
-
-func eventCallID(m protocol.Message) string {
-	switch m := m.(type) {
-	case *protocol.ApprovalRequested:
-		return m.CallID
-	case *protocol.ApprovalDecided:
-		return m.CallID
-	case *protocol.CapabilityInvoked:
-		return m.CallID
-	case *protocol.RenderInvoked:
-		return m.CallID
-	case *protocol.CapabilityOutcome:
-		return m.CallID
-	}
-	return ""
 }
 
 // TestAttackStreamLeftOpen: the model stops mid-arguments and hangs; the

@@ -58,3 +58,11 @@ func ExampleAppendFrame() {
 	// {"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"call-1","name":"ui.echo","input":{"n":1},"invokedBy":"agent"}}
 	// {"v":2,"seq":2,"msg":{"type":"capability_invoked","callId":"call-1","name":"ui.echo","input":{"n":2},"invokedBy":"agent"}}
 }
+
+func ExampleCallIDOf() {
+	fmt.Println(protocol.CallIDOf(&protocol.CapabilityOutcome{CallID: "call-1", Name: "fs.read", Outcome: protocol.OK(nil)}))
+	fmt.Printf("%q\n", protocol.CallIDOf(&protocol.CapabilityResult{CallID: "call-1"}))
+	// Output:
+	// call-1
+	// ""
+}

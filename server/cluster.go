@@ -142,7 +142,7 @@ func (f *fencedJournal) Append(e session.Event) error {
 		err = fmt.Errorf("session %s: event %d: %w", f.id, e.Seq, ErrLeaseLost)
 	} else if err = f.j.Append(e); err == nil {
 		f.durable.Store(e.Seq)
-		if id := callOf(e.Msg); id != "" {
+		if id := protocol.CallIDOf(e.Msg); id != "" {
 			f.stored(id)
 		}
 		return nil
@@ -150,21 +150,6 @@ func (f *fencedJournal) Append(e session.Event) error {
 	f.failed.Store(true)
 	f.once.Do(func() { close(f.failedCh); go f.onFail(err) })
 	return err
-}
-
-// callOf returns the call id of a call event, or "".
-func callOf(m protocol.Message) string {
-	switch m := m.(type) {
-	case *protocol.CapabilityInvoked:
-		return m.CallID
-	case *protocol.ApprovalRequested:
-		return m.CallID
-	case *protocol.RenderInvoked:
-		return m.CallID
-	case *protocol.CapabilityOutcome:
-		return m.CallID
-	}
-	return ""
 }
 
 // entry returns call id's channel, creating it open; f.mu is held.

@@ -293,7 +293,7 @@ func TestApprovalGatesDispatch(t *testing.T) {
 				t.Errorf("the handler ran %d times after approval, want 1", ran.Load())
 			}
 			theOutcome(t, s, out)
-			want := []protocol.Type{protocol.TypeApprovalRequested, protocol.TypeCapabilityInvoked, protocol.TypeCapabilityOutcome}
+			want := []protocol.Type{protocol.TypeApprovalRequested, protocol.TypeApprovalDecided, protocol.TypeCapabilityInvoked, protocol.TypeCapabilityOutcome}
 			if tr := trail(allEvents(t, s), req.CallID); !slices.Equal(tr, want) {
 				t.Errorf("call events %v, want %v", tr, want)
 			}
@@ -323,9 +323,11 @@ func approvalSession(t *testing.T, opts *session.Options) (*session.Session, *se
 func neverDispatched(t *testing.T, s *session.Session, id string, ran *atomic.Int32, out protocol.Outcome) {
 	t.Helper()
 	theOutcome(t, s, out)
-	want := []protocol.Type{protocol.TypeApprovalRequested, protocol.TypeCapabilityOutcome}
-	if tr := trail(allEvents(t, s), id); !slices.Equal(tr, want) {
-		t.Errorf("call events %v, want %v", tr, want)
+	// Requested, perhaps decided (a rejection), never invoked, ended once.
+	tr := trail(allEvents(t, s), id)
+	if len(tr) < 2 || tr[0] != protocol.TypeApprovalRequested || tr[len(tr)-1] != protocol.TypeCapabilityOutcome ||
+		slices.Contains(tr, protocol.TypeCapabilityInvoked) || slices.Index(tr, protocol.TypeCapabilityOutcome) != len(tr)-1 {
+		t.Errorf("call events %v, want approval_requested, no capability_invoked, one capability_outcome last", tr)
 	}
 	if n := ran.Load(); n != 0 {
 		t.Errorf("the handler ran %d times", n)

@@ -277,7 +277,7 @@ func TestHammer(t *testing.T) {
 		if ev.Seq != uint64(i+1) {
 			t.Fatalf("event %d has seq %d", i, ev.Seq)
 		}
-		id := callID(ev.Msg)
+		id := protocol.CallIDOf(ev.Msg)
 		if id == "" {
 			continue
 		}

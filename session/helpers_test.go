@@ -172,26 +172,11 @@ func only[M protocol.Message](evs []session.Event) []M {
 	return out
 }
 
-// callID returns the call id a call event carries, or "".
-func callID(m protocol.Message) string {
-	switch m := m.(type) {
-	case *protocol.ApprovalRequested:
-		return m.CallID
-	case *protocol.CapabilityInvoked:
-		return m.CallID
-	case *protocol.RenderInvoked:
-		return m.CallID
-	case *protocol.CapabilityOutcome:
-		return m.CallID
-	}
-	return ""
-}
-
 // trail lists the types of the events of call id, in log order.
 func trail(evs []session.Event, id string) []protocol.Type {
 	var out []protocol.Type
 	for _, ev := range evs {
-		if callID(ev.Msg) == id {
+		if protocol.CallIDOf(ev.Msg) == id {
 			out = append(out, ev.Msg.MessageType())
 		}
 	}

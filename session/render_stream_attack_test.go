@@ -32,7 +32,7 @@ func checkCallOwners(t *testing.T, evs []session.Event) {
 	streamed := map[string]bool{}
 	outcomes := map[string]int{}
 	for _, ev := range evs {
-		id := callID(ev.Msg)
+		id := protocol.CallIDOf(ev.Msg)
 		if id == "" {
 			continue
 		}
@@ -393,7 +393,7 @@ func TestAttackRenderStreamRestore(t *testing.T) {
 func filterCall(evs []session.Event, id string) []session.Event {
 	var out []session.Event
 	for _, ev := range evs {
-		if callID(ev.Msg) == id {
+		if protocol.CallIDOf(ev.Msg) == id {
 			out = append(out, ev)
 		}
 	}

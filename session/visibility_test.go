@@ -48,7 +48,7 @@ func TestEventOwnerIsTheCallsOwner(t *testing.T) {
 		t.Helper()
 		seen := map[string]int{}
 		for _, ev := range evs {
-			id := callID(ev.Msg)
+			id := protocol.CallIDOf(ev.Msg)
 			if d, ok := ev.Msg.(*protocol.ApprovalDecided); ok {
 				id = d.CallID
 			}
