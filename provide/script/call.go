@@ -213,9 +213,12 @@ func (c *call) run(gen uint64, prg *goja.Program, args json.RawMessage) (o outco
 	}
 	argv := goja.Undefined()
 	if len(args) > 0 {
-		v, err := c.in.parse(goja.Undefined(), vm.ToValue(string(args)))
+		v, err := c.parseArgs(vm, string(args))
 		if err != nil {
-			return outcome{err: c.scriptError(err, "the arguments are not valid JSON")}
+			if cause := c.reason(); cause != nil {
+				return outcome{err: cause}
+			}
+			return outcome{err: fail("the arguments are not valid JSON: %s", err)}
 		}
 		argv = v
 	}

@@ -25,7 +25,6 @@ var intrinsicsProgram = goja.MustCompile("intrinsics.js", `(function () {
 // intrinsics are built-ins captured before any script code runs: the
 // guards call these, never what the script may have put in their place.
 type intrinsics struct {
-	parse            goja.Callable // JSON.parse
 	ownDescriptor    goja.Callable // Object.getOwnPropertyDescriptor
 	isArray          goja.Callable // Array.isArray
 	construct        goja.Callable // Reflect.construct
@@ -73,7 +72,6 @@ func (c *call) setup(vm *goja.Runtime) error {
 	refl := object(global.Get("Reflect"))
 	jsn := object(global.Get("JSON"))
 	c.in = intrinsics{
-		parse:            function(jsn.Get("parse")),
 		ownDescriptor:    function(obj.Get("getOwnPropertyDescriptor")),
 		isArray:          function(arr.Get("isArray")),
 		construct:        function(refl.Get("construct")),
