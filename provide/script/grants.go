@@ -37,9 +37,10 @@ const (
 //     twice the budget, which the watchdog's imprecision can allow.
 //   - maxResultBytes: a result is held two or three times over while it
 //     is encoded and handed on.
-//   - argsPerMemory: JSON.parse, which reads the arguments, allocates 40
-//     to 220 bytes per byte of JSON (measured; an array of empty arrays is
-//     the worst), in one step of Go code that nothing can interrupt.
+//   - argsPerMemory: the reader of the arguments (args.go) allocates 25
+//     to 225 bytes per byte of JSON, as JSON.parse does (measured; an
+//     array of empty arrays is the worst), in one step of Go code that
+//     only a stop checked between values can interrupt.
 const (
 	maxTimeout     = 30 * time.Second
 	maxScriptBytes = 64 << 10

@@ -111,6 +111,11 @@ func (m *heapMonitor) check(ws []*memWatch) {
 		if w.breached {
 			continue
 		}
+		// A live heap below the call's starting point means garbage
+		// counted at the start (another call's, freed since) has been
+		// collected: the call's growth is measured from here on, or that
+		// garbage would let it grow past its budget by as much.
+		w.base = min(w.base, s.live)
 		if used := s.live - w.base; used > w.budget {
 			w.breached = true
 			w.breach(used)

@@ -101,8 +101,8 @@ func New(g Grants, opts *Options) (*Runtime, error) {
 
 // Call evaluates source, a JavaScript expression whose value is a function
 // ("(args) => args.a + args.b", "function (args) { … }", "async (args) =>
-// …"), calls it with args parsed by JSON.parse inside the script's own
-// runtime (empty args mean undefined), and returns its result encoded as
+// …"), calls it with args read as JSON.parse would read them, into the
+// script's own runtime (empty args mean undefined), and returns its result encoded as
 // JSON.stringify would. A returned promise is settled first.
 //
 // Errors are *handle.CapabilityError:
