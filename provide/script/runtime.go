@@ -258,15 +258,32 @@ type job struct {
 // a new goroutine would grow by copying on every Call, and the stack a
 // worker grew stays grown. While idle the worker holds no Runtime, so an
 // unreachable Runtime's idle calls can be retired by its cleanup.
+//
+// A Call that ran for longer than freshStackAfter may have grown the stack
+// far (deep recursion through built-ins takes hundreds of MiB); its worker
+// hands the runtime to a new goroutine and ends, which frees the stack at
+// once rather than keeping it for the idle runtime until garbage
+// collections shrink it. A stack cannot grow much within a short Call:
+// growing means copying it.
 func (c *call) serve() {
 	for j := range c.jobs {
+		start := time.Now()
 		o := j.r.execute(c, j.gen, j.source, j.args)
+		long := time.Since(start) > freshStackAfter
 		// The token goes back before the outcome, so that a Call made
 		// right after this one returns finds its slot free.
 		j.r.release(&c.held)
 		c.done <- o
+		if long {
+			go c.serve()
+			return
+		}
 	}
 }
+
+// freshStackAfter is how long a Call runs before its worker is replaced
+// by one with a fresh stack (see serve).
+const freshStackAfter = time.Millisecond
 
 // retire ends c's worker once its current Call, if any, has ended; c must
 // not be given another job.

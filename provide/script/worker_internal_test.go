@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"testing"
 )
@@ -66,4 +67,45 @@ func retired(c *call) bool {
 	default:
 		return false
 	}
+}
+
+// TestDeepCallFreesItsStack: a Call that grew its worker's stack far
+// (recursion through built-ins) does not leave that stack to the idle
+// runtime: the worker is replaced, and the stack freed, as the Call ends.
+func TestDeepCallFreesItsStack(t *testing.T) {
+	r, err := New(Grants{}, &Options{MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := r.Call(ctx, `() => 1`, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := stackBytes()
+	// The recursion grows the stack by about 16 MiB; the loop makes sure
+	// that the Call outlasts freshStackAfter on a fast machine too.
+	out, err := r.Call(ctx, `() => { const f = (n) => n ? [n - 1].map(f)[0] + 1 : 0; const t = Date.now(); while (Date.now() - t < 5) {} return f(4500) }`, nil)
+	if err != nil || string(out) != "4500" {
+		t.Fatalf("deep call = %s, %v", out, err)
+	}
+	for i := 0; ; i++ {
+		now := stackBytes()
+		if now < before+4<<20 {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("goroutine stacks hold %d MiB after the deep call, %d MiB before", now>>20, before>>20)
+		}
+		runtime.Gosched()
+	}
+	// The runtime still serves.
+	if out, err := r.Call(ctx, `(a) => a * 2`, []byte(`21`)); err != nil || string(out) != "42" {
+		t.Fatalf("next call = %s, %v", out, err)
+	}
+}
+
+func stackBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
