@@ -193,8 +193,11 @@ func (c *call) revive(vm *goja.Runtime, holder *goja.Object, name string, revive
 // identity of the original function.
 func (c *call) guardCompilers(vm *goja.Runtime, global, generatorFunction, asyncFunction *goja.Object) {
 	c.replace(vm, global, "eval", func(orig goja.Callable, this goja.Value, args []goja.Value) goja.Value {
-		if s, ok := arg(args, 0).(goja.String); ok && int64(s.Length()) > c.lim.script {
-			return c.tooLarge("eval of %d characters; the limit is %d", s.Length(), c.lim.script)
+		if s, ok := arg(args, 0).(goja.String); ok {
+			if int64(s.Length()) > c.lim.script {
+				return c.tooLarge("eval of %d characters; the limit is %d", s.Length(), c.lim.script)
+			}
+			c.notePrivateNames(s.String())
 		}
 		return c.invoke(orig, this, args...)
 	})
@@ -209,6 +212,9 @@ func (c *call) guardCompilers(vm *goja.Runtime, global, generatorFunction, async
 			}
 			if total > c.lim.script {
 				c.tooLarge("%s of %d characters; the limit is %d", what, total, c.lim.script)
+			}
+			for _, s := range out {
+				c.notePrivateNames(s.String())
 			}
 			return out
 		}

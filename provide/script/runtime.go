@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -303,6 +304,7 @@ func (r *Runtime) execute(c *call, gen uint64, source string, args json.RawMessa
 				Message: "the JavaScript runtime could not be set up; this is a bug in the runtime, not in the script", Err: err}}
 		}
 	}
+	c.notePrivateNames(source)
 	prg, err := r.programs.get(source)
 	if err != nil {
 		return outcome{err: err, clean: true}
@@ -330,12 +332,31 @@ func (r *Runtime) take() *call {
 // collector could not free while the runtime lives. A late stop meant for
 // a reused runtime's earlier call names that call's generation and cannot
 // reach the next one.
+//
+// A call that compiled a private name is dropped too. A class's private
+// field can be stamped onto any object, frozen ones included (a base
+// class whose constructor returns the object: `class B extends A { #x =
+// …; }`, `new B(Object.prototype)`), the next call cannot see it, and
+// nothing can remove it: each call could leave its memory budget's worth
+// on the built-ins and the runtime would grow without bound across calls.
+// Only source text declares a private name — the script's own, or what
+// it hands eval and the Function constructors, which note it too — so a
+// '#' anywhere in it (a string's included: the rule is conservative, and
+// costs such a call only the runtime's reuse) is enough to tell.
 func (r *Runtime) recycle(c *call, o outcome) {
-	if o.clean && c.reason() == nil && c.world != nil && c.world.reset() {
+	if o.clean && !c.privateNames && c.reason() == nil && c.world != nil && c.world.reset() {
 		r.put(c)
 		return
 	}
 	c.retire()
+}
+
+// notePrivateNames records that the current Call compiles source that
+// may declare a private name (see recycle).
+func (c *call) notePrivateNames(source string) {
+	if strings.IndexByte(source, '#') >= 0 {
+		c.privateNames = true
+	}
 }
 
 // put keeps c for a later call, unless enough runtimes are idle.

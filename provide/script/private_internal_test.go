@@ -1,0 +1,79 @@
+package script
+
+import (
+	"context"
+	"runtime"
+	"testing"
+)
+
+// TestPrivateNamesEndTheRuntime: a call that compiles a private name —
+// in its own source, or in what it hands eval or a Function constructor —
+// is not followed by another in the same runtime, since a private field
+// it stamped on a frozen built-in would stay there, unseen and
+// unremovable; a call without one keeps its runtime.
+func TestPrivateNamesEndTheRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		reused    bool
+	}{
+		{"plain", `(a) => a + 1`, true},
+		{"class field", `(a) => { class A { #x = 1; get() { return this.#x } }; return new A().get() + a }`, false},
+		{"eval", `(a) => (0, eval)("class A { #x = 1; get() { return this.#x } }; new A().get()") + a`, false},
+		{"Function", `(a) => new Function("class A { #x = 1; get() { return this.#x } }; return new A().get()")() + a`, false},
+		{"generator constructor", `(a) => Object.getPrototypeOf(function*(){}).constructor("class A { static #x = 1 }; yield 1")().next().value + a`, false},
+		{"a string that holds #", `(a) => "#fff".length + a`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := New(Grants{}, &Options{MaxConcurrent: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := r.Call(context.Background(), tc.src, []byte(`1`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != "2" && string(out) != "5" {
+				t.Fatalf("Call = %s", out)
+			}
+			if kept := len(r.idle) == 1; kept != tc.reused {
+				t.Fatalf("runtime kept for the next call: %v, want %v", kept, tc.reused)
+			}
+		})
+	}
+}
+
+// TestStampedFieldsDoNotAccumulate: calls that each stamp thousands of
+// private fields holding arrays onto Object.prototype leave the heap where
+// it was (with the runtime reused, each left ~5 MiB behind for good).
+func TestStampedFieldsDoNotAccumulate(t *testing.T) {
+	r, err := New(Grants{}, &Options{MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := `(a) => {
+		class A { constructor(o) { return o } }
+		for (let i = 0; i < a.n; i++) {
+			const B = class extends A { #x = new Array(100).fill(1); constructor(o) { super(o) } };
+			new B(Object.prototype);
+		}
+		return a.n }`
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	const calls = 30
+	var base uint64
+	for i := range calls {
+		if _, err := r.Call(context.Background(), src, []byte(`{"n":2000}`)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			base = heap()
+		}
+	}
+	if grown := int64(heap()) - int64(base); grown > 64<<20 {
+		t.Fatalf("the heap grew %d MiB over %d calls that stamped private fields", grown>>20, calls-1)
+	}
+}
