@@ -64,9 +64,10 @@ type call struct {
 	hasInstance goja.Value
 	// world checks and cleans the global object between Calls.
 	world *world
-	// privateNames is set when the current Call compiled source that may
-	// declare a private name (#x): see Runtime.recycle.
-	privateNames bool
+	// leavesState is set when the current Call may have left state that
+	// reset cannot remove — it compiled source that may declare a private
+	// name (#x), or registered a symbol: see Runtime.recycle.
+	leavesState bool
 
 	// jobs carries Calls to the worker goroutine (serve), done their
 	// outcomes back; held is which token the current Call's script holds
@@ -92,7 +93,7 @@ func (c *call) begin() uint64 {
 	c.stopped.Store(false)
 	c.stopCh = make(chan struct{})
 	c.depth = 0
-	c.privateNames = false
+	c.leavesState = false
 	clear(c.joining)
 	c.held.finished, c.held.lingering = false, false
 	if c.vm != nil {

@@ -220,6 +220,12 @@ func (c *call) guardCompilers(vm *goja.Runtime, global, generatorFunction, async
 		}
 	}
 	c.replaceCtor(vm, global, "Function", sources("the Function constructor"))
+	// Not a compiler, but the same rule: Symbol.for adds to a registry that
+	// outlives the call (see Runtime.recycle).
+	c.replace(vm, object(global.Get("Symbol")), "for", func(orig goja.Callable, this goja.Value, args []goja.Value) goja.Value {
+		c.leavesState = true
+		return c.invoke(orig, this, args...)
+	})
 	holder := vm.NewObject()
 	for name, ctor := range map[string]*goja.Object{"GeneratorFunction": generatorFunction, "AsyncFunction": asyncFunction} {
 		// These have no global name; replaceCtor works on a holder and

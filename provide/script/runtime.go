@@ -342,9 +342,11 @@ func (r *Runtime) take() *call {
 // Only source text declares a private name — the script's own, or what
 // it hands eval and the Function constructors, which note it too — so a
 // '#' anywhere in it (a string's included: the rule is conservative, and
-// costs such a call only the runtime's reuse) is enough to tell.
+// costs such a call only the runtime's reuse) is enough to tell. So is a
+// call to Symbol.for: the symbol registry lives as long as the runtime,
+// and keys it adds are never removed.
 func (r *Runtime) recycle(c *call, o outcome) {
-	if o.clean && !c.privateNames && c.reason() == nil && c.world != nil && c.world.reset() {
+	if o.clean && !c.leavesState && c.reason() == nil && c.world != nil && c.world.reset() {
 		r.put(c)
 		return
 	}
@@ -355,7 +357,7 @@ func (r *Runtime) recycle(c *call, o outcome) {
 // may declare a private name (see recycle).
 func (c *call) notePrivateNames(source string) {
 	if strings.IndexByte(source, '#') >= 0 {
-		c.privateNames = true
+		c.leavesState = true
 	}
 }
 
