@@ -257,22 +257,22 @@ func (c *call) run(gen uint64, prg *goja.Program, args json.RawMessage) (o outco
 // the parenthesis and goes on ("0); let x = 1; (0") would compile to more
 // than one statement, and a top-level declaration would outlive the Call in
 // a reused runtime: it is refused.
-func compile(source string) (*goja.Program, *handle.CapabilityError) {
+func compile(source string) (compiled, *handle.CapabilityError) {
 	if strings.TrimSpace(source) == "" {
-		return nil, fail("the script is empty; it must be a function expression such as (args) => args.a + args.b")
+		return compiled{}, fail("the script is empty; it must be a function expression such as (args) => args.a + args.b")
 	}
 	tree, err := goja.Parse("script.js", "("+source+"\n)")
 	if err != nil {
-		return nil, syntaxError(err, source)
+		return compiled{}, syntaxError(err, source)
 	}
 	if _, ok := singleExpression(tree); !ok || len(tree.DeclarationList) > 0 {
-		return nil, fail("the script must be one function expression, such as (args) => args.a + args.b, with nothing after it")
+		return compiled{}, fail("the script must be one function expression, such as (args) => args.a + args.b, with nothing after it")
 	}
 	prg, err := goja.CompileAST(tree, false)
 	if err != nil {
-		return nil, syntaxError(err, source)
+		return compiled{}, syntaxError(err, source)
 	}
-	return prg, nil
+	return compiled{prg: prg, private: strings.IndexByte(source, '#') >= 0 && holdsPrivateName(tree)}, nil
 }
 
 // singleExpression returns the one expression statement tree holds.

@@ -2,6 +2,7 @@ package script
 
 import (
 	"github.com/dop251/goja"
+	"strings"
 )
 
 // guardObjects bounds the built-ins that make a value for every element of
@@ -197,11 +198,13 @@ func (c *call) guardCompilers(vm *goja.Runtime, global, generatorFunction, async
 			if int64(s.Length()) > c.lim.script {
 				return c.tooLarge("eval of %d characters; the limit is %d", s.Length(), c.lim.script)
 			}
-			c.notePrivateNames(s.String())
+			if mayUsePrivateNames(s.String()) {
+				c.leavesState = true
+			}
 		}
 		return c.invoke(orig, this, args...)
 	})
-	sources := func(what string) func(args []goja.Value) []goja.Value {
+	sources := func(what, prefix string) func(args []goja.Value) []goja.Value {
 		return func(args []goja.Value) []goja.Value {
 			out := make([]goja.Value, len(args))
 			var total int64
@@ -213,13 +216,19 @@ func (c *call) guardCompilers(vm *goja.Runtime, global, generatorFunction, async
 			if total > c.lim.script {
 				c.tooLarge("%s of %d characters; the limit is %d", what, total, c.lim.script)
 			}
-			for _, s := range out {
-				c.notePrivateNames(s.String())
+			texts := make([]string, len(out))
+			hash := false
+			for i, s := range out {
+				texts[i] = s.String()
+				hash = hash || strings.IndexByte(texts[i], '#') >= 0
+			}
+			if hash && mayUsePrivateNames(functionSource(prefix, texts)) {
+				c.leavesState = true
 			}
 			return out
 		}
 	}
-	c.replaceCtor(vm, global, "Function", sources("the Function constructor"))
+	c.replaceCtor(vm, global, "Function", sources("the Function constructor", "(function anonymous("))
 	// Not a compiler, but the same rule: Symbol.for adds to a registry that
 	// outlives the call (see Runtime.recycle).
 	c.replace(vm, object(global.Get("Symbol")), "for", func(orig goja.Callable, this goja.Value, args []goja.Value) goja.Value {
@@ -227,11 +236,12 @@ func (c *call) guardCompilers(vm *goja.Runtime, global, generatorFunction, async
 		return c.invoke(orig, this, args...)
 	})
 	holder := vm.NewObject()
+	prefixes := map[string]string{"GeneratorFunction": "(function* anonymous(", "AsyncFunction": "(async function anonymous("}
 	for name, ctor := range map[string]*goja.Object{"GeneratorFunction": generatorFunction, "AsyncFunction": asyncFunction} {
 		// These have no global name; replaceCtor works on a holder and
 		// re-points the prototype's constructor, which is how scripts
 		// reach them.
 		defineKey(holder, name, ctor)
-		c.replaceCtor(vm, holder, name, sources("the "+name+" constructor"))
+		c.replaceCtor(vm, holder, name, sources("the "+name+" constructor", prefixes[name]))
 	}
 }

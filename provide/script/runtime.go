@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -304,12 +303,14 @@ func (r *Runtime) execute(c *call, gen uint64, source string, args json.RawMessa
 				Message: "the JavaScript runtime could not be set up; this is a bug in the runtime, not in the script", Err: err}}
 		}
 	}
-	c.notePrivateNames(source)
-	prg, err := r.programs.get(source)
+	comp, err := r.programs.get(source)
 	if err != nil {
 		return outcome{err: err, clean: true}
 	}
-	return c.run(gen, prg, args)
+	if comp.private {
+		c.leavesState = true
+	}
+	return c.run(gen, comp.prg, args)
 }
 
 // take returns an idle runtime, or a new one that execute prepares.
@@ -339,26 +340,17 @@ func (r *Runtime) take() *call {
 // …; }`, `new B(Object.prototype)`), the next call cannot see it, and
 // nothing can remove it: each call could leave its memory budget's worth
 // on the built-ins and the runtime would grow without bound across calls.
-// Only source text declares a private name — the script's own, or what
-// it hands eval and the Function constructors, which note it too — so a
-// '#' anywhere in it (a string's included: the rule is conservative, and
-// costs such a call only the runtime's reuse) is enough to tell. So is a
-// call to Symbol.for: the symbol registry lives as long as the runtime,
-// and keys it adds are never removed.
+// Only source text holds a private name — the script's own, or what it
+// hands eval and the Function constructors, which note it too — and the
+// parser tells it from a '#' in a string (private.go). So is a call to
+// Symbol.for: the symbol registry lives as long as the runtime, and keys
+// it adds are never removed.
 func (r *Runtime) recycle(c *call, o outcome) {
 	if o.clean && !c.leavesState && c.reason() == nil && c.world != nil && c.world.reset() {
 		r.put(c)
 		return
 	}
 	c.retire()
-}
-
-// notePrivateNames records that the current Call compiles source that
-// may declare a private name (see recycle).
-func (c *call) notePrivateNames(source string) {
-	if strings.IndexByte(source, '#') >= 0 {
-		c.leavesState = true
-	}
 }
 
 // put keeps c for a later call, unless enough runtimes are idle.
@@ -397,21 +389,28 @@ const (
 // before skips parsing and compiling.
 type programs struct {
 	mu    sync.Mutex
-	m     map[string]*goja.Program
+	m     map[string]compiled
 	bytes int
 }
 
+// compiled is a script compiled, and whether it holds a private name
+// (private.go).
+type compiled struct {
+	prg     *goja.Program
+	private bool
+}
+
 // get returns source compiled, from the cache or compiled now.
-func (ps *programs) get(source string) (*goja.Program, *handle.CapabilityError) {
+func (ps *programs) get(source string) (compiled, *handle.CapabilityError) {
 	ps.mu.Lock()
-	prg, ok := ps.m[source]
+	comp, ok := ps.m[source]
 	ps.mu.Unlock()
 	if ok {
-		return prg, nil
+		return comp, nil
 	}
-	prg, err := compile(source)
+	comp, err := compile(source)
 	if err != nil {
-		return nil, err
+		return compiled{}, err
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -419,11 +418,11 @@ func (ps *programs) get(source string) (*goja.Program, *handle.CapabilityError) 
 		ps.m, ps.bytes = nil, 0
 	}
 	if ps.m == nil {
-		ps.m = make(map[string]*goja.Program)
+		ps.m = make(map[string]compiled)
 	}
 	if _, ok := ps.m[source]; !ok {
-		ps.m[source] = prg
+		ps.m[source] = comp
 		ps.bytes += len(source)
 	}
-	return prg, nil
+	return comp, nil
 }
