@@ -20,7 +20,8 @@ import (
 // coder/websocket echo server and back — with, before the message and
 // after its echo, one acknowledged publish of a 130-byte event to a
 // file-backed JetStream stream on an embedded server, over nats.go's
-// in-process connection, as `brain serve` runs the journal. That is what a
+// in-process connection, as `brain serve` runs the journal, each waiting
+// for its acknowledgement. That is what a
 // journaled call needs at least: capability_invoked stored before the
 // client sees it, the outcome stored before the invoker does.
 func BenchmarkFloorWSEchoJournaled(b *testing.B) {
@@ -64,10 +65,28 @@ func BenchmarkFloorWSEchoJournaled(b *testing.B) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR", Subjects: []string{"floor.*"}, Storage: jetstream.FileStorage}); err != nil {
 		b.Fatal(err)
 	}
-	event := []byte(`{"v":2,"seq":12,"msg":{"type":"capability_invoked","callId":"cq3k5x7m2-42","name":"ui.echo","input":{"n":7},"invokedBy":"agent"}}`)
+	// The acknowledgement comes back on a channel subscription, which
+	// nats.go's reader feeds directly: one goroutine hop fewer than
+	// Request's shared reply subscription (the journal waits the same way).
+	acks := make(chan *nats.Msg, 1)
+	if _, err := nc.ChanSubscribe("_INBOX.floor.ack", acks); err != nil {
+		b.Fatal(err)
+	}
+	event := &nats.Msg{Subject: "floor.s1", Reply: "_INBOX.floor.ack",
+		Data: []byte(`{"v":2,"seq":12,"msg":{"type":"capability_invoked","callId":"cq3k5x7m2-42","name":"ui.echo","input":{"n":7},"invokedBy":"agent"}}`)}
+	timeout := time.NewTimer(time.Hour)
 	publish := func() {
-		if _, err := nc.Request("floor.s1", event, 5*time.Second); err != nil {
+		if err := nc.PublishMsg(event); err != nil {
 			b.Fatal(err)
+		}
+		timeout.Reset(5 * time.Second)
+		select {
+		case ack := <-acks:
+			if !bytes.HasPrefix(ack.Data, []byte(`{"stream":"FLOOR","seq":`)) {
+				b.Fatalf("publish answered %s", ack.Data)
+			}
+		case <-timeout.C:
+			b.Fatal("no acknowledgement within 5 s")
 		}
 	}
 
