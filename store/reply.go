@@ -60,7 +60,7 @@ func (r *replySlots) take(nc *nats.Conn) (*replySlot, error) {
 		return sl, nil
 	}
 	r.mu.Unlock()
-	sl := &replySlot{ch: make(chan *nats.Msg, slotBuffer), prefix: nc.NewRespInbox() + "."}
+	sl := &replySlot{ch: make(chan *nats.Msg, slotBuffer), prefix: nc.NewInbox() + "."}
 	sub, err := nc.ChanSubscribe(sl.prefix+"*", sl.ch)
 	if err != nil {
 		return nil, err
