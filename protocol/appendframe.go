@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/brainrt/brain/internal/jsonvalid"
 )
 
 // AppendFrame appends the frame's JSON — exactly the bytes [EncodeFrame]
@@ -134,7 +136,7 @@ func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, bool) {
 			return b, false // not compact
 		}
 	}
-	if !json.Valid(raw) {
+	if !jsonvalid.Valid(raw) {
 		return b, false
 	}
 	return append(b, raw...), true

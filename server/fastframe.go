@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
+	"github.com/brainrt/brain/internal/jsonvalid"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -35,7 +36,7 @@ func decodeResultFrame(data []byte) (f *protocol.Frame, ok bool) {
 	// The type's bytes first: any other frame (a registration can be a
 	// megabyte) costs the fast path a substring search, not a second
 	// validation beside the strict decoder's.
-	if len(data) > protocol.MaxFrameBytes || !bytes.Contains(data, resultType) || !json.Valid(data) || !utf8.Valid(data) {
+	if len(data) > protocol.MaxFrameBytes || !bytes.Contains(data, resultType) || !jsonvalid.Valid(data) || !utf8.Valid(data) {
 		return nil, false
 	}
 	// From here the document is valid JSON: every scan below can rely on

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/brainrt/brain/internal/jsonvalid"
 	"github.com/brainrt/brain/internal/partialjson"
 	"github.com/brainrt/brain/protocol"
 )
@@ -135,7 +136,7 @@ func (rs *RenderStream) Props(partial json.RawMessage) bool {
 		return false
 	}
 	p := bytes.TrimSpace(partial)
-	if !json.Valid(p) {
+	if !jsonvalid.Valid(p) {
 		return false
 	}
 	return rs.offerLocked(bytes.Clone(p)) // the caller may reuse its buffer

@@ -22,7 +22,8 @@ const pubRetryWait = jetstream.DefaultPubRetryWait
 // pubAttempt bounds one attempt of a publish: one sent while a stream's
 // leader steps down can go unanswered (measured: a journal append waited
 // out the whole 5 s timeout), and is sent again until the timeout — its
-// message id and expected last sequence make a repeat harmless.
+// expected last subject sequence (and, on an external server, its message
+// id) make a repeat harmless.
 const pubAttempt = time.Second
 
 // request publishes m to the stream and waits at most timeout for its

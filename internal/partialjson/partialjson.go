@@ -6,8 +6,8 @@
 // cannot be shown yet: a dangling key (with or without its colon), a
 // trailing comma, a literal or a number cut short (a number keeps its
 // longest valid prefix), an escape, a UTF-16 surrogate pair's escapes or
-// a UTF-8 sequence cut in half. The result is always valid JSON, or nil when the prefix holds no value yet
-// or is not the start of any JSON text.
+// a UTF-8 sequence cut in half. The result is always valid JSON, or nil
+// when the prefix holds no value yet or is not the start of any JSON text.
 //
 //	partialjson.Complete([]byte(`{"title":"Q3 rev`))     // {"title":"Q3 rev"}
 //	partialjson.Complete([]byte(`{"title":"Q3","pts":[1,`)) // {"title":"Q3","pts":[1]}

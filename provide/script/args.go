@@ -3,6 +3,7 @@ package script
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -301,26 +302,12 @@ func (p *argParser) slowStr(start int) string {
 			if p.i >= len(p.s) {
 				p.fail("unexpected end of the text in a string escape")
 			}
-			switch e := p.s[p.i]; e {
-			case '"', '\\', '/':
-				b = append(b, e)
+			e := p.s[p.i]
+			switch k := strings.IndexByte(escaped, e); {
+			case k >= 0:
+				b = append(b, unescaped[k])
 				p.i++
-			case 'b':
-				b = append(b, '\b')
-				p.i++
-			case 'f':
-				b = append(b, '\f')
-				p.i++
-			case 'n':
-				b = append(b, '\n')
-				p.i++
-			case 'r':
-				b = append(b, '\r')
-				p.i++
-			case 't':
-				b = append(b, '\t')
-				p.i++
-			case 'u':
+			case e == 'u':
 				p.i--
 				r := p.hex4()
 				if utf16.IsSurrogate(r) {
@@ -354,6 +341,10 @@ func (p *argParser) slowStr(start int) string {
 	p.fail("unexpected end of the text in a string")
 	return ""
 }
+
+// escaped are the characters that follow a backslash in a one-character
+// escape, and unescaped what each stands for.
+const escaped, unescaped = "\"\\/bfnrt", "\"\\/\b\f\n\r\t"
 
 // hex4 reads a \uXXXX escape at p.i (its backslash) and moves past it.
 func (p *argParser) hex4() rune {

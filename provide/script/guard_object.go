@@ -1,8 +1,9 @@
 package script
 
 import (
-	"github.com/dop251/goja"
 	"strings"
+
+	"github.com/dop251/goja"
 )
 
 // guardObjects bounds the built-ins that make a value for every element of

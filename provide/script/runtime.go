@@ -101,9 +101,9 @@ func New(g Grants, opts *Options) (*Runtime, error) {
 
 // Call evaluates source, a JavaScript expression whose value is a function
 // ("(args) => args.a + args.b", "function (args) { … }", "async (args) =>
-// …"), calls it with args read as JSON.parse would read them, into the
-// script's own runtime (empty args mean undefined), and returns its result encoded as
-// JSON.stringify would. A returned promise is settled first.
+// …"), calls it with args read into the script's own runtime as
+// JSON.parse would read them (empty args mean undefined), and returns its
+// result encoded as JSON.stringify would. A returned promise is settled first.
 //
 // Errors are *handle.CapabilityError:
 //   - too_large: the source, args or result is beyond its grant, or the
@@ -342,9 +342,9 @@ func (r *Runtime) take() *call {
 // on the built-ins and the runtime would grow without bound across calls.
 // Only source text holds a private name — the script's own, or what it
 // hands eval and the Function constructors, which note it too — and the
-// parser tells it from a '#' in a string (private.go). So is a call to
-// Symbol.for: the symbol registry lives as long as the runtime, and keys
-// it adds are never removed.
+// parser tells it from a '#' in a string (private.go). A call to
+// Symbol.for is dropped for the same reason: the symbol registry lives as
+// long as the runtime, and keys it adds are never removed.
 func (r *Runtime) recycle(c *call, o outcome) {
 	if o.clean && !c.leavesState && c.reason() == nil && c.world != nil && c.world.reset() {
 		r.put(c)
