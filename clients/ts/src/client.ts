@@ -110,6 +110,11 @@ export class BrainClient {
     error: new Set(),
   };
   private openWaiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
+  /**
+   * synced is true once the current connection has the session's state: at
+   * open when it resumes after a seq, at its snapshot when it has none.
+   */
+  private synced = false;
   private dropped = 0;
 
   constructor(opts: ClientOptions) {
@@ -163,8 +168,12 @@ export class BrainClient {
 
   /**
    * connect opens the connection (once; later calls wait for the same) and
-   * resolves when it is open. It keeps retrying until it is open, the
-   * signal aborts or {@link close} is called, which reject it.
+   * resolves when it is open and, on a connection that starts from the
+   * session's snapshot (the first one without `afterSeq`), once that
+   * snapshot is applied: {@link capabilities} and {@link pendingApprovals}
+   * then show the session, and {@link events} started after it sees only
+   * what comes next. It keeps retrying until then, the signal aborts or
+   * {@link close} is called, which reject it.
    */
   connect(opts?: { signal?: AbortSignal }): Promise<void> {
     if (this.closed) {
@@ -174,7 +183,7 @@ export class BrainClient {
       this.started = true;
       this.open();
     }
-    if (this.wsState === "open") {
+    if (this.wsState === "open" && this.synced) {
       return Promise.resolve();
     }
     return new Promise((resolve, reject) => {
@@ -481,13 +490,15 @@ export class BrainClient {
       return;
     }
     this.ws = ws;
+    this.synced = false;
+    const resumes = this.seq !== undefined; // else the kernel sends a snapshot first
     ws.onopen = () => {
       if (this.ws !== ws) {
         return;
       }
       this.setState("open");
-      for (const w of this.openWaiters.splice(0)) {
-        w.resolve();
+      if (resumes) {
+        this.markSynced();
       }
       for (const [id, p] of this.pending) {
         if (!p.sent) {
@@ -534,6 +545,14 @@ export class BrainClient {
       this.ws = undefined;
       this.onDisconnect();
     };
+  }
+
+  /** markSynced settles connect's waiters: the connection has the session's state. */
+  private markSynced(): void {
+    this.synced = true;
+    for (const w of this.openWaiters.splice(0)) {
+      w.resolve();
+    }
   }
 
   private onDisconnect(): void {
@@ -602,6 +621,7 @@ export class BrainClient {
       this.seq = ev.seq;
       this.applySnapshot(ev, ev.seq);
       this.emit("event", { seq: ev.seq, msg: ev });
+      this.markSynced();
       return;
     }
     const seq = f.seq;

@@ -309,3 +309,53 @@ test("a fresh client picks up from the snapshot: pending approvals, and calls it
   assert.deepEqual(r2.structuredContent, { confirmed: "ship" }, text(r2));
 });
 
+
+test("connect resolves once the snapshot is applied, not at the socket's open", { timeout: 20_000 }, async () => {
+  // A stand-in kernel that holds the snapshot until the test releases it,
+  // as a loaded kernel may: connect must not resolve before it, or a host
+  // that reads capabilities() right after connect sees an empty session.
+  const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+  cleanup.push(() => new Promise((r) => wss.close(r)));
+  await new Promise((r) => wss.once("listening", r));
+  let release: () => void = () => {};
+  const connected = new Promise<void>((resolve) => {
+    wss.on("connection", (sock) => {
+      release = () =>
+        sock.send(
+          JSON.stringify({
+            v: 2,
+            msg: {
+              type: "snapshot",
+              seq: 7,
+              capabilities: [{ name: "ui.held", description: "Registered before this client came.", side: "client", origin: { kind: "client" } }],
+              pendingCalls: [],
+            },
+          }),
+        );
+      resolve();
+    });
+  });
+  const port = (wss.address() as { port: number }).port;
+  const client = new BrainClient({
+    url: `http://127.0.0.1:${port}`,
+    token: "t".repeat(20),
+    session: "held",
+    WebSocket: WebSocket as unknown as WebSocketConstructor,
+  });
+  cleanup.push(() => client.close());
+  let resolved = false;
+  const connecting = client.connect().then(() => {
+    resolved = true;
+  });
+  await within(connected, 10_000, "the connection");
+  await waitState(client, "open");
+  await new Promise((r) => setImmediate(r)); // let a resolved connect run its continuation
+  assert.equal(resolved, false, "connect resolved before the snapshot");
+  const seen = collect(client);
+  release();
+  await within(connecting, 10_000, "connect after the snapshot");
+  assert.deepEqual(client.capabilities().map((c) => c.name), ["ui.held"]);
+  assert.equal(client.lastSeq, 7);
+  assert.deepEqual(seen.map((e) => e.msg.type), ["snapshot"]);
+  await client.connect(); // a later call resolves at once
+});
