@@ -424,30 +424,10 @@ func (s *Store) load(ctx context.Context, subj string) ([]session.Event, error) 
 	for uint64(len(events)) < pending {
 		n := min(pending-uint64(len(events)), loadBatch)
 		rctx, cancel := s.requestContext(ctx)
-		batch, err := cons.Fetch(int(n), jetstream.FetchContext(rctx))
-		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("fetch: %w", err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				cancel()
-				return nil, err
-			}
-			f, err := protocol.DecodeFrame(m.Data())
-			if err != nil {
-				cancel()
-				return nil, fmt.Errorf("stream sequence %d: %w", md.Sequence.Stream, err)
-			}
-			events = append(events, session.Event{Seq: f.Seq, Msg: f.Msg})
-		}
-		err = batch.Error()
+		got, err := fetchInto(rctx, cons, int(n), &events)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("fetch: %w", err)
+			return nil, err
 		}
 		if got == 0 {
 			// The session was deleted or trimmed while loading.
@@ -455,6 +435,57 @@ func (s *Store) load(ctx context.Context, subj string) ([]session.Event, error) 
 		}
 	}
 	return events, nil
+}
+
+// fetchInto fetches up to n events from cons and appends them to events,
+// returning how many came. A fetch that meets no responders before any
+// event came is sent again after a pause until ctx ends: in a cluster the
+// consumer just created may sit on another server whose interest in its
+// pull requests has not reached this connection's server yet (seen in
+// TestClusterLeases: "fetch: nats: no responders available for request").
+func fetchInto(ctx context.Context, cons jetstream.Consumer, n int, events *[]session.Event) (int, error) {
+	for {
+		got, err := fetchOnce(ctx, cons, n, events)
+		if got > 0 || !errors.Is(err, nats.ErrNoResponders) {
+			return got, err
+		}
+		t := time.NewTimer(fetchRetryWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, fmt.Errorf("fetch: %w (and then %w)", err, ctx.Err())
+		}
+	}
+}
+
+// fetchRetryWait is the pause before a fetch that met no responders is sent
+// again: interest reaches the other servers of a cluster in milliseconds.
+const fetchRetryWait = 20 * time.Millisecond
+
+// fetchOnce is one fetch of fetchInto.
+func fetchOnce(ctx context.Context, cons jetstream.Consumer, n int, events *[]session.Event) (int, error) {
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx))
+	if err != nil {
+		return 0, fmt.Errorf("fetch: %w", err)
+	}
+	got := 0
+	for m := range batch.Messages() {
+		got++
+		md, err := m.Metadata()
+		if err != nil {
+			return got, err
+		}
+		f, err := protocol.DecodeFrame(m.Data())
+		if err != nil {
+			return got, fmt.Errorf("stream sequence %d: %w", md.Sequence.Stream, err)
+		}
+		*events = append(*events, session.Event{Seq: f.Seq, Msg: f.Msg})
+	}
+	if err := batch.Error(); err != nil {
+		return got, fmt.Errorf("fetch: %w", err)
+	}
+	return got, nil
 }
 
 // Sessions returns the ids of every session with stored events, sorted.
