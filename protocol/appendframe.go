@@ -37,18 +37,7 @@ func appendFrameFast(b []byte, f *Frame) ([]byte, bool) {
 	if !plainString(f.ID) || !plainString(f.Ref) {
 		return b, false
 	}
-	b = append(b, `{"v":`...)
-	b = strconv.AppendInt(b, int64(v), 10)
-	if f.Seq != 0 {
-		b = append(b, `,"seq":`...)
-		b = strconv.AppendUint(b, f.Seq, 10)
-	}
-	if f.ID != "" {
-		b = appendPlain(append(b, `,"id":`...), f.ID)
-	}
-	if f.Ref != "" {
-		b = appendPlain(append(b, `,"ref":`...), f.Ref)
-	}
+	b = appendEnvelope(b, v, f)
 	ok := false
 	switch m := f.Msg.(type) {
 	case *CapabilityInvoked:
@@ -88,6 +77,24 @@ func appendFrameFast(b []byte, f *Frame) ([]byte, bool) {
 		return b[:start], false
 	}
 	return append(b, "}}"...), true
+}
+
+// appendEnvelope appends a frame's opening up to its message:
+// {"v":v[,"seq":…][,"id":…][,"ref":…] — its id and ref plain strings.
+func appendEnvelope(b []byte, v int, f *Frame) []byte {
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(v), 10)
+	if f.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, f.Seq, 10)
+	}
+	if f.ID != "" {
+		b = appendPlain(append(b, `,"id":`...), f.ID)
+	}
+	if f.Ref != "" {
+		b = appendPlain(append(b, `,"ref":`...), f.Ref)
+	}
+	return b
 }
 
 func appendPlain(b []byte, s string) []byte {

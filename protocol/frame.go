@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -118,19 +117,7 @@ func EncodeFrame(f *Frame) ([]byte, error) {
 		return nil, fmt.Errorf("encode %s: %w", f.Msg.MessageType(), err)
 	}
 	t := f.Msg.MessageType()
-	b := make([]byte, 0, len(body)+len(t)+len(f.ID)+len(f.Ref)+72)
-	b = append(b, `{"v":`...)
-	b = strconv.AppendInt(b, int64(v), 10)
-	if f.Seq != 0 {
-		b = append(b, `,"seq":`...)
-		b = strconv.AppendUint(b, f.Seq, 10)
-	}
-	if f.ID != "" {
-		b = append(append(append(b, `,"id":"`...), f.ID...), '"')
-	}
-	if f.Ref != "" {
-		b = append(append(append(b, `,"ref":"`...), f.Ref...), '"')
-	}
+	b := appendEnvelope(make([]byte, 0, len(body)+len(t)+len(f.ID)+len(f.Ref)+72), v, f)
 	b = append(append(append(b, `,"msg":{"type":"`...), t...), '"')
 	if len(body) > 2 {
 		b = append(b, ',')

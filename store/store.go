@@ -454,7 +454,7 @@ func fetchInto(ctx context.Context, cons jetstream.Consumer, n int, events *[]se
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return 0, fmt.Errorf("fetch: %w (and then %w)", err, ctx.Err())
+			return 0, fmt.Errorf("%w (and then %w)", err, ctx.Err())
 		}
 	}
 }

@@ -56,6 +56,28 @@ function assertContiguous(evs: BrainEvent[], what: string): number[] {
   return seqs;
 }
 
+/** standIn starts a stand-in kernel on loopback that answers each connection with onConnection. */
+async function standIn(onConnection: (sock: import("ws").WebSocket, url: string) => void): Promise<number> {
+  const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+  cleanup.push(() => new Promise((r) => wss.close(r)));
+  await new Promise((r) => wss.once("listening", r));
+  wss.on("connection", (sock, req) => onConnection(sock, req.url ?? ""));
+  return (wss.address() as { port: number }).port;
+}
+
+/** standInClient is a client of the stand-in kernel on port, closed at the end. */
+function standInClient(port: number, session: string, opts?: Partial<ConstructorParameters<typeof BrainClient>[0]>): BrainClient {
+  const client = new BrainClient({
+    url: `http://127.0.0.1:${port}`,
+    token: "t".repeat(20),
+    session,
+    WebSocket: WebSocket as unknown as WebSocketConstructor,
+    ...opts,
+  });
+  cleanup.push(() => client.close());
+  return client;
+}
+
 test("the TCP connection cut mid-session: the client resumes without gap or duplicate", { timeout: 60_000 }, async () => {
   const brain = await Brain.start();
   cleanup.push(() => brain.stop());
@@ -189,14 +211,11 @@ test("a kernel that lost the session gets the client's capabilities again", { ti
 test("events a kernel sends twice are delivered once", { timeout: 20_000 }, async () => {
   // A stand-in kernel on loopback that ignores ?after= and replays from the
   // start on every connection, the worst a resume can do.
-  const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
-  cleanup.push(() => new Promise((r) => wss.close(r)));
-  await new Promise((r) => wss.once("listening", r));
   const urls: string[] = [];
   const frame = (seq: number, name: string) =>
     JSON.stringify({ v: 2, seq, msg: { type: "capability_deregister", names: [name] } });
-  wss.on("connection", (sock, req) => {
-    urls.push(req.url ?? "");
+  const port = await standIn((sock, url) => {
+    urls.push(url);
     const n = urls.length;
     sock.send(frame(1, "a"));
     sock.send(frame(2, "b"));
@@ -206,15 +225,7 @@ test("events a kernel sends twice are delivered once", { timeout: 20_000 }, asyn
       sock.send(frame(3, "c"));
     }
   });
-  const port = (wss.address() as { port: number }).port;
-  const client = new BrainClient({
-    url: `http://127.0.0.1:${port}`,
-    token: "t".repeat(20),
-    session: "dup",
-    WebSocket: WebSocket as unknown as WebSocketConstructor,
-    reconnect: { initialDelayMs: 5, maxDelayMs: 20 },
-  });
-  cleanup.push(() => client.close());
+  const client = standInClient(port, "dup", { reconnect: { initialDelayMs: 5, maxDelayMs: 20 } });
   const seen = collect(client);
   await client.connect();
   await until(() => client.lastSeq === 3, "seq 3");
@@ -314,35 +325,25 @@ test("connect resolves once the snapshot is applied, not at the socket's open", 
   // A stand-in kernel that holds the snapshot until the test releases it,
   // as a loaded kernel may: connect must not resolve before it, or a host
   // that reads capabilities() right after connect sees an empty session.
-  const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
-  cleanup.push(() => new Promise((r) => wss.close(r)));
-  await new Promise((r) => wss.once("listening", r));
   let release: () => void = () => {};
-  const connected = new Promise<void>((resolve) => {
-    wss.on("connection", (sock) => {
-      release = () =>
-        sock.send(
-          JSON.stringify({
-            v: 2,
-            msg: {
-              type: "snapshot",
-              seq: 7,
-              capabilities: [{ name: "ui.held", description: "Registered before this client came.", side: "client", origin: { kind: "client" } }],
-              pendingCalls: [],
-            },
-          }),
-        );
-      resolve();
-    });
+  let connectedNow: () => void = () => {};
+  const connected = new Promise<void>((resolve) => (connectedNow = resolve));
+  const port = await standIn((sock) => {
+    release = () =>
+      sock.send(
+        JSON.stringify({
+          v: 2,
+          msg: {
+            type: "snapshot",
+            seq: 7,
+            capabilities: [{ name: "ui.held", description: "Registered before this client came.", side: "client", origin: { kind: "client" } }],
+            pendingCalls: [],
+          },
+        }),
+      );
+    connectedNow();
   });
-  const port = (wss.address() as { port: number }).port;
-  const client = new BrainClient({
-    url: `http://127.0.0.1:${port}`,
-    token: "t".repeat(20),
-    session: "held",
-    WebSocket: WebSocket as unknown as WebSocketConstructor,
-  });
-  cleanup.push(() => client.close());
+  const client = standInClient(port, "held");
   let resolved = false;
   const connecting = client.connect().then(() => {
     resolved = true;
