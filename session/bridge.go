@@ -347,8 +347,11 @@ func (s *Session) finish(c *call, out protocol.Outcome) bool {
 	return ok
 }
 
-// finishLocked is the part of finish done under the lock: the outcome, its
-// event, and waking the call's waiters.
+// finishLocked is the part of finish done under the lock: the outcome and
+// its event. The call's waiters are woken by afterFinish, once Observe has
+// seen the call finish: an in-process caller whose Invoke returned finds
+// the call's CallFinished already counted and recorded (the call times of
+// the operator API, the metrics).
 func (s *Session) finishLocked(c *call, out protocol.Outcome) bool {
 	if c.finished {
 		return false
@@ -358,22 +361,30 @@ func (s *Session) finishLocked(c *call, out protocol.Outcome) bool {
 	delete(s.calls, c.id)
 	s.rememberFinishedLocked(c.id, out)
 	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
-	close(c.done)
 	return true
 }
 
 // endLocked finishes c from code that holds the lock; what must run
-// without it (Observe, the log line) runs on its own goroutine.
+// without it (Observe, then waking the waiters, the log line) runs on its
+// own goroutine.
 func (s *Session) endLocked(c *call, out protocol.Outcome) {
-	if s.finishLocked(c, out) && (s.opts.Observe != nil || s.log.Enabled(context.Background(), slog.LevelInfo)) {
-		go s.afterFinish(c, out)
+	if !s.finishLocked(c, out) {
+		return
 	}
+	if s.opts.Observe == nil && !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		close(c.done)
+		return
+	}
+	go s.afterFinish(c, out)
 }
 
-// afterFinish reports a finished call to Observe and logs it at info: its
-// capability, invoker, outcome code and duration.
+// afterFinish reports a finished call to Observe, wakes its waiters, and
+// logs it at info: its capability, invoker, outcome code and duration.
+// The log line comes after the waiters are woken, so that writing it adds
+// nothing to a call's latency.
 func (s *Session) afterFinish(c *call, out protocol.Outcome) {
 	s.observe(CallFinished, c, func(e CallEvent) CallEvent { e.Outcome = out; return e })
+	close(c.done)
 	if s.log.Enabled(context.Background(), slog.LevelInfo) {
 		code := "ok"
 		if !out.IsOK() {

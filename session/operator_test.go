@@ -6,7 +6,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -112,8 +115,8 @@ func TestOperatorApproves(t *testing.T) {
 func TestObserve(t *testing.T) {
 	var mu sync.Mutex
 	var got []session.CallEvent
-	// CallFinished may be reported just after Invoke returns (the outcome
-	// wakes the caller first): the test waits for it rather than racing it.
+	// A refused call's CallFinished is reported before Invoke returns, like
+	// any other (TestObserveBeforeReturn); the channel counts them.
 	finished := make(chan struct{}, 4)
 	opts := &session.Options{Observe: func(e session.CallEvent) {
 		mu.Lock()
@@ -191,6 +194,60 @@ func TestObserve(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestObserveBeforeReturn: Invoke returns only once Observe has seen the
+// call's CallFinished, whichever path ended it (the handler's return, a
+// deregistration while the call was pending), so that what an operator
+// reads about a call (its call times, the metrics) is complete when its
+// caller has the outcome. A slow observer (a second on the fake clock)
+// makes the order visible: a caller woken first would return with the
+// event not yet recorded.
+func TestObserveBeforeReturn(t *testing.T) {
+	run := func(t *testing.T, setup func(s *session.Session) string, end func(s *session.Session)) {
+		var recorded atomic.Bool
+		s := session.New("obs", &session.Options{Observe: func(e session.CallEvent) {
+			if e.Kind == session.CallFinished {
+				time.Sleep(time.Second) // a slow observer, on the bubble's clock
+				recorded.Store(true)
+			}
+		}})
+		name := setup(s)
+		done := make(chan protocol.Outcome, 1)
+		go func() { done <- s.Invoke(context.Background(), protocol.AudienceLLM, name, textInput) }()
+		synctest.Wait()
+		if end != nil {
+			end(s)
+		}
+		<-done
+		if !recorded.Load() {
+			t.Fatal("Invoke returned before Observe had seen the call finish")
+		}
+	}
+	t.Run("the handler returned", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			run(t, func(s *session.Session) string {
+				if err := s.RegisterAgent(agentCap("echo"), echo); err != nil {
+					t.Fatal(err)
+				}
+				return "echo"
+			}, nil)
+		})
+	})
+	t.Run("deregistered while pending", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			run(t, func(s *session.Session) string {
+				if err := s.Register(session.Client, clientCap("slow")); err != nil {
+					t.Fatal(err)
+				}
+				return "slow"
+			}, func(s *session.Session) {
+				if err := s.Deregister(session.Client, "slow"); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	})
 }
 
 // approvalOf answers an approval request, echoing what the request carries.

@@ -57,7 +57,10 @@ type Options struct {
 	// with the session's lock held: it must be quick and must not block.
 	// The CallFinished of a call ended by a change to the registry (a
 	// deregistration, a re-registration, the end of a turn) is reported
-	// from a goroutine of its own, just after the change.
+	// from a goroutine of its own, just after the change. Either way it
+	// comes before the call's caller is woken: when Invoke returns, Observe
+	// has seen the call finish. (The capability_outcome event is emitted
+	// just before it, under the session's lock.)
 	Observe func(CallEvent)
 }
 

@@ -171,6 +171,13 @@ class CallView {
     } catch { this.times = null; }
     this.loading = false;
     this.draw();
+    // The kernel records a call's finish just after it emits the outcome:
+    // an outcome seen before the timings have it is read again, a few times.
+    const ended = this.sv.timeline.all.some((e) => e.callId === this.callId && e.type === 'capability_outcome');
+    const recorded = this.times && this.times.points.some((p) => p.kind === 'call_finished');
+    if (ended && this.times && !recorded && (this.retries = (this.retries || 0) + 1) <= 3) {
+      setTimeout(() => this.refresh(), 100 * this.retries);
+    }
   }
 
   draw() {

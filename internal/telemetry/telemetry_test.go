@@ -284,7 +284,7 @@ func TestSessionObserve(t *testing.T) {
 	s := session.New("s9", &session.Options{Observe: func(ev session.CallEvent) {
 		tel.Observe(ev)
 		if ev.Kind == session.CallFinished {
-			finished <- ev // CallFinished may be reported after Invoke returns
+			finished <- ev // the test reads the event Observe was given
 		}
 	}})
 	err := s.RegisterAgent(protocol.Capability{
