@@ -11,6 +11,7 @@ import (
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/fsroot"
@@ -194,7 +195,7 @@ func TestDeadlinePrecision(t *testing.T) {
 				}
 			}
 			precision := 10 * time.Millisecond
-			if raceEnabled {
+			if testutil.RaceEnabled {
 				precision = 30 * time.Millisecond // the Go side runs several times slower
 			}
 			if over := best - deadline; over > precision || over < 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/tool"
 )
@@ -249,7 +250,7 @@ func TestInstrumentationPrecision(t *testing.T) {
 		{"a dispatch loop: back through the br_table's default", dispatchSpin(-1)},
 	}
 	precision := 10 * time.Millisecond
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		precision = 30 * time.Millisecond
 	}
 	for _, tt := range tests {

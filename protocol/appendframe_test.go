@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/brainrt/brain/internal/testutil"
 )
 
 // TestAppendFrame: the hand-written frames are the bytes EncodeFrame
@@ -74,7 +76,7 @@ func FuzzAppendFrame(f *testing.F) {
 // TestAppendFrameAllocs: the hand-written frames allocate nothing in a
 // buffer that is large enough.
 func TestAppendFrameAllocs(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
 	f := &Frame{Seq: 7, Msg: &CapabilityInvoked{CallID: "c1-2", Name: "ui.echo", Input: json.RawMessage(`{"n":7}`), InvokedBy: "agent"}}

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/brainrt/brain/internal/natstest"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
@@ -331,8 +332,11 @@ func (w *loadWorker) await(ctx context.Context, req string) (bool, error) {
 // they go on trying to write and must be fenced. TestServeClusterSIGKILL
 // (cmd/brain) kills a real process.
 func TestClusterLoad(t *testing.T) {
+	sessions := 100
+	if testutil.RaceEnabled {
+		sessions = 20 // the race detector slows the kernel about tenfold
+	}
 	const (
-		sessions = loadSessions
 		maxCalls = 5000            // per session: a bound, never reached in the time given
 		before   = 2 * time.Second // of calls before the kill
 		// The lease TTL: longer than TestClusterNodes' 1 s, since a

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -113,7 +114,7 @@ func TestDecodeResultFrameCopies(t *testing.T) {
 
 // TestDecodeResultFrameAllocs bounds the fast path's allocations.
 func TestDecodeResultFrameAllocs(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
 	data := []byte(`{"v":2,"id":"r1","msg":{"type":"capability_result","callId":"c1","result":{"n":7}}}`)

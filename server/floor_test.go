@@ -21,9 +21,9 @@ import (
 // after its echo, one acknowledged publish of a 130-byte event to a
 // file-backed JetStream stream on an embedded server, over nats.go's
 // in-process connection, as `brain serve` runs the journal, each waiting
-// for its acknowledgement. That is what a
-// journaled call needs at least: capability_invoked stored before the
-// client sees it, the outcome stored before the invoker does.
+// for its acknowledgement. That is what a journaled call needs at least:
+// capability_invoked stored before the client sees it, the outcome stored
+// before the invoker does.
 func BenchmarkFloorWSEchoJournaled(b *testing.B) {
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)

@@ -49,9 +49,6 @@ func TestEventOwnerIsTheCallsOwner(t *testing.T) {
 		seen := map[string]int{}
 		for _, ev := range evs {
 			id := protocol.CallIDOf(ev.Msg)
-			if d, ok := ev.Msg.(*protocol.ApprovalDecided); ok {
-				id = d.CallID
-			}
 			if id == "" {
 				if ev.Owner != (session.Peer{}) {
 					t.Errorf("%s has owner %v", ev.Msg.MessageType(), ev.Owner)

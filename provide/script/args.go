@@ -29,9 +29,10 @@ import (
 //     repeats keeps its first place and its last value; __proto__ is an
 //     own property like any other key.
 //
-// The nesting is bounded by the caller (deeperThan); parseArgs checks
-// whether the call was stopped every stopEvery values, so that a stop
-// during a long text is seen at once.
+// The reader recurses in Go, so it refuses text nested deeper than
+// maxNesting (an *argsError whose deep is set); it checks whether the call
+// was stopped every stopEvery values, so that a stop during a long text is
+// seen at once.
 func (c *call) parseArgs(vm *goja.Runtime, s string) (v goja.Value, err error) {
 	p := &argParser{c: c, vm: vm, s: s}
 	defer func() {
@@ -52,10 +53,12 @@ func (c *call) parseArgs(vm *goja.Runtime, s string) (v goja.Value, err error) {
 	return v, nil
 }
 
-// argsError is a syntax error in the arguments, at a byte offset.
+// argsError is a syntax error in the arguments, at a byte offset, or
+// (deep) arguments nested deeper than maxNesting.
 type argsError struct {
 	offset int
 	msg    string
+	deep   bool
 }
 
 func (e *argsError) Error() string {
@@ -104,13 +107,13 @@ func (p *argParser) value(depth int) goja.Value {
 		// The caller reports the stop's cause; this only unwinds.
 		p.fail("the call was stopped")
 	}
-	if depth > maxNesting {
-		p.fail("the arguments nest deeper than %d levels", maxNesting)
-	}
 	if p.i >= len(p.s) {
 		p.fail("unexpected end of the text, where a value should be")
 	}
 	switch b := p.s[p.i]; {
+	case (b == '{' || b == '[') && depth >= maxNesting:
+		// A container at depth d is the (d+1)th level, as deeperThan counts.
+		panic(&argsError{offset: p.i, msg: fmt.Sprintf("the arguments nest deeper than %d levels", maxNesting), deep: true})
 	case b == '{':
 		return p.object(depth)
 	case b == '[':

@@ -38,10 +38,20 @@ func newTestCall(t testing.TB) *call {
 // and fails t unless both fail or both give the same value.
 func compareParse(t *testing.T, c *call, parse goja.Callable, s string) {
 	t.Helper()
-	if deeperThan(s, maxNesting) {
-		return // run refuses these before either would read them
-	}
 	got, gotErr := c.parseArgs(c.vm, s)
+	ae, _ := gotErr.(*argsError)
+	if deeperThan(s, maxNesting) {
+		// parseArgs refuses what nests too deep, or fails on a syntax
+		// error before it; JSON.parse, which recurses without a bound, is
+		// not asked.
+		if gotErr == nil {
+			t.Fatalf("parseArgs(%.40q…) read text nested deeper than %d levels", s, maxNesting)
+		}
+		return
+	}
+	if ae != nil && ae.deep {
+		t.Fatalf("parseArgs(%.40q…) refused as too deep text nested at most %d levels", s, maxNesting)
+	}
 	want, wantErr := parse(goja.Undefined(), c.vm.ToValue(s))
 	switch {
 	case gotErr != nil && wantErr != nil:
@@ -116,6 +126,19 @@ func TestParseArgs(t *testing.T) {
 	for _, s := range argsSeeds {
 		t.Run(s, func(t *testing.T) { compareParse(t, c, parse, s) })
 	}
+	t.Run("nesting", func(t *testing.T) {
+		for _, open := range []string{"[", `{"a":`} {
+			closing := map[string]string{"[": "]", `{"a":`: "}"}[open]
+			at := strings.Repeat(open, maxNesting) + "1" + strings.Repeat(closing, maxNesting)
+			if _, err := c.parseArgs(c.vm, at); err != nil {
+				t.Errorf("%d levels of %s: %v", maxNesting, open, err)
+			}
+			past := strings.Repeat(open, maxNesting) + "[]" + strings.Repeat(closing, maxNesting)
+			if _, err := c.parseArgs(c.vm, past); err == nil || !err.(*argsError).deep {
+				t.Errorf("%d levels of %s: %v, want the nesting refused", maxNesting+1, open, err)
+			}
+		}
+	})
 	errors := []struct{ text, msg string }{
 		{``, "unexpected end of the text, where a value should be (at byte 0)"},
 		{`{"a": 1,}`, "unexpected character '}', where a key (a string) should be (at byte 8)"},

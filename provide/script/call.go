@@ -213,15 +213,15 @@ func (c *call) run(gen uint64, prg *goja.Program, args json.RawMessage) (o outco
 	}()
 
 	vm := c.vm
-	if deeperThan(string(args), maxNesting) {
-		return outcome{err: fail("the arguments nest deeper than %d levels", maxNesting)}
-	}
 	argv := goja.Undefined()
 	if len(args) > 0 {
 		v, err := c.parseArgs(vm, string(args))
 		if err != nil {
 			if cause := c.reason(); cause != nil {
 				return outcome{err: cause}
+			}
+			if ae, ok := err.(*argsError); ok && ae.deep {
+				return outcome{err: fail("%s", ae.msg)}
 			}
 			return outcome{err: fail("the arguments are not valid JSON: %s", err)}
 		}

@@ -13,13 +13,14 @@
 // time. A runtime serves call after call, its built-ins frozen and its
 // global object checked and cleaned after each, and is dropped after a
 // call that was stopped: nothing a script does to its globals or built-ins
-// is seen by another call. The runtime holds the language and its built-ins only: no
-// require, console, timers, modules or host objects; goja's one extra
-// global, GoError, is removed. The arguments are read from their JSON
-// into the runtime's own plain objects, arrays and primitives, exactly as
-// its JSON.parse would build them, rather than passed in as Go values, so
-// no reflection-backed object is reachable. eval and the Function
-// constructors compile JavaScript into the same world and stay.
+// is seen by another call. The runtime holds the language and its
+// built-ins only: no require, console, timers, modules or host objects;
+// goja's one extra global, GoError, is removed. The arguments are read
+// from their JSON into the runtime's own plain objects, arrays and
+// primitives, exactly as its JSON.parse would build them, rather than
+// passed in as Go values, so no reflection-backed object is reachable.
+// eval and the Function constructors compile JavaScript into the same
+// world and stay.
 //
 // # Limits
 //

@@ -7,8 +7,10 @@ import (
 	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/script"
 )
@@ -93,4 +95,13 @@ func processMemory() uint64 {
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
+}
+
+// slow scales a time bound for the race detector, which slows tests down
+// by about ten.
+func slow(d time.Duration) time.Duration {
+	if testutil.RaceEnabled {
+		return 4 * d
+	}
+	return d
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/script"
 )
@@ -18,7 +19,7 @@ import (
 // returns. n shrinks under the race detector, which slows regexp2 about
 // tenfold.
 func backtrack(n int) string {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		n -= 3
 	}
 	return `/^(a+)+(?=b)/.test("a".repeat(` + strconv.Itoa(n) + `))`
@@ -231,7 +232,7 @@ func TestHugeAllocations(t *testing.T) {
 	// Under the race detector the gradual cases may reach the deadline
 	// before the budget; they accept timeout.
 	timeout := 10 * time.Second
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		timeout = 6 * time.Second
 	}
 	r := newRuntime(t, script.Grants{MaxMemoryBytes: 16 << 20, Timeout: timeout}, nil)

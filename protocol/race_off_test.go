@@ -1,5 +1,0 @@
-//go:build !race
-
-package protocol
-
-const raceEnabled = false
