@@ -207,7 +207,7 @@ func (e *Environment) install(name string, at *attached) (protocol.Code, error) 
 
 // register makes one attached tool a capability of s.
 func (e *Environment) register(s *session.Session, name string, at *attached) error {
-	return s.RegisterAgent(e.capability(name, at), sessionHandler{e: e, name: name})
+	return s.RegisterAgent(e.capability(name, at), sessionHandler{e: e, name: name, session: s.ID()})
 }
 
 // Expose registers every attached tool in s as an agent-side capability
@@ -240,6 +240,23 @@ func (e *Environment) Unexpose(s *session.Session) {
 	}
 	e.mu.Unlock()
 	_ = s.Deregister(session.Runtime, names...)
+	e.endSession(s.ID())
+}
+
+// endSession tells every attached instance that keeps per-session state
+// that session id has left this environment.
+func (e *Environment) endSession(id string) {
+	e.mu.RLock()
+	var enders []tool.SessionEnder
+	for _, at := range e.tools {
+		if se, ok := at.inst.(tool.SessionEnder); ok {
+			enders = append(enders, se)
+		}
+	}
+	e.mu.RUnlock()
+	for _, se := range enders {
+		se.EndSession(id)
+	}
 }
 
 // Detach removes tools by name, closing their instances and deregistering
@@ -289,12 +306,13 @@ func (e *Environment) Tools() []tool.Manifest {
 
 // sessionHandler runs a session's call to an attached tool.
 type sessionHandler struct {
-	e    *Environment
-	name string
+	e       *Environment
+	name    string
+	session string
 }
 
 func (h sessionHandler) Handle(ctx context.Context, c *session.Call) (json.RawMessage, error) {
-	out := h.e.invoke(ctx, h.name, c.ID, c.Input, nil, false)
+	out := h.e.invoke(ctx, h.name, Call{ID: c.ID, Session: h.session, Input: c.Input}, false)
 	if out.Err != nil {
 		return nil, out.Err
 	}
@@ -305,6 +323,7 @@ func (h sessionHandler) Handle(ctx context.Context, c *session.Call) (json.RawMe
 // session that is leaving memory (hibernating) with its registry intact.
 func (e *Environment) Forget(s *session.Session) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.sessions = slices.DeleteFunc(e.sessions, func(x *session.Session) bool { return x == s })
+	e.mu.Unlock()
+	e.endSession(s.ID())
 }

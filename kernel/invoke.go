@@ -19,6 +19,9 @@ var callCounter atomic.Uint64
 type Call struct {
 	// ID identifies the call; empty means one is generated.
 	ID string
+	// Session is the session the call belongs to, handed to the tool as
+	// tool.Call.Session; empty for a call made outside any session.
+	Session string
 	// Input is the tool's input as JSON.
 	Input json.RawMessage
 	// Progress, if set, receives the tool's progress reports.
@@ -34,31 +37,30 @@ type Call struct {
 // the tool's policy CallTimeout (default: the environment's), and returns at the deadline even if the
 // tool ignores its context.
 func (e *Environment) Invoke(ctx context.Context, name string, call Call) protocol.Outcome {
-	id := call.ID
-	if id == "" {
-		id = "k" + strconv.FormatUint(callCounter.Add(1), 36)
+	if call.ID == "" {
+		call.ID = "k" + strconv.FormatUint(callCounter.Add(1), 36)
 	}
-	return e.invoke(ctx, name, id, call.Input, call.Progress, true)
+	return e.invoke(ctx, name, call, true)
 }
 
 // invoke validates and runs a call. bounded says whether this function must
 // enforce the deadline itself: the session's bridge already does, for calls
 // that come through it.
-func (e *Environment) invoke(ctx context.Context, name, id string, input json.RawMessage, progress func(tool.Progress), bounded bool) protocol.Outcome {
+func (e *Environment) invoke(ctx context.Context, name string, call Call, bounded bool) protocol.Outcome {
 	e.mu.RLock()
 	at := e.tools[name]
 	e.mu.RUnlock()
 	if at == nil {
 		return protocol.Fail(protocol.CodeNotFound, "no tool named %q is attached", name)
 	}
-	if len(input) == 0 {
-		input = json.RawMessage("{}")
+	if len(call.Input) == 0 {
+		call.Input = json.RawMessage("{}")
 	}
-	if err := at.input.ValidateJSON(input); err != nil {
+	if err := at.input.ValidateJSON(call.Input); err != nil {
 		return protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
 	}
 	if !bounded {
-		return e.run(ctx, at, id, input, progress)
+		return e.run(ctx, at, call)
 	}
 	timeout := e.opts.CallTimeout
 	if at.policy.CallTimeout > 0 {
@@ -67,9 +69,9 @@ func (e *Environment) invoke(ctx context.Context, name, id string, input json.Ra
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, ok := at.inst.(tool.DeadlineBound); ok && e.staticHandles(at.manifest.Requires) {
-		return e.run(ctx, at, id, input, progress) // it returns by the deadline itself: no hop to a worker
+		return e.run(ctx, at, call) // it returns by the deadline itself: no hop to a worker
 	}
-	j := &job{ctx: ctx, at: at, id: id, input: input, progress: progress, done: make(chan protocol.Outcome, 1)}
+	j := &job{ctx: ctx, at: at, call: call, done: make(chan protocol.Outcome, 1)}
 	e.workers.Submit(j)
 	select {
 	case out := <-j.done:
@@ -82,21 +84,19 @@ func (e *Environment) invoke(ctx context.Context, name, id string, input json.Ra
 // job is one bounded call, run on a reused worker goroutine so that the
 // caller can return at the deadline even if the tool ignores its context.
 type job struct {
-	ctx      context.Context
-	at       *attached
-	id       string
-	input    json.RawMessage
-	progress func(tool.Progress)
-	done     chan protocol.Outcome // buffered: the worker never blocks on a caller that left
+	ctx  context.Context
+	at   *attached
+	call Call
+	done chan protocol.Outcome // buffered: the worker never blocks on a caller that left
 }
 
-func (e *Environment) runJob(j *job) { j.done <- e.run(j.ctx, j.at, j.id, j.input, j.progress) }
+func (e *Environment) runJob(j *job) { j.done <- e.run(j.ctx, j.at, j.call) }
 
 // run acquires the tool's handles, runs it, and maps what happened.
-func (e *Environment) run(ctx context.Context, at *attached, id string, input json.RawMessage, progress func(tool.Progress)) (out protocol.Outcome) {
+func (e *Environment) run(ctx context.Context, at *attached, call Call) (out protocol.Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			e.log.Error("tool panicked", slog.String("tool", at.manifest.Name), slog.String("call", id),
+			e.log.Error("tool panicked", slog.String("tool", at.manifest.Name), slog.String("call", call.ID),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			out = protocol.Fail(protocol.CodeInternal, "the tool %q crashed; the environment is unaffected", at.manifest.Name)
 		}
@@ -106,7 +106,7 @@ func (e *Environment) run(ctx context.Context, at *attached, id string, input js
 		return protocol.OutcomeOf(err)
 	}
 	defer release()
-	v, err := at.inst.Invoke(newToolContext(ctx), &tool.Call{ID: id, Input: input, Handles: hs, Workspace: e.opts.Workspace, Progress: progress})
+	v, err := at.inst.Invoke(newToolContext(ctx), &tool.Call{ID: call.ID, Session: call.Session, Input: call.Input, Handles: hs, Workspace: e.opts.Workspace, Progress: call.Progress})
 	if ctx.Err() != nil {
 		return ctxOutcome(ctx)
 	}

@@ -108,11 +108,25 @@ func (h *Handles) Set(k handle.Kind, v any) error {
 
 // Call is one invocation as an environment hands it to an [Instance].
 type Call struct {
-	ID        string
+	ID string
+	// Session is the id of the session the call was made in; empty for a
+	// call made outside any session (brain run, Environment.Invoke without
+	// one). An instance that keeps state between calls keeps it per
+	// session unless its manifest opts into sharing (docs/security.md).
+	Session   string
 	Input     json.RawMessage // already validated against the input schema
 	Handles   Handles
 	Workspace string
 	Progress  func(Progress) // may be nil
+}
+
+// SessionEnder is implemented by an [Instance] that keeps state per
+// session: the environment calls EndSession when session id leaves it
+// (deleted, hibernated or detached), so that the instance frees what it
+// kept for that session. A later call of the same session starts afresh.
+type SessionEnder interface {
+	Instance
+	EndSession(id string)
 }
 
 // Attachable is anything an environment can attach: a native Go tool made
