@@ -33,8 +33,8 @@ type opsFixture struct {
 func newOpsFixture(t *testing.T) *opsFixture {
 	t.Helper()
 	tokens, err := server.NewTokens(
-		server.Token{Token: clientToken, Side: "client", Name: "web"},
-		server.Token{Token: appToken, Side: "app", App: "cal"},
+		server.Token{Token: clientToken, Side: "client", Name: "web", Tenant: "t"},
+		server.Token{Token: appToken, Side: "app", App: "cal", Tenant: "t"},
 		server.Token{Token: operatorToken, Side: "operator", Name: "ada"})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,8 @@ func TestSessionsAPI(t *testing.T) {
 }
 
 // TestOperatorAPIsRefuseOtherTokens: client and app tokens cannot use the
-// operator's endpoints; no token is 401.
+// operator's endpoints; no token is 401. (Listing and deleting are also a
+// client's, for its own tenant's sessions: TestTenancy.)
 func TestOperatorAPIsRefuseOtherTokens(t *testing.T) {
 	f := newOpsFixture(t)
 	s, release, err := f.mgr.Acquire(testutil.Context(t), "s2")
@@ -182,6 +183,12 @@ func TestOperatorAPIsRefuseOtherTokens(t *testing.T) {
 	for _, ep := range []struct{ method, path string }{
 		{"GET", "/v1/sessions"},
 		{"DELETE", "/v1/sessions/s2"},
+	} {
+		if status, body := f.do(ep.method, ep.path, appToken, ""); status != http.StatusForbidden || !strings.Contains(body, "client and operator tokens") {
+			t.Errorf("%s %s with an app token: %d %s, want 403", ep.method, ep.path, status, body)
+		}
+	}
+	for _, ep := range []struct{ method, path string }{
 		{"GET", "/v1/approvals"},
 		{"GET", "/v1/approvals/ws"},
 		{"GET", "/v1/sessions/s2/calls/c1"},
@@ -207,7 +214,8 @@ func TestOperatorAPIsRefuseOtherTokens(t *testing.T) {
 // the stream at once, and the call runs with the operator recorded.
 func TestApprovalsInboxStream(t *testing.T) {
 	f := newOpsFixture(t)
-	s, release, err := f.mgr.Acquire(testutil.Context(t), "inbox")
+	client, _ := f.tok.Identify(clientToken)
+	s, release, err := f.mgr.AcquireAs(testutil.Context(t), client, "inbox", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,17 +310,20 @@ func TestApprovalsInboxStream(t *testing.T) {
 }
 
 func TestTokensFile(t *testing.T) {
-	t.Run("first start creates a client and a named operator token", func(t *testing.T) {
+	t.Run("first start creates a client, a model and a named operator token", func(t *testing.T) {
 		dir := t.TempDir()
 		tokens, client, created, err := server.LoadOrCreateTokens(dir)
 		if err != nil || !created || client == "" {
 			t.Fatalf("created=%v client=%q err=%v", created, client, err)
 		}
 		made := tokens.Created()
-		if len(made) != 2 || made[0].Side != "client" || made[1].Side != "operator" || made[1].Name != server.DefaultOperatorName {
+		if len(made) != 3 || made[0].Side != "client" || made[1].Side != "model" || made[2].Side != "operator" || made[2].Name != server.DefaultOperatorName {
 			t.Fatalf("created %+v", made)
 		}
-		if p, ok := tokens.Peer(made[1].Token); !ok || p.Side != session.SideOperator || p.Name != server.DefaultOperatorName {
+		if made[0].Tenant != server.DefaultTenant || made[1].Tenant != server.DefaultTenant {
+			t.Fatalf("the client and the model token are not of one tenant: %+v", made)
+		}
+		if p, ok := tokens.Peer(made[2].Token); !ok || p.Side != session.SideOperator || p.Name != server.DefaultOperatorName {
 			t.Fatalf("operator token is %+v %v", p, ok)
 		}
 		fi, err := os.Stat(filepath.Join(dir, "tokens.json"))
@@ -324,7 +335,7 @@ func TestTokensFile(t *testing.T) {
 			t.Fatalf("second start created %v (%v)", again.Created(), err)
 		}
 	})
-	t.Run("an older file without an operator gets one", func(t *testing.T) {
+	t.Run("an older file without an operator or a model token gets both", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(`{"tokens":[{"token":"client-token-0123456789","side":"client"}]}`), 0o600); err != nil {
 			t.Fatal(err)
@@ -333,8 +344,15 @@ func TestTokensFile(t *testing.T) {
 		if err != nil || !created || client != "client-token-0123456789" {
 			t.Fatalf("created=%v client=%q err=%v", created, client, err)
 		}
-		if made := tokens.Created(); len(made) != 1 || made[0].Side != "operator" {
+		made := tokens.Created()
+		if len(made) != 2 || made[0].Side != "model" || made[1].Side != "operator" {
 			t.Fatalf("created %+v", made)
+		}
+		// Its only client token joins the model token's tenant.
+		raw, _ := os.ReadFile(filepath.Join(dir, "tokens.json"))
+		if made[0].Tenant != server.DefaultTenant || !strings.Contains(string(raw), `"side": "client",
+      "tenant": "default"`) {
+			t.Fatalf("model tenant %q, file:\n%s", made[0].Tenant, raw)
 		}
 		if _, ok := tokens.Peer("client-token-0123456789"); !ok {
 			t.Fatal("the existing client token was lost")
