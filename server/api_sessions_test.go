@@ -1,15 +1,19 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -374,4 +378,71 @@ func TestTokensFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWatchTokens: an edit of the tokens file takes effect without a
+// restart — a token added is accepted, one removed refused — and a file
+// that does not read leaves the tokens in use as they were.
+func TestWatchTokens(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.json")
+	write := func(body string) {
+		t.Helper()
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil { // a new inode: a new modification time and size for the watcher
+			t.Fatal(err)
+		}
+	}
+	write(`{"tokens":[{"token":"first-token-0123456789","side":"client"}]}`)
+	tokens, _, _, err := server.LoadOrCreateTokens(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	go server.WatchTokens(ctx, tokens, path, 5*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(testutil.WaitLimit)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs.String())
+			}
+			time.Sleep(5 * time.Millisecond) // polling the watcher's effect, not synchronising
+		}
+	}
+	write(`{"tokens":[{"token":"second-token-0123456789abc","side":"client"}]}`)
+	waitFor("the added token", func() bool { _, ok := tokens.Peer("second-token-0123456789abc"); return ok })
+	if _, ok := tokens.Peer("first-token-0123456789"); ok {
+		t.Fatal("the removed token is still accepted")
+	}
+	write(`{"tokens":[{"token":"short","side":"client"}]}`) // refused: nothing changes
+	waitFor("the refusal of the bad file", func() bool { return strings.Contains(logs.String(), "tokens file not reloaded") })
+	if _, ok := tokens.Peer("second-token-0123456789abc"); !ok {
+		t.Fatal("a malformed file dropped the tokens in use")
+	}
+	write(`{"tokens":[{"token":"second-token-0123456789abc","side":"client"},{"token":"third-token-0123456789","side":"client"}]}`)
+	waitFor("the file after a bad one", func() bool { _, ok := tokens.Peer("third-token-0123456789"); return ok })
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -28,7 +28,9 @@ func WatchTokens(ctx context.Context, tokens *Tokens, path string, interval time
 		}
 		return fi.ModTime(), fi.Size()
 	}
-	lastMod, lastSize := stamp()
+	// The first look reads the file whatever it holds: an edit made between
+	// the load and this goroutine's start is not missed.
+	lastMod, lastSize := time.Time{}, int64(-2)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -50,6 +52,6 @@ func WatchTokens(ctx context.Context, tokens *Tokens, path string, interval time
 			log.Error("tokens file not reloaded: the tokens in use are unchanged", slog.String("path", path), slog.String("error", err.Error()))
 			continue
 		}
-		log.Info("tokens reloaded", slog.String("path", path), slog.Int("tokens", len(list)))
+		log.Debug("tokens read", slog.String("path", path), slog.Int("tokens", len(list)))
 	}
 }
