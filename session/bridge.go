@@ -64,6 +64,7 @@ type call struct {
 	// Guarded by Session.mu.
 	digest           string // of the current approval request: the decision must echo it
 	requested        bool   // its approval_requested is out
+	reissued         bool   // a request was withdrawn and issued again: a decision must name the digest it saw
 	awaitingApproval bool
 	decided          bool
 	dispatched       bool // capability_invoked is out

@@ -174,6 +174,8 @@ func (s *Session) commit(regs []*registration) error {
 	}
 	var msg *protocol.CapabilityRegister
 	changed := false // a definition was added or replaced: a new revision
+	type replaced struct{ old, r *registration }
+	var reissue []replaced
 	for _, r := range regs {
 		name := r.cap.Name
 		old := s.caps[name]
@@ -196,7 +198,7 @@ func (s *Session) commit(regs []*registration) error {
 		s.caps[name] = r
 		changed = true
 		if old != nil {
-			s.reissueLocked(old, r)
+			reissue = append(reissue, replaced{old, r})
 		}
 		if msg == nil {
 			msg = &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, 0, len(regs))}
@@ -209,6 +211,12 @@ func (s *Session) commit(regs []*registration) error {
 	}
 	if msg != nil {
 		s.emitLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
+	}
+	// The new definitions are journaled first: the requests issued again
+	// name their revision, which a restore must know when it reads them
+	// (else a restart would end such a call stale_approval).
+	for _, x := range reissue {
+		s.reissueLocked(x.old, x.r)
 	}
 	return nil
 }

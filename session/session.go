@@ -30,6 +30,12 @@ type Options struct {
 	// minutes. After a restart a restored request waits a full
 	// ApprovalTimeout again.
 	ApprovalTimeout time.Duration
+	// RequireApprovalDigest refuses an approval that does not echo its
+	// request's inputDigest (invalid_request). Off by default: the seed's
+	// capability_approve has no digest, and one is taken for the call's
+	// only request (a request withdrawn and issued again needs the
+	// digest).
+	RequireApprovalDigest bool
 	// PeerGrace is how long a call to a client, app or environment
 	// capability waits for its owning peer to reconnect when that peer has
 	// no live connection (see [Session.Attach]); after it the call ends
