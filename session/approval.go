@@ -127,6 +127,9 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	if m.Decision != protocol.DecisionApproved && m.Decision != protocol.DecisionRejected {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "decision %q is neither approved nor rejected", m.Decision)
 	}
+	if len(m.Feedback) > MaxTextBytes || len(m.DecidedBy) > MaxTextBytes {
+		return protocol.Errorf(protocol.CodeTooLarge, "a decision's feedback and decidedBy are at most %d bytes each (feedback %d, decidedBy %d); nothing was decided", MaxTextBytes, len(m.Feedback), len(m.DecidedBy))
+	}
 	switch {
 	case p.Side == SideClient || p.Side == SideOperator:
 	case p.Side == SideRuntime && m.Decision == protocol.DecisionRejected:

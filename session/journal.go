@@ -28,13 +28,38 @@ func (s *Session) emitLocked(e entry) {
 		seq := s.events.last + 1
 		e.msg = e.message() // made once: the log keeps it for its subscribers
 		if err := j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
-			// The event still happens in memory: refusing it here would
-			// leave calls without outcomes. The log says what a restart
-			// would lose.
-			s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+			if tl, ok := journalTooLarge(err); ok {
+				if !s.replaceTooLargeLocked(j, seq, &e, tl) {
+					return // never visible: the journal and the log stay the same
+				}
+			} else {
+				// The event still happens in memory: refusing it here would
+				// leave calls without outcomes. The log says what a restart
+				// would lose.
+				s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+			}
 		}
 	}
 	s.events.appendLocked(e)
+}
+
+// replaceTooLargeLocked handles an event the journal refused for its
+// size: it journals the event's substitute under the same seq in its
+// place and reports true, or reports false when there is none (or it was
+// refused too), and the event is dropped before anyone sees it.
+func (s *Session) replaceTooLargeLocked(j Journal, seq uint64, e *entry, tl *EventTooLargeError) bool {
+	sub := s.substitute(*e, tl)
+	if sub == nil {
+		s.logError("event dropped: too large for the journal", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", tl.Error()))
+		return false
+	}
+	if err := j.Append(Event{Seq: seq, Msg: sub}); err != nil {
+		s.logError("event dropped: too large for the journal, and its substitute was refused", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+		return false
+	}
+	s.logError("event replaced: too large for the journal", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", tl.Error()))
+	e.msg = sub
+	return true
 }
 
 // emitDurableLocked is emitLocked for an event that must be journaled
@@ -49,6 +74,9 @@ func (s *Session) emitDurableLocked(e entry) error {
 		e.msg = e.message()
 		if err = j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
 			s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+			if _, ok := journalTooLarge(err); ok {
+				return err // refused, not kept: nothing to show (its inputs are bounded before, so this is a bug's backstop)
+			}
 		}
 	}
 	s.events.appendLocked(e)

@@ -149,6 +149,13 @@ func (s *Session) commit(regs []*registration) error {
 	if len(regs) == 0 {
 		return nil
 	}
+	all := &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, len(regs))}
+	for i, r := range regs {
+		all.Capabilities[i] = r.cap
+	}
+	if err := s.checkEvent("the registration", all); err != nil { // its event must fit the journal
+		return &RegisterError{Name: regs[0].cap.Name, Code: protocol.CodeTooLarge, Err: err}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(regs))
