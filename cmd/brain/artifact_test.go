@@ -12,7 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-
 // TestBuildInspectRun drives the artifact commands as a user would:
 // brain build, brain inspect, brain run (a value, an error outcome, bad
 // usage), each with its exit code.
