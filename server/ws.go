@@ -46,7 +46,7 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	defer cancel(nil)
 	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan *protocol.Frame, replyQueue), cancel: cancel, cork: cw.corkConn(),
 		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()), done: ctx.Done(),
-		log:    srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
+		log: srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
 
 	after, err := parseAfter(r.URL.Query().Get("after"))
 	if err != nil {
