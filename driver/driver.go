@@ -25,6 +25,15 @@ type Options struct {
 	System string
 	// MaxSteps bounds the model steps of one turn. Default 16.
 	MaxSteps int
+	// StepTimeout bounds one model step, from its request to the end of
+	// its answer: a step past it fails the turn with an error naming it.
+	// Default 15 minutes.
+	StepTimeout time.Duration
+	// IdleTimeout bounds the wait for the next piece of a streamed answer
+	// (a chunk; keep-alive comments are not one): a stream silent that
+	// long fails the turn with an error naming it. Default 3 minutes (a
+	// reasoning model may think for minutes before its first chunk).
+	IdleTimeout time.Duration
 	// Logger receives the driver's logs; nil discards.
 	Logger *slog.Logger
 }
@@ -48,6 +57,12 @@ func New(m Model, opts *Options) *Driver {
 	}
 	if o.MaxSteps <= 0 {
 		o.MaxSteps = 16
+	}
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = 15 * time.Minute
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 3 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

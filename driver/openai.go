@@ -116,6 +116,7 @@ func (m *openAIModel) Step(ctx context.Context, req *Request, onText func(string
 	finished := false
 	size := 0
 	for stream.Next() {
+		req.Progress() // a chunk: the idle timeout starts again
 		chunk := stream.Current()
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {
