@@ -75,6 +75,7 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 		_ = cm.Close(ctx)
 		return nil, err
 	}
+	first.lin.release()
 	p.idle = append(p.idle, first)
 	a.h.mu.Lock()
 	a.h.pools[p] = struct{}{}

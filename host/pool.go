@@ -54,6 +54,7 @@ type instance struct {
 	abort  chan struct{}   // closed when an initialisation is given up: ends its sleep
 	cur    context.Context // the context of the running export call, for the sleep
 	once   sync.Once
+	lin    *linearMemory // its memory, if outside the Go heap (memory.go)
 }
 
 func (in *instance) wake() { in.once.Do(func() { close(in.abort) }) }
@@ -73,6 +74,7 @@ func (p *pool) newInstance(ctx context.Context, st *callState) (*instance, error
 		err = initStopped(ctx, p.name)
 	}
 	if err != nil {
+		in.lin.drop()
 		return nil, err
 	}
 	return in, nil
@@ -80,7 +82,7 @@ func (p *pool) newInstance(ctx context.Context, st *callState) (*instance, error
 
 func (p *pool) initialise(ctx context.Context, in *instance) error {
 	in.cur = ctx // _initialize runs inside InstantiateModule
-	mod, err := p.h.rt.InstantiateModule(ctx, p.cm, guestConfig(in))
+	mod, err := p.h.rt.InstantiateModule(withLinearMemory(ctx, in), p.cm, guestConfig(in))
 	in.cur = nil
 	if err != nil {
 		if ctx.Err() != nil {
@@ -199,6 +201,13 @@ func (p *pool) get(ctx context.Context, st *callState) (*instance, error) {
 		in := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
+		if !in.lin.acquire() { // Host.Close closed it
+			p.mu.Lock()
+			p.inUse--
+			p.mu.Unlock()
+			<-p.sem
+			return nil, errf(protocol.CodeUnavailable, "the host of %q was closed", p.name)
+		}
 		return in, nil
 	}
 	p.mu.Unlock()
@@ -215,6 +224,7 @@ func (p *pool) get(ctx context.Context, st *callState) (*instance, error) {
 }
 
 func (p *pool) put(in *instance) {
+	in.lin.release()
 	p.mu.Lock()
 	p.inUse--
 	if p.closed {
@@ -230,6 +240,7 @@ func (p *pool) put(in *instance) {
 // discard closes an instance that trapped or was stopped: it is never
 // reused, and the next call makes a fresh one.
 func (p *pool) discard(in *instance) {
+	in.lin.release()
 	_ = in.mod.Close(context.Background())
 	p.mu.Lock()
 	p.inUse--
