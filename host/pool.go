@@ -302,7 +302,7 @@ func (p *pool) Close() error {
 	for _, in := range idle {
 		_ = in.mod.Close(context.Background())
 	}
-	return p.cm.Close(context.Background())
+	return p.h.releaseModule(p.payload)
 }
 
 func stoppedErr(ctx context.Context, name string) error {
