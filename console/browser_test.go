@@ -139,7 +139,10 @@ func newKernel(t *testing.T) *kernel {
 	k.frames = httptest.NewServer(frameMux)
 	t.Cleanup(k.frames.Close)
 
-	ch := server.NewConsole(server.ConsoleOptions{Server: api, Tokens: tokens, Assets: console.Assets(), FrameOrigins: []string{k.frames.URL}, WebComponentOrigins: []string{k.frames.URL}})
+	ch, err := server.NewConsole(server.ConsoleOptions{Server: api, Tokens: tokens, Assets: console.Assets(), FrameOrigins: []string{k.frames.URL}, WebComponentOrigins: []string{k.frames.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -659,7 +662,7 @@ func TestConsole(t *testing.T) {
 				t.Fatalf("%s: a payload ran or became an element: %s", view, got)
 			}
 		}
-		text := eval[string](b, `fetch('/v1/sessions/demo').then(r => r.text())`)
+		text := eval[string](b, `fetch('/v1/sessions/demo', {headers: {'X-Brain-Csrf': localStorage.getItem('brain.csrf')}}).then(r => r.text())`)
 		for _, p := range []string{xssName, xssDesc, xssFallback} {
 			if !strings.Contains(text, strings.ReplaceAll(strings.ReplaceAll(js(p)[1:len(js(p))-1], "<", `\u003c`), ">", `\u003e`)) {
 				t.Fatalf("the payload %q is not in the session at all; the test proves nothing", p)

@@ -224,8 +224,16 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		logger.Info("tracing: exporting spans over OTLP (OTEL_* variables)")
 	}
 	if cl != nil {
+		model := ""
+		if turnDriver != nil {
+			model = cfg.Model.Name
+		}
+		c, err := newConsole(srv, tokens, cfg, a.data, model, logger) // serve_console.go
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(stdout, "  console: %s://%s/ (sign in with the operator token)\n", httpScheme, cl.Addr())
-		go serveConsole(ctx, cl, srv, tokens, cfg, logger)
+		go serveConsole(ctx, cl, c, logger)
 	}
 	if a.ready != nil {
 		a.ready(l.Addr().String())

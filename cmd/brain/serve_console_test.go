@@ -31,6 +31,10 @@ func TestConsoleConfigValidate(t *testing.T) {
 		{"a scheme", consoleConfig{WebComponentOrigins: []string{"javascript:alert(1)"}}, "console.web_component_origins[0]"},
 		{"no host", consoleConfig{WebComponentOrigins: []string{"https://"}}, "not an origin"},
 		{"credentials", consoleConfig{FrameOrigins: []string{"https://u:p@x.example.com"}}, "not an origin"},
+		{"hosts", consoleConfig{Hosts: []string{"console.example.com", "brain-1"}}, ""},
+		{"a host with a port", consoleConfig{Hosts: []string{"console.example.com:443"}}, "console.hosts[0]"},
+		{"a host with a scheme", consoleConfig{Hosts: []string{"ok.example.com", "https://console.example.com"}}, "console.hosts[1]"},
+		{"an empty host", consoleConfig{Hosts: []string{""}}, "not a host name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.validate()

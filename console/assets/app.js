@@ -2,7 +2,7 @@
 // #/s/<id>, #/s/<id>/call/<callId>, #/approvals. The operator token is
 // posted once to /console/signin and exchanged for an HttpOnly cookie;
 // this code never stores it.
-import { h, api } from './dom.js';
+import { h, api, setCsrf } from './dom.js';
 import { sessionsView } from './sessions.js';
 import { approvalsView } from './approvals.js';
 import { SessionView } from './session.js';
@@ -26,8 +26,9 @@ function signInView(message) {
   const form = h('form', { class: 'signin', method: 'post', onsubmit: async (e) => {
     e.preventDefault();
     try {
-      await api('POST', '/console/signin', { token: token.value });
+      const r = await api('POST', '/console/signin', { token: token.value });
       token.value = '';
+      setCsrf(r.csrf);
       await boot();
     } catch (x) {
       err.textContent = x.message;
@@ -54,7 +55,7 @@ async function boot() {
   nav.replaceChildren(h('a', { href: '#/sessions' }, 'Sessions'), ' ', h('a', { href: '#/approvals' }, 'Approvals ', inboxCount), ' ',
     h('button', { class: 'small', type: 'button', onclick: () => palette.open() }, 'Ctrl-K'));
   who.replaceChildren('operator ', h('strong', { id: 'operator-name' }, me.name), ' ',
-    h('button', { class: 'small', type: 'button', onclick: async () => { await api('POST', '/console/signout'); location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
+    h('button', { class: 'small', type: 'button', onclick: async () => { await api('POST', '/console/signout'); setCsrf(''); location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
   route();
 }
 

@@ -3,7 +3,7 @@
 // capability_approve (POST /v1/sessions/{id}/frames) with decidedBy = the
 // operator's name and the digest the request carries; a decision made
 // anywhere else removes the row as soon as the stream says so.
-import { h, age, short, json, route } from './dom.js';
+import { h, age, short, json, route, socket } from './dom.js';
 import { sendFrame } from './conn.js';
 
 export function approvalsView(main, me, onCount) {
@@ -59,8 +59,7 @@ export function approvalsView(main, me, onCount) {
   let closed = false;
   let backoff = 200;
   const open = () => {
-    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    ws = new WebSocket(`${proto}//${location.host}/v1/approvals/ws`);
+    ws = socket('/v1/approvals/ws');
     ws.onopen = () => { state.textContent = 'live'; backoff = 200; };
     ws.onmessage = (m) => {
       let ev; try { ev = JSON.parse(m.data); } catch { return; }

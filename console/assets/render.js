@@ -73,10 +73,14 @@ export class Surfaces {
       update = fallback('no render spec');
     } else if (src.kind === 'iframe') {
       const origin = originOf(src.url);
-      if (!origin || !this.config.frameOrigins.includes(origin)) {
+      if (!origin || origin === location.origin || !this.config.frameOrigins.includes(origin)) {
         update = fallback(`iframe origin ${origin || '(invalid)'} is not in this page's frame-src; reload the console to allow newly registered origins`);
       } else {
-        const frame = h('iframe', { sandbox: 'allow-scripts', src: src.url, referrerpolicy: 'no-referrer', class: 'render-frame', title: ev.capabilityName });
+        // credentialless: the frame's requests carry no cookie of its
+        // host, so the console's (which the browser would send to every
+        // port of this host) never reaches the render's server (Chromium;
+        // elsewhere the CSRF token is what keeps the cookie useless).
+        const frame = h('iframe', { sandbox: 'allow-scripts', credentialless: true, src: src.url, referrerpolicy: 'no-referrer', class: 'render-frame', title: ev.capabilityName });
         let props = ev.props;
         const post = () => frame.contentWindow && frame.contentWindow.postMessage({ type: 'brain.render', callId: ev.callId, props, seq: n, partial: card.dataset.partial === 'true' }, '*');
         frame.addEventListener('load', post);
