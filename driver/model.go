@@ -56,4 +56,7 @@ type Tool struct {
 type Reply struct {
 	Text      string
 	ToolCalls []protocol.ToolCall
+	// Usage is the token usage the provider reported for the step; nil
+	// when it reported none.
+	Usage *protocol.Usage
 }
