@@ -296,7 +296,7 @@ func (b tab) until(what, expr string) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
 		tctx, tcancel := context.WithTimeout(b.ctx, 5*time.Second)
 		defer tcancel()
-		text, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 2000)`))
+		text, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`(() => { const o = document.querySelector('#overlay:not([hidden])'); return (o ? 'overlay:\n' + o.innerText.slice(0, 1500) + '\nmain:\n' : '') + document.querySelector('main').innerText.slice(0, 2000); })()`))
 		b.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, expr, err, text)
 	}
 }
@@ -521,10 +521,13 @@ func TestConsole(t *testing.T) {
 
 	run("palette invocation through the generated form", func(t *testing.T) {
 		b := tab{t, b.ctx}
-		b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/demo"))
-		b.until("the registry", `document.querySelector('#registry tr[data-name="tickets.create"]') !== null`)
+		b.do("open the session's registry", chromedp.Navigate(k.console.URL+"/#/s/demo/registry"))
+		b.until("the registry", `document.querySelector('#registry li[data-name="tickets.create"]') !== null`)
 		b.do("press Ctrl-K", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
 		b.until("the palette", `document.querySelector('.palette-search') !== null`)
+		if sel := eval[string](b, `[...document.querySelectorAll('.palette-list li[role=option]')].map(li => li.getAttribute('aria-selected')).join(',')`); !strings.HasPrefix(sel, "true") || strings.Count(sel, "true") != 1 {
+			t.Fatalf("the options' aria-selected: %q, want the first one selected", sel)
+		}
 		names := eval[[]string](b, `[...document.querySelectorAll('.palette-list li[data-name]')].map(li => li.dataset.name)`)
 		for _, n := range names {
 			if n == "fs.delete" || n == "chart.show" {
@@ -548,15 +551,25 @@ func TestConsole(t *testing.T) {
 		if drawn != "normal|number:1|checkbox|email|2|true|2|What is wrong" {
 			t.Fatalf("the form drew %q", drawn)
 		}
-		// Submit with an empty title: the kernel's invalid_input lands on the field.
+		// Submit with the required title and owner name empty: the form
+		// refuses them itself, at their fields, and sends nothing.
+		before := demo.LastSeq()
 		b.do("submit empty", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
-		b.until("the error at the title field", `(document.querySelector('[data-error-for="/title"]')?.textContent || '').length > 0`)
-		b.do("fill the form",
+		b.until("the errors at the title and owner name fields", `(document.querySelector('[data-error-for="/title"]')?.textContent || '').includes('required') && (document.querySelector('[data-error-for="/owner/name"]')?.textContent || '').includes('required')`)
+		if demo.LastSeq() != before {
+			t.Fatal("the form sent a call with empty required fields")
+		}
+		// A value the form lets through and the schema refuses: the
+		// kernel's invalid_input lands on its field.
+		b.do("fill the form with an estimate below the minimum",
 			chromedp.SendKeys(chromedp.CSS(`input[name="/title"]`), "Login fails"),
 			chromedp.Evaluate[chromedp.Void](`document.querySelector('select[name="/priority"]').value = '2'`), // "high"
 			chromedp.SendKeys(chromedp.CSS(`input[name="/owner/name"]`), "Ada"),
 			chromedp.SendKeys(chromedp.CSS(`input[name="/owner/email"]`), "ada@example.com"),
-			chromedp.SendKeys(chromedp.CSS(`input[name="/estimate"]`), "3"))
+			chromedp.SendKeys(chromedp.CSS(`input[name="/estimate"]`), "-1"))
+		b.do("submit", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
+		b.until("the kernel's error at the estimate field", `(document.querySelector('[data-error-for="/estimate"]')?.textContent || '').length > 0`)
+		b.do("fix the estimate", chromedp.Evaluate[chromedp.Void](`document.querySelector('input[name="/estimate"]').value = ''`), chromedp.SendKeys(chromedp.CSS(`input[name="/estimate"]`), "3"))
 		b.do("submit", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
 		b.until("the outcome", `document.querySelector('.palette-status .outcome.ok') !== null`)
 		out := eval[string](b, `document.querySelector('.palette-status .outcome.ok pre').textContent`)
@@ -568,12 +581,19 @@ func TestConsole(t *testing.T) {
 		if got["title"] != "Login fails" || got["priority"] != "high" || got["estimate"] != 3.0 || owner["name"] != "Ada" || owner["email"] != "ada@example.com" {
 			t.Fatalf("the call received %v", got)
 		}
+		for _, untouched := range []string{"urgent", "tags", "due"} { // optional, never touched: not sent
+			if _, ok := got[untouched]; ok {
+				t.Fatalf("the call received %q, which nobody touched: %v", untouched, got)
+			}
+		}
 		b.screenshot("palette")
 		b.do("close", chromedp.KeyEvent("\x1b"))
 	})
 
 	run("an iframe render and a markdown fallback", func(t *testing.T) {
 		b := tab{t, b.ctx}
+		b.do("open the session's events", chromedp.Navigate(k.console.URL+"/#/s/demo/events"))
+		b.until("live", `document.querySelector('#conn-state')?.textContent === 'live'`)
 		go demo.Invoke(context.Background(), protocol.AudienceLLM, "chart.show", obj(`{"title":"Q3","points":[1,2,3]}`))
 		go demo.Invoke(context.Background(), protocol.AudienceLLM, "note.show", obj(`{"title":"Release notes","body":"<img src=x onerror=\"window.__xss=7\">"}`))
 		b.until("the iframe", `document.querySelector('.surface iframe') !== null`)
@@ -648,13 +668,14 @@ func TestConsole(t *testing.T) {
 
 	run("hostile strings never execute", func(t *testing.T) {
 		b := tab{t, b.ctx}
-		b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/demo"))
+		b.do("open the session's registry", chromedp.Navigate(k.console.URL+"/#/s/demo/registry"))
 		b.until("the hostile name shown as text", `(document.querySelector('#registry')?.textContent || '').includes(`+js(xssName)+`)`)
+		b.do("open every capability's details", chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('#registry .cap-row').forEach(b => b.click())`))
 		b.until("the hostile description shown as text", `(document.querySelector('#registry')?.textContent || '').includes('a hostile description')`)
 		b.do("open the palette", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
 		b.until("the hostile name in the palette", `(document.querySelector('.palette-list')?.textContent || '').includes(`+js(xssName)+`)`)
 		b.do("close", chromedp.KeyEvent("\x1b"))
-		for _, view := range []string{"/#/s/demo/call/" + url.PathEscape(approvedCall), "/#/s/demo/call/" + url.PathEscape(rejectedCall), "/#/s/demo", "/#/approvals"} {
+		for _, view := range []string{"/#/s/demo/call/" + url.PathEscape(approvedCall), "/#/s/demo/call/" + url.PathEscape(rejectedCall), "/#/s/demo/events", "/#/s/demo/registry", "/#/s/demo/conversation", "/#/s/demo/trace", "/#/approvals"} {
 			b.do("open "+view, chromedp.Navigate(k.console.URL+view))
 			b.until("the view", `document.querySelector('main h1') !== null`)
 			got := eval[string](b, `String(window.__xss) + ' imgs=' + document.querySelectorAll('img, script:not([src])').length`)

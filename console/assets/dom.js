@@ -57,6 +57,7 @@ export async function api(method, path, body) {
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
   if (!r.ok) {
+    if (r.status === 401 && path.startsWith('/v1/')) window.dispatchEvent(new Event('brain:signed-out'));
     const e = new Error((data && data.message) || r.statusText);
     e.code = data && data.code;
     e.status = r.status;
