@@ -31,6 +31,11 @@ type Manifest struct {
 	// Payload is the identity of the payload, "sha256:<hex>", for tools
 	// built into an artifact; empty for native tools.
 	Payload string `json:"payload,omitempty"`
+	// Runtime names what runs the payload and the version of its ABI,
+	// "<kind>/<version>": "wasm/2" for WebAssembly payloads of ABI 2
+	// (docs/abi.md). Every artifact names one; native tools have none. A
+	// host refuses, at attach, a runtime it does not implement.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Validate checks a manifest read from outside: the format, a name, an
