@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brainrt/brain/console"
+	"github.com/brainrt/brain/driver"
 	"github.com/brainrt/brain/mcpbridge"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
@@ -93,9 +95,22 @@ type kernel struct {
 	frames  *httptest.Server
 	seen    chan string // props the iframe received
 	tokens  *server.Tokens
+	apiSrv  *server.Server
+	opts    kernelOptions
+	handler atomic.Pointer[server.Console] // the console behind k.console
 }
 
-func newKernel(t *testing.T) *kernel {
+// kernelOptions vary a test kernel: a model the turns run on (its name
+// shown by the console), and a data directory for the console's key.
+type kernelOptions struct {
+	model     driver.Model
+	modelName string
+	dir       string
+}
+
+func newKernel(t *testing.T) *kernel { return newKernelWith(t, kernelOptions{}) }
+
+func newKernelWith(t *testing.T, o kernelOptions) *kernel {
 	t.Helper()
 	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Name: "web", Tenant: "t"},
 		server.Token{Token: operatorToken, Side: "operator", Name: "ada"},
@@ -103,12 +118,18 @@ func newKernel(t *testing.T) *kernel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &kernel{t: t, seen: make(chan string, 16), tokens: tokens}
+	k := &kernel{t: t, seen: make(chan string, 16), tokens: tokens, opts: o}
 	// ApprovalTimeout: a failed step leaves no call waiting past the test.
-	k.mgr = server.NewManager(server.ManagerOptions{Session: session.Options{LogSize: 16384, ApprovalTimeout: 20 * time.Second}})
+	mo := server.ManagerOptions{Session: session.Options{LogSize: 16384, ApprovalTimeout: 20 * time.Second}}
+	if o.model != nil {
+		d := driver.New(o.model, &driver.Options{System: "You are the console's test assistant."})
+		mo.Attach = func(s *session.Session) error { d.Attach(s); return nil }
+	}
+	k.mgr = server.NewManager(mo)
 	mcpH := mcpbridge.Handler(nil, nil)
 	t.Cleanup(func() { _ = mcpH.Close() })
 	api := server.New(server.Options{Tokens: tokens, Manager: k.mgr, MCP: mcpH.Endpoint})
+	k.apiSrv = api
 	k.api = httptest.NewServer(api)
 	t.Cleanup(k.api.Close)
 
@@ -142,19 +163,39 @@ func newKernel(t *testing.T) *kernel {
 	k.frames = httptest.NewServer(frameMux)
 	t.Cleanup(k.frames.Close)
 
-	ch, err := server.NewConsole(server.ConsoleOptions{Server: api, Tokens: tokens, Assets: console.Assets(), FrameOrigins: []string{k.frames.URL}, WebComponentOrigins: []string{k.frames.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k.handler.Store(k.newConsole(tokens))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	k.drop = &dropListener{Listener: l, conns: map[net.Conn]struct{}{}}
-	k.console = &httptest.Server{Listener: k.drop, Config: &http.Server{Handler: ch}}
+	k.console = &httptest.Server{Listener: k.drop, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k.handler.Load().ServeHTTP(w, r)
+	})}}
 	k.console.Start()
 	t.Cleanup(k.console.Close)
 	return k
+}
+
+func (k *kernel) newConsole(tokens *server.Tokens) *server.Console {
+	k.t.Helper()
+	c, err := server.NewConsole(server.ConsoleOptions{Server: k.apiSrv, Tokens: tokens, Assets: console.Assets(), Dir: k.opts.dir, Model: k.opts.modelName,
+		FrameOrigins: []string{k.frames.URL}, WebComponentOrigins: []string{k.frames.URL}})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return c
+}
+
+// restartConsole is a restart of brain serve as the console sees it: a
+// console made again on the same data directory, at the same address,
+// with tokens (the file as it is then), and every connection dropped.
+func (k *kernel) restartConsole(tokens *server.Tokens) {
+	k.t.Helper()
+	k.drop.down.Store(true)
+	k.drop.dropAll()
+	k.handler.Store(k.newConsole(tokens))
+	k.drop.down.Store(false)
 }
 
 // session returns the live session id, held for the test: the client's
@@ -635,6 +676,9 @@ func TestConsole(t *testing.T) {
 		b.until("the timings", `document.querySelectorAll('.timings tbody tr').length >= 4`)
 		b.until("the outcome", `(document.querySelector('.call-outcome')?.textContent || '').includes('deleted')`)
 		b.screenshot("call")
+		if text := eval[string](b, `document.querySelector('main').innerText`); regexp.MustCompile(`\bnull\b`).MatchString(text) {
+			t.Fatalf("a stray null on the call page (it has no render):\n%s", text)
+		}
 		b.do("open the rejected call", chromedp.Navigate(k.console.URL+"/#/s/demo/call/"+url.PathEscape(rejectedCall)))
 		b.until("the feedback", `(document.querySelector('.feedback-shown')?.textContent || '').includes('not that folder')`)
 	})

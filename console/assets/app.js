@@ -4,11 +4,12 @@
 // exchanged for an HttpOnly cookie and a CSRF token (dom.js); this code
 // never stores the operator token. The Approvals badge is live on every
 // page (one approvals feed per sign-in).
-import { h, api, setCsrf } from './dom.js';
+import { h, api, setCsrf, fill } from './dom.js';
 import { sessionsView } from './sessions.js';
 import { approvalsView, ApprovalsFeed } from './approvals.js';
 import { SessionView } from './session.js';
 import { Palette } from './palette.js';
+import { markdownNode } from './markdown.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -51,7 +52,7 @@ function signInView(message) {
   h('div', { class: 'signin-row' }, token, h('button', { type: 'submit', class: 'primary' }, 'Sign in')), err);
   nav.replaceChildren();
   who.replaceChildren();
-  main.replaceChildren(form);
+  fill(main, form);
   token.focus();
   if (!performance.getEntriesByName('brain:first-view').length) performance.mark('brain:first-view');
 }
@@ -61,18 +62,23 @@ async function boot() {
     me = await api('GET', '/console/me');
   } catch (e) {
     if (e.status === 401) { signInView(); return; }
-    main.replaceChildren(h('p', { class: 'error' }, 'The console cannot reach the kernel: ', e.message));
+    fill(main, h('p', { class: 'error' }, 'The console cannot reach the kernel: ', e.message));
     return;
   }
   if (!feed) {
     feed = new ApprovalsFeed().start();
     feed.addEventListener('change', () => { const n = feed.items.size; inboxCount.hidden = n === 0; inboxCount.textContent = String(n); });
   }
-  nav.replaceChildren(h('a', { href: '#/sessions' }, 'Sessions'), h('a', { href: '#/approvals', id: 'nav-approvals' }, 'Approvals', inboxCount),
+  fill(nav, h('a', { href: '#/sessions' }, 'Sessions'), h('a', { href: '#/approvals', id: 'nav-approvals' }, 'Approvals', inboxCount),
     h('button', { class: 'small', type: 'button', onclick: () => palette.open(), title: 'command palette (Ctrl-K)' }, 'Ctrl-K'));
-  who.replaceChildren(h('span', { class: 'who-name' }, 'operator ', h('strong', { id: 'operator-name' }, me.name)), ' ',
+  fill(who, h('span', { class: 'who-name' }, 'operator ', h('strong', { id: 'operator-name' }, me.name)), ' ',
     h('button', { class: 'small', type: 'button', onclick: async () => { try { await api('POST', '/console/signout'); } catch { /* signed out anyway */ } location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
   route();
+  // The markdown parser's first runs are its slowest (the engine compiles
+  // it as it goes): run it once while the browser is idle, so that a
+  // conversation's first view does not pay for that.
+  const warm = () => markdownNode('warm **up**: `code`, [a link](https://example.com), a list:\n\n- one\n- two\n\n> quote');
+  if (window.requestIdleCallback) requestIdleCallback(warm, { timeout: 2000 }); else setTimeout(warm, 200);
 }
 
 function route() {

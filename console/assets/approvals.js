@@ -5,7 +5,7 @@
 // (POST /v1/sessions/{id}/frames) with decidedBy = the operator's name and
 // the digest the request carries; a decision made anywhere else removes
 // the row as soon as the stream says so.
-import { h, age, short, json, route, socket } from './dom.js';
+import { h, age, short, json, route, socket, fill } from './dom.js';
 import { sendFrame } from './conn.js';
 
 const key = (s, c) => s + '/' + c;
@@ -65,7 +65,7 @@ export function approvalsView(main, me, feed) {
   const tbody = h('tbody');
   const state = h('span', { class: 'conn-state' }, feed.state);
   const empty = h('p', { class: 'muted', id: 'inbox-empty' }, 'No pending approvals.');
-  main.replaceChildren(h('h1', {}, 'Approvals ', state), empty,
+  fill(main, h('h1', {}, 'Approvals ', state), empty,
     h('table', { class: 'grid cards-narrow', id: 'inbox' },
       h('thead', {}, h('tr', {}, ['session', 'capability', 'invoker', 'input', 'age', 'decision'].map((t) => h('th', {}, t)))), tbody));
   const row = (a) => {

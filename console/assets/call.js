@@ -3,7 +3,7 @@
 // outcome, and the kernel's timings between them
 // (GET /v1/sessions/{id}/calls/{callId}). It reads the events its session
 // view holds.
-import { h, api, json } from './dom.js';
+import { h, api, json, fill } from './dom.js';
 import { sendFrame } from './conn.js';
 
 const POINTS = { call_started: 'started', approval_requested: 'approval requested', approval_decided: 'decided', call_dispatched: 'dispatched', call_finished: 'finished' };
@@ -65,7 +65,7 @@ export class CallView {
       if (last && last.msg.inputDigest) msg.inputDigest = last.msg.inputDigest;
       try { await sendFrame(this.sv.id, msg); } catch (e) { err.textContent = (e.code || 'error') + ': ' + e.message; }
     };
-    this.el.replaceChildren(
+    fill(this.el, 
       h('h1', {}, 'Call ', h('code', {}, this.callId), ' ', h('span', { class: 'muted' }, name || '')),
       h('section', {}, h('h2', {}, 'Input'), h('pre', { class: 'call-input' }, input === undefined ? '(not seen)' : json(input))),
       h('section', {}, h('h2', {}, 'Approval'),

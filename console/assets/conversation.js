@@ -17,10 +17,17 @@
 // assistant's message are bound to its first call of that capability. A
 // call nobody made through the model (a palette, an MCP caller) binds to
 // nothing, and stays in the events.
-import { h, api, json, short, route } from './dom.js';
+import { h, api, json, short, route, fill } from './dom.js';
 import { markdownNode } from './markdown.js';
 import { createSurface } from './render.js';
 import { sendFrame } from './conn.js';
+
+// FIRST is about how many of the history's last messages the first view
+// draws (more than a screen holds), CHUNK how many earlier ones are drawn
+// a task after it; DRAIN how many queued events are applied a task.
+const FIRST = 16;
+const CHUNK = 40;
+const DRAIN = 400;
 
 const REASONS = {
   completed: 'completed', step_limit: 'stopped at the step limit', cancelled: 'cancelled',
@@ -50,6 +57,7 @@ export class ConversationView {
     this.byCall = new Map();     // session call id → card
     this.byToolCall = new Map(); // turn/tool call id → card
     this.provisional = new Map(); // call id → a render card drawn before its assistant message
+    this.replayed = [];          // partial render_invoked of the history's calls, awaiting their message
     this.streaming = null;       // {turn, el, text, cards} of the text streaming in
     this.loaded = false;
     this.buffer = [];
@@ -65,42 +73,88 @@ export class ConversationView {
     // the bottom; the view follows new messages while the reader is at
     // the end.
     this.onScroll = () => {
-      if (!this.el.isConnected) return;
+      // While the history is drawn, the page grows above the view: the
+      // view stays at the end unless the reader moved it.
+      if (!this.el.isConnected || (!this.complete && !this.readerMoved)) return;
       const d = document.documentElement;
       this.follow = window.scrollY + window.innerHeight >= d.scrollHeight - 60;
     };
     window.addEventListener('scroll', this.onScroll, { passive: true });
+    this.onReader = () => { this.readerMoved = true; };
+    for (const ev of ['wheel', 'touchmove', 'keydown']) window.addEventListener(ev, this.onReader, { passive: true });
   }
 
-  // load reads the history, then applies the events that came meanwhile.
-  async load() {
-    let hist = null;
-    try {
-      hist = await api('GET', `/v1/sessions/${encodeURIComponent(this.sv.id)}/conversation`);
-    } catch (e) {
-      this.list.append(h('p', { class: 'error' }, 'cannot read the conversation: ', e.message, ' (showing what the events carry)'));
+  // fetch reads the history (GET /v1/sessions/{id}/conversation); the
+  // session view calls it with the snapshot's, and build once both came.
+  fetch() {
+    return api('GET', `/v1/sessions/${encodeURIComponent(this.sv.id)}/conversation`).catch((e) => ({ error: e }));
+  }
+
+  // build draws the history, then applies the events that came meanwhile.
+  // The newest messages first (the first view shows the end), then the
+  // earlier ones a chunk a frame, put before them, then the events: a
+  // conversation of any length shows its end as fast as a short one.
+  build(hist) {
+    if (hist && hist.error) {
+      this.list.append(h('p', { class: 'error' }, 'cannot read the conversation: ', hist.error.message, ' (showing what the events carry)'));
+      hist = null;
     }
-    const frag = document.createDocumentFragment();
+    const msgs = (hist && hist.messages) || [];
     if (hist) {
       this.turn = hist.turn || 0;
       this.running = !!hist.running;
-      for (const e of hist.messages || []) {
-        this.addMessage(e.turn, e.message, e.seq, frag);
-        this.histSeq = Math.max(this.histSeq, e.seq);
-      }
+      for (const e of msgs) this.histSeq = Math.max(this.histSeq, e.seq);
     }
+    // chunks of whole turns, of about CHUNK messages, from the end
+    const chunks = [];
+    for (let end = msgs.length; end > 0;) {
+      let start = Math.max(0, end - (chunks.length ? CHUNK : FIRST));
+      while (start > 0 && msgs[start].turn === msgs[start - 1].turn) start--;
+      chunks.push(msgs.slice(start, end));
+      end = start;
+    }
+    const draw = (chunk, frag) => { for (const e of chunk) this.addMessage(e.turn, e.message, e.seq, frag); };
+    const frag = document.createDocumentFragment();
+    if (chunks.length) draw(chunks.shift(), frag);
     this.list.append(frag);
-    this.loaded = true;
-    const buf = this.buffer;
-    this.buffer = [];
-    for (const f of buf) this.onEvent(f);
     this.drawState();
     this.scrollEnd(true);
+    requestAnimationFrame(() => performance.mark('brain:conversation-shown'));
+    const more = () => {
+      if (chunks.length) {
+        draw(chunks.shift(), null); // each turn goes before the later ones (ensureTurn)
+        this.scrollEnd(false);
+        setTimeout(more, 0);
+        return;
+      }
+      this.drain();
+    };
+    setTimeout(more, 0);
   }
 
-  // onEvent applies one event of the session (in seq order, once).
+  // drain applies the events that came while the history was drawn, a
+  // batch a task; new ones queue behind them.
+  drain() {
+    const batch = this.buffer.splice(0, DRAIN);
+    this.loaded = true;
+    for (const f of batch) this.apply(f);
+    if (this.buffer.length) { this.loaded = false; setTimeout(() => this.drain(), 0); return; }
+    performance.mark('brain:conversation-complete');
+    this.complete = true;
+    this.drawState();
+    if (this.follow) this.scrollEnd(true);
+    if (this.onComplete) this.onComplete();
+  }
+
+  // onEvent applies one event of the session (in seq order, once), or
+  // queues it while the history is being drawn.
   onEvent(f) {
     if (!this.loaded) { this.buffer.push(f); return; }
+    this.apply(f);
+    this.drawState();
+  }
+
+  apply(f) {
     const seq = Number(f.seq);
     if (seq <= this.lastSeq) return;
     this.lastSeq = seq;
@@ -127,7 +181,6 @@ export class ConversationView {
       default:
         if (m.callId) this.callEvent(m, seq);
     }
-    this.drawState();
   }
 
   ensureTurn(n) {
@@ -139,14 +192,14 @@ export class ConversationView {
     const el = h('section', { class: 'turn', dataset: { turn: n } }, head, body, end);
     t = {
       n, el, body, end, step: 0, steps: [], reason: '', error: '', startedBy: '',
-      started: (m) => { t.startedBy = m.startedBy || ''; head.replaceChildren('turn ', String(n), m.startedBy ? ' · started by ' + m.startedBy : ''); },
+      started: (m) => { t.startedBy = m.startedBy || ''; fill(head, 'turn ', String(n), m.startedBy ? ' · started by ' + m.startedBy : ''); },
       ended: (m) => {
         t.reason = m.reason;
         t.error = m.error || '';
         end.hidden = false;
         el.dataset.reason = m.reason;
         end.className = 'turn-end reason-' + m.reason;
-        end.replaceChildren(h('strong', {}, 'turn ', String(n), ' ', REASONS[m.reason] || m.reason), m.error ? [': ', m.error] : null);
+        fill(end, h('strong', {}, 'turn ', String(n), ' ', REASONS[m.reason] || m.reason), m.error ? [': ', m.error] : null);
       },
     };
     this.turns.set(n, t);
@@ -205,7 +258,15 @@ export class ConversationView {
     if (msg.role !== 'assistant') return;
     for (const tc of msg.toolCalls || []) {
       const card = this.byToolCall.get(n + '/' + tc.id);
-      if (card && !card.callId && !this.open.includes(card)) this.open.push(card);
+      if (!card || card.callId) continue;
+      const i = this.replayed.findIndex((m) => m.capabilityName === tc.name);
+      if (i >= 0) { // its props streamed before the message
+        const m = this.replayed.splice(i, 1)[0];
+        card.bind(m.callId);
+        card.apply(m, 0);
+        continue;
+      }
+      if (!this.open.includes(card)) this.open.push(card);
     }
   }
 
@@ -218,7 +279,7 @@ export class ConversationView {
     this.byToolCall.set(n + '/' + tc.id, card);
     if (streamed) {
       for (const [callId, p] of streamed.cards) {
-        if (p.name === tc.name) { streamed.cards.delete(callId); this.provisional.delete(callId); card.adopt(callId, p); break; }
+        if (p.tc.name === tc.name) { streamed.cards.delete(callId); this.provisional.delete(callId); card.adopt(callId, p); break; }
       }
     }
     if (!card.callId) this.open.push(card);
@@ -255,6 +316,11 @@ export class ConversationView {
     let card = this.byCall.get(m.callId) || this.provisional.get(m.callId);
     if (!card) {
       if (m.type === 'render_invoked' && m.partial) {
+        if (seq <= this.histSeq) { // a call of the history: its message follows
+          const i = this.replayed.findIndex((r) => r.callId === m.callId);
+          if (i >= 0) this.replayed[i] = m; else this.replayed.push(m);
+          return;
+        }
         card = this.provisionalRender(m);
         if (!card) return;
       } else {
@@ -299,7 +365,10 @@ export class ConversationView {
     });
   }
 
-  stop() { window.removeEventListener('scroll', this.onScroll); }
+  stop() {
+    window.removeEventListener('scroll', this.onScroll);
+    for (const ev of ['wheel', 'touchmove', 'keydown']) window.removeEventListener(ev, this.onReader);
+  }
 
   // makeBox is the message box: Enter sends, Shift-Enter is a new line,
   // the box keeps focus; Cancel while a turn runs.
@@ -359,7 +428,7 @@ export class ConversationView {
 
   // show puts the view in main's place (the SessionView's content).
   attach(container) {
-    container.replaceChildren(this.el);
+    fill(container, this.el);
     if (!this.messages && !this.turns.size) this.list.prepend(this.empty);
     this.scrollEnd(true);
     if (this.box.model) this.box.input.focus();
@@ -408,7 +477,7 @@ class ToolCard {
     this.state = s;
     this.el.dataset.state = s;
     const spin = s === 'pending' || s === 'running';
-    this.stateEl.replaceChildren(spin ? h('span', { class: 'spinner', 'aria-hidden': 'true' }) : null, text || s.replace('_', ' '));
+    fill(this.stateEl, spin ? h('span', { class: 'spinner', 'aria-hidden': 'true' }) : null, text || s.replace('_', ' '));
   }
 
   bind(callId) {
@@ -428,6 +497,12 @@ class ToolCard {
   }
 
   apply(m, seq) {
+    // A call answered already (in the history) is replayed for its
+    // render only: its state is the tool message's.
+    if (this.final && m.type !== 'render_invoked') {
+      if (m.type === 'capability_outcome' && this.surface) this.surface.end(m.outcome);
+      return;
+    }
     switch (m.type) {
       case 'approval_requested':
         this.digest = m.inputDigest || '';
@@ -457,7 +532,7 @@ class ToolCard {
         break;
       case 'capability_outcome':
         if (this.surface) this.surface.end(m.outcome);
-        if (!this.final) this.showOutcome(m.outcome);
+        this.showOutcome(m.outcome);
         break;
     }
     void seq;
@@ -477,11 +552,11 @@ class ToolCard {
     const took = ms ? h('span', { class: 'muted' }, ' · ', fmtMs(ms)) : null;
     if (o.ok) {
       this.setState('ok');
-      this.outcomeEl.replaceChildren(h('details', { class: 'outcome ok' }, h('summary', {}, h('strong', {}, 'ok'), ' ', h('code', {}, short(o.value, 100)), took), h('pre', {}, json(o.value))));
+      fill(this.outcomeEl, h('details', { class: 'outcome ok' }, h('summary', {}, h('strong', {}, 'ok'), ' ', h('code', {}, short(o.value, 100)), took), h('pre', {}, json(o.value))));
     } else {
       const e = o.error || {};
       this.setState('error', e.code || 'error');
-      this.outcomeEl.replaceChildren(h('div', { class: 'outcome err' }, h('strong', {}, e.code || 'error'), ': ', e.message || '', took));
+      fill(this.outcomeEl, h('div', { class: 'outcome err' }, h('strong', {}, e.code || 'error'), ': ', e.message || '', took));
     }
   }
 
@@ -501,7 +576,7 @@ class ToolCard {
     };
     buttons.push(h('button', { type: 'button', class: 'small primary approve', onclick: () => decide('approved') }, 'Approve'),
       h('button', { type: 'button', class: 'small danger reject', onclick: () => decide('rejected') }, 'Reject'));
-    this.approval.replaceChildren(h('div', { class: 'muted' }, 'needs your approval; the input shown is what runs:'),
+    fill(this.approval, h('div', { class: 'muted' }, 'needs your approval; the input shown is what runs:'),
       h('pre', { class: 'approval-input' }, json(m.input)), h('div', { class: 'approval-row' }, fb, ' ', buttons[0], ' ', buttons[1]), err);
     this.approval.hidden = false;
   }

@@ -29,6 +29,11 @@ export function append(el, children) {
 
 export function clear(el) { el.replaceChildren(); return el; }
 
+// fill replaces el's children with children, as h() puts them: strings
+// as text nodes, nested arrays flattened, null and false left out
+// (replaceChildren itself would write "null").
+export function fill(el, ...children) { el.replaceChildren(); return append(el, children); }
+
 // The sign-in's CSRF token (docs/console.md, "Signing in"): given once by
 // POST /console/signin and kept in this origin's localStorage, which no
 // other port of this host can read, unlike the cookie, which the browser

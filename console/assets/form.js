@@ -6,7 +6,7 @@
 // invalid_input errors can be shown at the field. A required field left
 // empty is refused in the form; an optional field nobody touched is not
 // sent (the tool's own default applies), a checkbox included.
-import { h, json } from './dom.js';
+import { h, json, fill } from './dom.js';
 
 const FORMATS = { email: 'email', uri: 'url', url: 'url', date: 'date', 'date-time': 'datetime-local', time: 'time', color: 'color', password: 'password' };
 
@@ -45,7 +45,7 @@ function field(schema, ptr, label, required) {
       choices.map((c, i) => h('option', { value: String(i) }, c.title || c.description || typeOf(c) || ('option ' + (i + 1)))));
     const slot = h('div', { class: 'choice' });
     let cur;
-    const draw = () => { cur = field({ ...choices[Number(sel.value)], description: undefined }, ptr, null, false); slot.replaceChildren(cur.el); };
+    const draw = () => { cur = field({ ...choices[Number(sel.value)], description: undefined }, ptr, null, false); fill(slot, cur.el); };
     sel.addEventListener('change', draw);
     draw();
     return { el: h('div', { class: 'field choice-field', dataset: { pointer: ptr } }, h('label', {}, lab, sel), desc, slot, err), get: (errs) => cur.get(errs) };

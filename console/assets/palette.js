@@ -4,7 +4,7 @@
 // form drawn from its inputSchema. Submitting sends capability_invoke (the
 // operator invokes as `user`) and shows the outcome when its
 // capability_outcome arrives; invalid_input is shown at the fields.
-import { h, json, isUserInvokable } from './dom.js';
+import { h, json, isUserInvokable, fill } from './dom.js';
 import { schemaForm, problemsOf, FieldError } from './form.js';
 
 export class Palette {
@@ -58,7 +58,7 @@ export class Palette {
       const q = search.value.toLowerCase();
       shown = caps.filter(({ c, label }) => label.toLowerCase().includes(q) || c.name.toLowerCase().includes(q) || (c.description || '').toLowerCase().includes(q));
       sel = Math.min(sel, Math.max(0, shown.length - 1));
-      list.replaceChildren(...shown.map(({ c, label }, i) => h('li', { class: i === sel ? 'sel' : '', role: 'option', id: 'palette-opt-' + i, 'aria-selected': i === sel ? 'true' : 'false', dataset: { name: c.name }, onclick: () => this.form(c) },
+      fill(list, ...shown.map(({ c, label }, i) => h('li', { class: i === sel ? 'sel' : '', role: 'option', id: 'palette-opt-' + i, 'aria-selected': i === sel ? 'true' : 'false', dataset: { name: c.name }, onclick: () => this.form(c) },
         h('strong', {}, label), ' ', label !== c.name ? h('code', {}, c.name) : null, h('div', { class: 'desc' }, c.description || ''))));
       if (!shown.length) list.append(h('li', { class: 'muted' }, caps.length ? 'no match' : 'no user-invokable capabilities in this session'));
       search.setAttribute('aria-activedescendant', shown.length ? 'palette-opt-' + sel : '');
@@ -75,7 +75,7 @@ export class Palette {
   }
 
   show(el) {
-    this.overlay.replaceChildren(h('div', { class: 'overlay-bg', role: 'dialog', 'aria-modal': 'true', 'aria-label': 'command palette', onclick: (e) => { if (e.target === e.currentTarget) this.close(); } }, el));
+    fill(this.overlay, h('div', { class: 'overlay-bg', role: 'dialog', 'aria-modal': 'true', 'aria-label': 'command palette', onclick: (e) => { if (e.target === e.currentTarget) this.close(); } }, el));
     this.overlay.hidden = false;
   }
 
@@ -98,20 +98,20 @@ export class Palette {
       }
       if (input === undefined) input = {};
       submit.disabled = true;
-      status.replaceChildren(h('span', { class: 'muted' }, 'invoking…'));
+      fill(status, h('span', { class: 'muted' }, 'invoking…'));
       try {
         const reply = await ctx.conn.send({ type: 'capability_invoke', name: cap.name, input });
         if (reply.msg.type === 'error') {
-          status.replaceChildren(h('div', { class: 'outcome err' }, h('strong', {}, reply.msg.code), ': ', reply.msg.message));
+          fill(status, h('div', { class: 'outcome err' }, h('strong', {}, reply.msg.code), ': ', reply.msg.message));
           if (reply.msg.code === 'invalid_input') f.showErrors(problemsOf(reply.msg.message));
           return;
         }
         const callId = reply.msg.callId;
-        status.replaceChildren(h('span', { class: 'muted' }, 'call ', callId, ' running…'));
+        fill(status, h('span', { class: 'muted' }, 'call ', callId, ' running…'));
         const out = await ctx.outcome(callId);
-        status.replaceChildren(outcomeView(callId, out));
+        fill(status, outcomeView(callId, out));
       } catch (err) {
-        status.replaceChildren(h('div', { class: 'outcome err' }, String(err.message || err)));
+        fill(status, h('div', { class: 'outcome err' }, String(err.message || err)));
       } finally {
         submit.disabled = false;
       }

@@ -5,7 +5,7 @@
 // audience shown is the one the kernel enforces: llm as registered (both
 // llm and user when omitted, the spec's default), user only when the
 // spec's isUserInvokable says so.
-import { h, json, originLabel, isUserInvokable } from './dom.js';
+import { h, json, originLabel, isUserInvokable, fill } from './dom.js';
 
 export function audiences(c) {
   const set = Array.isArray(c.audience);
@@ -28,7 +28,7 @@ export class RegistryView {
   draw() {
     const caps = [...this.sv.caps.values()].sort((a, b) => a.name.localeCompare(b.name));
     this.count.textContent = `${caps.length} capabilities`;
-    this.list.replaceChildren(...caps.map((c) => this.item(c)));
+    fill(this.list, ...caps.map((c) => this.item(c)));
   }
 
   item(c) {

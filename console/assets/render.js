@@ -11,7 +11,7 @@
 // final one: the surface redraws with each and shows "streaming…" until
 // the final props arrive, or "not made" when the call's outcome comes
 // without them (docs/protocol.md, "Streamed props").
-import { h, json, originLabel } from './dom.js';
+import { h, json, originLabel, fill } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 
 const TAG = /^[a-z][a-z0-9._]*-[a-z0-9._-]*$/;
@@ -65,7 +65,7 @@ export function createSurface(cap, ev, config) {
   let update = () => {};
   const fallback = (why) => {
     const box = h('div', { class: 'fallback' });
-    const draw = (props) => box.replaceChildren(
+    const draw = (props) => fill(box, 
       why ? h('p', { class: 'muted' }, why) : null,
       render && render.fallback ? renderMarkdown(render.fallback, props) : h('pre', {}, json(props)));
     draw(ev.props);

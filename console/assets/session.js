@@ -6,7 +6,7 @@
 // (GET /v1/sessions/{id}), then its events from one WebSocket (?after=0:
 // the whole log the kernel keeps), resuming from the last seq after a
 // dropped connection; every tab is fed from it.
-import { h, api, route } from './dom.js';
+import { h, api, route, fill } from './dom.js';
 import { SessionConn } from './conn.js';
 import { Timeline } from './timeline.js';
 import { Surfaces } from './render.js';
@@ -37,6 +37,7 @@ export class SessionView {
     this.registry = new RegistryView(this);
     this.trace = new TraceView(this);
     this.conversation.onState = () => this.drawStatus();
+    this.conversation.onComplete = () => { if (this.tab === 'trace') this.trace.draw(); this.drawStatus(); };
     this.state = h('span', { class: 'conn-state', id: 'conn-state' }, 'connecting');
     this.stats = h('span', { class: 'muted', id: 'conn-stats' });
     this.status = h('span', { class: 'session-status', id: 'session-status' });
@@ -60,22 +61,24 @@ export class SessionView {
   }
 
   async start() {
-    const conv = this.conversation.load(); // in parallel with the snapshot
+    const conv = this.conversation.fetch(); // in parallel with the snapshot
     try {
       const snap = await api('GET', `/v1/sessions/${encodeURIComponent(this.id)}`);
       this.snapSeq = snap.seq;
       this.hasTurns = !!snap.turn;
       for (const c of snap.capabilities) this.caps.set(c.name, c);
     } catch (e) {
-      this.el.replaceChildren(h('h1', {}, 'Session ', this.id), h('p', { class: 'error' }, e.status === 404 ? 'No such session.' : 'Cannot read the session: ' + e.message));
+      fill(this.el, h('h1', {}, 'Session ', this.id), h('p', { class: 'error' }, e.status === 404 ? 'No such session.' : 'Cannot read the session: ' + e.message));
       this.failed = true;
       return;
     }
-    this.connect(0);
     this.palette.attach(this.ctx);
-    await conv;
+    this.conversation.build(await conv);
     this.ready = true;
     if (this.main) this.show(this.main, this.wantTab, this.callId);
+    // The events (the whole log, replayed) once the first view is
+    // drawn: they queue in the conversation until its history is.
+    requestAnimationFrame(() => setTimeout(() => { if (!this.stopped) this.connect(0); }, 0));
   }
 
   connect(after) {
@@ -123,9 +126,8 @@ export class SessionView {
     }
     this.conversation.onEvent(f);
     if (this.callView && m.callId === this.callView.callId) this.callView.refresh();
-    if (this.tab === 'trace' && (m.type === 'conversation_message' || m.type === 'turn_ended' || m.type === 'capability_outcome')) this.trace.draw();
+    if (this.tab === 'trace' && (m.type === 'conversation_message' || m.type === 'turn_ended' || m.type === 'capability_outcome')) this.redrawTrace = true;
     this.drawStatus();
-    this.drawStats();
   }
 
   outcome(callId) {
@@ -139,8 +141,22 @@ export class SessionView {
     this.stats.textContent = `last seq ${c.lastSeq} · reconnects ${c.reconnects} · gaps ${c.gaps} · duplicates ${c.duplicates}`;
   }
 
-  // drawStatus is the header's line: the turn, pending calls, approvals.
+  // drawStatus redraws the header's line (and the connection's numbers,
+  // and the trace when told), once a frame: a replay of thousands of
+  // events draws it once.
   drawStatus() {
+    if (this.statusPending) return;
+    this.statusPending = requestAnimationFrame(() => {
+      this.statusPending = 0;
+      this.drawStatusNow();
+      this.drawStats();
+      if (this.redrawTrace && this.tab === 'trace') this.trace.draw();
+      this.redrawTrace = false;
+    });
+  }
+
+  // drawStatusNow is the header's line: the turn, pending calls, approvals.
+  drawStatusNow() {
     const cv = this.conversation;
     let awaiting = 0;
     for (const s of this.pending.values()) if (s === 'awaiting_approval') awaiting++;
@@ -149,7 +165,7 @@ export class SessionView {
     else parts.push('no turn yet');
     parts.push(' · ', String(this.pending.size), this.pending.size === 1 ? ' pending call' : ' pending calls');
     parts.push(' · ', awaiting ? h('a', { href: route('approvals'), class: 'awaiting' }, String(awaiting), ' awaiting approval') : '0 awaiting approval');
-    this.status.replaceChildren(...parts);
+    fill(this.status, ...parts);
     this.status.dataset.running = cv.running ? 'true' : 'false';
     this.status.dataset.pending = String(this.pending.size);
     this.status.dataset.awaiting = String(awaiting);
@@ -169,35 +185,35 @@ export class SessionView {
     this.main = main;
     this.wantTab = tab;
     this.callId = callId;
-    main.replaceChildren(this.el);
+    fill(main, this.el);
     if (this.failed) return;
     if (callId) {
       this.tab = null;
       this.callView = new CallView(this, callId);
-      this.el.replaceChildren(h('p', {}, h('a', { href: route('s', this.id) }, '← session ', this.id)), this.callView.el);
+      fill(this.el, h('p', {}, h('a', { href: route('s', this.id) }, '← session ', this.id)), this.callView.el);
       this.callView.refresh();
       return;
     }
     this.callView = null;
-    if (!this.ready) { this.el.replaceChildren(this.head, h('p', { class: 'muted' }, 'Loading…')); return; }
+    if (!this.ready) { fill(this.el, this.head, h('p', { class: 'muted' }, 'Loading…')); return; }
     this.tab = TABS.includes(tab) ? tab : this.defaultTab();
-    this.tabsEl.replaceChildren(...TABS.map((t) => h('a', { href: route('s', this.id, t), class: 'tab' + (t === this.tab ? ' sel' : ''), 'aria-current': t === this.tab ? 'page' : null, dataset: { tab: t } }, TAB_LABELS[t])));
-    this.el.replaceChildren(this.head, this.content);
+    fill(this.tabsEl, ...TABS.map((t) => h('a', { href: route('s', this.id, t), class: 'tab' + (t === this.tab ? ' sel' : ''), 'aria-current': t === this.tab ? 'page' : null, dataset: { tab: t } }, TAB_LABELS[t])));
+    fill(this.el, this.head, this.content);
     this.el.dataset.tab = this.tab;
     switch (this.tab) {
       case 'conversation':
         this.conversation.attach(this.content);
         break;
       case 'trace':
-        this.content.replaceChildren(this.trace.el);
+        fill(this.content, this.trace.el);
         this.trace.draw();
         break;
       case 'registry':
-        this.content.replaceChildren(this.registry.el);
+        fill(this.content, this.registry.el);
         this.registry.draw();
         break;
       default:
-        this.content.replaceChildren(this.eventsTab());
+        fill(this.content, this.eventsTab());
         this.timeline.draw();
     }
     this.drawStatus();
@@ -213,6 +229,7 @@ export class SessionView {
   }
 
   stop() {
+    this.stopped = true;
     this.conversation.stop();
     this.palette.detach(this.ctx);
     if (this.conn) this.conn.close();

@@ -1,7 +1,7 @@
 // sessions.js: the sessions list (GET /v1/sessions), refreshed every 2 s
 // while shown; a new session (POST /v1/sessions) opens an empty
 // conversation; delete from here (DELETE /v1/sessions/{id}).
-import { h, api, age, route } from './dom.js';
+import { h, api, age, route, fill } from './dom.js';
 
 export function sessionsView(main) {
   const tbody = h('tbody');
@@ -19,7 +19,7 @@ export function sessionsView(main) {
     }
     create.disabled = false;
   } }, 'New session');
-  main.replaceChildren(h('div', { class: 'page-head' }, h('h1', {}, 'Sessions'), create), msg, table);
+  fill(main, h('div', { class: 'page-head' }, h('h1', {}, 'Sessions'), create), msg, table);
   let timer = 0;
   let stopped = false;
   const load = async () => {
@@ -27,7 +27,7 @@ export function sessionsView(main) {
       const { sessions } = await api('GET', '/v1/sessions');
       msg.textContent = sessions.length ? '' : 'No sessions yet: start one with "New session", or a client, app or MCP host creates one by connecting.';
       if (!performance.getEntriesByName('brain:sessions-loaded').length) performance.mark('brain:sessions-loaded');
-      tbody.replaceChildren(...sessions.map((s) => h('tr', { dataset: { session: s.id } },
+      fill(tbody, ...sessions.map((s) => h('tr', { dataset: { session: s.id } },
         h('td', { class: 'sid', dataset: { label: 'session' } }, h('a', { href: route('s', s.id) }, s.id), s.live ? null : h('span', { class: 'badge muted' }, 'hibernated')),
         h('td', { dataset: { label: 'peers' } }, Object.entries(s.peers || {}).filter(([, n]) => n > 0).map(([side, n]) => h('span', { class: 'badge' }, side, ' ', n))),
         h('td', { class: 'num', dataset: { label: 'last seq' } }, s.live ? s.lastSeq : '—'),

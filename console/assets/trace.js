@@ -3,7 +3,7 @@
 // reported (journaled with each assistant message); each step's tool calls
 // with their durations and outcomes, linked to their call pages. It reads
 // what the conversation view built, and redraws when shown or told.
-import { h, route } from './dom.js';
+import { h, route, fill } from './dom.js';
 import { fmtMs } from './conversation.js';
 
 export class TraceView {
@@ -16,8 +16,8 @@ export class TraceView {
   draw() {
     const cv = this.sv.conversation;
     const turns = [...cv.turns.values()].sort((a, b) => b.n - a.n);
-    if (!turns.length) { this.body.replaceChildren(h('p', { class: 'muted' }, 'No turns yet.')); return; }
-    this.body.replaceChildren(...turns.map((t) => this.turn(t, cv)));
+    if (!turns.length) { fill(this.body, h('p', { class: 'muted' }, 'No turns yet.')); return; }
+    fill(this.body, ...turns.map((t) => this.turn(t, cv)));
   }
 
   turn(t, cv) {
