@@ -569,6 +569,14 @@ func TestConsole(t *testing.T) {
 		b := tab{t, b.ctx}
 		b.do("open the session's registry", chromedp.Navigate(k.console.URL+"/#/s/demo/registry"))
 		b.until("the registry", `document.querySelector('#registry li[data-name="tickets.create"]') !== null`)
+		b.do("open tickets.create's details", chromedp.Click(chromedp.CSS(`#registry li[data-name="tickets.create"] .cap-row`)))
+		b.until("its description, schema and Try it", `(() => { const d = document.querySelector('#registry li[data-name="tickets.create"] .cap-detail'); return !d.hidden && d.textContent.includes('Open a ticket.') && d.querySelector('.cap-schema') && d.querySelector('.try') && !/\bnull\b/.test(d.textContent); })()`)
+		// Audience as the kernel enforces it: fs.delete (no audience, agent
+		// origin) is llm by default and not user-invokable, so no Try it.
+		if got := eval[string](b, `document.querySelector('#registry li[data-name="fs.delete"] .cap-row').textContent + ' try=' + !!document.querySelector('#registry li[data-name="fs.delete"] .try')`); !strings.Contains(got, "llm (default)") || strings.Contains(got, "user") || !strings.HasSuffix(got, "try=false") {
+			t.Fatalf("fs.delete's row: %q", got)
+		}
+		b.screenshot("registry")
 		b.do("press Ctrl-K", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
 		b.until("the palette", `document.querySelector('.palette-search') !== null`)
 		if sel := eval[string](b, `[...document.querySelectorAll('.palette-list li[role=option]')].map(li => li.getAttribute('aria-selected')).join(',')`); !strings.HasPrefix(sel, "true") || strings.Count(sel, "true") != 1 {

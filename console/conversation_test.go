@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -249,9 +250,7 @@ func TestConsoleConversation(t *testing.T) {
 		b.do("approve", chromedp.Click(chromedp.CSS(`.card.tool[data-name="fs.delete"] .approve`)))
 		b.until("it ran", card+`.dataset.state === 'ok' && `+card+`.querySelector('.outcome.ok').textContent.includes('deleted')`)
 		turnEnded(b, 2, "completed")
-		if d := eval[string](b, `document.querySelector('#session-status').dataset.awaiting + ' ' + document.querySelector('#inbox-count').hidden`); d != "0 true" {
-			t.Fatalf("after the decision: awaiting, badge hidden = %s", d)
-		}
+		b.until("the header and the badge count no approval", `document.querySelector('#session-status').dataset.awaiting === '0' && document.querySelector('#inbox-count').hidden`)
 	})
 
 	run("reject a call inline with feedback; the model reads it", func(t *testing.T) {
@@ -265,7 +264,9 @@ func TestConsoleConversation(t *testing.T) {
 			onText("Understood.")
 			return &driver.Reply{Text: "Understood."}, nil
 		}
-		send(b, "and the secret one")
+		b.do("type two lines: Shift-Enter is a new line, Enter sends", chromedp.SendKeys(chromedp.CSS(".msg-input"), "and the secret one"),
+			chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierShift)), chromedp.SendKeys(chromedp.CSS(".msg-input"), "too"), chromedp.KeyEvent("\r"))
+		b.until("one message of two lines", `[...document.querySelectorAll('.msg.user .text')].some(e => e.textContent === 'and the secret one\ntoo')`)
 		card := `document.querySelectorAll('.card.tool[data-name="fs.delete"]')[1]`
 		b.until("the approval", card+`?.dataset.state === 'awaiting_approval'`)
 		b.do("write feedback and reject", chromedp.SendKeys(chromedp.CSS(`.card.tool[data-tool-call="t3"] .feedback`), xssFeedback),
@@ -402,6 +403,9 @@ func TestConsoleConversation(t *testing.T) {
 			}
 		})
 		callID := eval[string](b, `document.querySelector('.card.tool[data-name="fs.read"]').dataset.call`)
+		if got := eval[string](b, `[document.querySelector('.card.tool').tabIndex, document.querySelector('.msg.assistant').tabIndex].join(',')`); got != "0,0" {
+			t.Errorf("cards and messages are not focusable: tabIndex %s", got)
+		}
 		pages := []string{"#/sessions", "#/s/talk/conversation", "#/s/talk/trace", "#/s/talk/registry", "#/s/talk/events", "#/s/talk/call/" + callID, "#/approvals"}
 		for _, vp := range []struct {
 			w, h   int64
@@ -422,13 +426,18 @@ func TestConsoleConversation(t *testing.T) {
 					b.until("the pending approval", `document.querySelector('#inbox tr[data-call]') !== null`)
 				}
 				noHorizontalScroll(t, b, fmt.Sprintf("%s at %d×%d", p, vp.w, vp.h))
+				if text := eval[string](b, `document.querySelector('main').innerText`); regexp.MustCompile(`\bnull\b`).MatchString(text) {
+					t.Errorf("%s: a stray null in the page:\n%s", p, text)
+				}
 				if strings.HasSuffix(p, "/events") {
-					b.until("timeline rows", `document.querySelector('.t-row:not([hidden]) .c-msg') !== null`)
+					b.until("timeline rows, focusable", `document.querySelector('.t-row:not([hidden]) .c-msg') !== null && document.querySelector('.t-row').tabIndex === 0`)
 					if w := eval[float64](b, `document.querySelector('.t-row:not([hidden]) .c-msg').getBoundingClientRect().width`); w < 100 {
 						t.Errorf("the timeline's message column is %.0f px wide at %d×%d", w, vp.w, vp.h)
 					}
 				}
 				if vp.mobile && p == "#/s/talk/conversation" {
+					b.until("the whole conversation", `brainConsole.session().conversation.complete`)
+					b.do("to its end", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, document.documentElement.scrollHeight)`))
 					b.screenshot("conversation-phone")
 				}
 			}

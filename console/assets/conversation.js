@@ -150,8 +150,9 @@ export class ConversationView {
   // queues it while the history is being drawn.
   onEvent(f) {
     if (!this.loaded) { this.buffer.push(f); return; }
+    const was = this.running;
     this.apply(f);
-    this.drawState();
+    if (this.running !== was || f.msg.type.startsWith('turn_')) this.drawState();
   }
 
   apply(f) {
@@ -327,7 +328,7 @@ export class ConversationView {
         if (m.type === 'approval_requested' && m.invoker && m.invoker !== 'llm') return;
         const name = m.name || m.capabilityName;
         const input = m.type === 'render_invoked' ? m.props : m.input;
-        if (input === undefined) return;
+        if (input === undefined || !this.open.some((c) => c.tc.name === name)) return;
         const want = canon(input);
         const i = this.open.findIndex((c) => c.tc.name === name && c.inputKey === want);
         if (i < 0) return;

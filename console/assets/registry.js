@@ -5,7 +5,7 @@
 // audience shown is the one the kernel enforces: llm as registered (both
 // llm and user when omitted, the spec's default), user only when the
 // spec's isUserInvokable says so.
-import { h, json, originLabel, isUserInvokable, fill } from './dom.js';
+import { h, json, originLabel, isUserInvokable, fill, append } from './dom.js';
 
 export function audiences(c) {
   const set = Array.isArray(c.audience);
@@ -49,14 +49,14 @@ export class RegistryView {
       } },
     h('code', { class: 'cap-name' }, c.name), c.displayName ? h('span', { class: 'cap-display' }, c.displayName) : null, h('span', { class: 'badges' }, badges));
     const userOK = isUserInvokable(c);
-    detail.append(
+    append(detail, [
       h('p', { class: 'cap-desc' }, c.description || ''),
       h('p', { class: 'muted' }, 'origin ', originLabel(c.origin), ' · side ', c.side, c.kind ? ' · kind ' + c.kind : '', ' · scope ', c.scope || 'session',
         ' · timeout ', c.callTimeoutMs != null ? c.callTimeoutMs + ' ms' : 'default',
         ' · ', userOK ? 'user-invokable' : 'not user-invokable (isUserInvokable)'),
       h('details', { class: 'cap-schema' }, h('summary', {}, 'input schema'), h('pre', {}, json(c.inputSchema))),
       c.render ? h('details', { class: 'cap-render' }, h('summary', {}, 'render'), h('pre', {}, json(c.render))) : null,
-      userOK ? h('button', { type: 'button', class: 'small primary try', onclick: () => this.sv.palette.form(c) }, 'Try it') : null);
+      userOK ? h('button', { type: 'button', class: 'small primary try', onclick: () => this.sv.palette.form(c) }, 'Try it') : null]);
     return h('li', { class: 'cap', dataset: { name: c.name } }, row, detail);
   }
 }

@@ -44,8 +44,10 @@ export class TraceView {
     return h('section', { class: 'trace-turn', dataset: { turn: t.n } },
       h('h3', {}, 'turn ', String(t.n), ' · ', running ? h('span', { class: 'conn-state reconnecting' }, 'running') : (t.reason || '—'),
         t.error ? h('span', { class: 'muted' }, ' · ', t.error) : null),
-      h('p', { class: 'muted' }, `${t.steps.length} steps · ${calls} tool calls · ${fmtMs(ms) || '0 ms'} in the model and tools · ${inTok} in / ${outTok} out tokens`,
+      h('p', { class: 'muted' }, `${plural(t.steps.length, 'step')} · ${plural(calls, 'tool call')} · ${fmtMs(ms) || '0 ms'} in the model and tools · ${inTok} in / ${outTok} out tokens`,
         t.startedBy ? ' · started by ' + t.startedBy : ''),
       h('ol', { class: 'trace-steps' }, steps));
   }
 }
+
+function plural(n, what) { return n + ' ' + what + (n === 1 ? '' : 's'); }
