@@ -85,7 +85,9 @@ func TestConsoleSignInSurvivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tf struct{ Tokens []struct{ Token, Side string } }
+		var tf struct {
+			Tokens []struct{ Token, Side string }
+		}
 		if err := json.Unmarshal(raw, &tf); err != nil {
 			t.Fatal(err)
 		}
