@@ -577,6 +577,10 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("fs.delete's row: %q", got)
 		}
 		b.screenshot("registry")
+		b.do("Try it", chromedp.Click(chromedp.CSS(`#registry li[data-name="tickets.create"] .try`)))
+		b.until("its form", `document.querySelector('.palette-form input[name="/title"]') !== null`)
+		b.do("close", chromedp.KeyEvent("\x1b"))
+		b.until("closed, the focus back on Try it", `document.querySelector('#overlay').hidden && document.activeElement === document.querySelector('#registry li[data-name="tickets.create"] .try')`)
 		b.do("press Ctrl-K", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
 		b.until("the palette", `document.querySelector('.palette-search') !== null`)
 		if sel := eval[string](b, `[...document.querySelectorAll('.palette-list li[role=option]')].map(li => li.getAttribute('aria-selected')).join(',')`); !strings.HasPrefix(sel, "true") || strings.Count(sel, "true") != 1 {

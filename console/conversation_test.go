@@ -410,7 +410,7 @@ func TestConsoleConversation(t *testing.T) {
 		for _, vp := range []struct {
 			w, h   int64
 			mobile bool
-		}{{390, 844, true}, {1280, 800, false}} {
+		}{{390, 844, true}, {360, 740, true}, {1280, 800, false}} {
 			opts := []chromedp.EmulateViewportOption{}
 			if vp.mobile {
 				opts = append(opts, chromedp.EmulateMobile)
@@ -580,6 +580,11 @@ func TestConsoleWorkspace(t *testing.T) {
 		m.steps <- answer("Hello there.", &protocol.Usage{InputTokens: 5, OutputTokens: 3})
 		b.do("type", chromedp.SendKeys(chromedp.CSS(".msg-input"), "hi"), chromedp.KeyEvent("\r"))
 		b.until("the answer, the turn completed", `document.querySelector('.msg.assistant .md')?.textContent === 'Hello there.' && document.querySelector('.turn[data-turn="1"]')?.dataset.reason === 'completed' && document.querySelector('.conv-empty') === null`)
+		m.steps <- func(context.Context, *driver.Request, func(string)) (*driver.Reply, error) {
+			return nil, errors.New("the model server answered 503")
+		}
+		b.do("type", chromedp.SendKeys(chromedp.CSS(".msg-input"), "and now?"), chromedp.KeyEvent("\r"))
+		b.until("the turn failed, with its error", `document.querySelector('.turn[data-turn="2"]')?.dataset.reason === 'error' && document.querySelector('.turn[data-turn="2"] .turn-end').textContent.includes('the model server answered 503')`)
 	})
 
 	run("Escape gives the focus back", func(t *testing.T) {
@@ -603,7 +608,10 @@ func TestConsoleWorkspace(t *testing.T) {
 		b.until("reconnected by itself", `brainConsole.session()?.conn?.reconnects >= 1 && brainConsole.session().conn.state === 'live' && brainConsole.feed().state === 'live' && document.querySelector('#token') === null`)
 		m.steps <- answer("Still here.", nil)
 		b.do("type", chromedp.SendKeys(chromedp.CSS(".msg-input"), "are you there?"), chromedp.KeyEvent("\r"))
-		b.until("the answer after the restart", `document.querySelector('.turn[data-turn="2"]')?.dataset.reason === 'completed'`)
+		b.until("the answer after the restart", `document.querySelector('.turn[data-turn="3"]')?.dataset.reason === 'completed'`)
+		if got := eval[string](b, `document.querySelectorAll('.msg.user').length + ' ' + document.querySelectorAll('.msg.assistant').length + ' ' + brainConsole.session().conn.gaps + ' ' + brainConsole.session().conn.duplicates`); got != "3 2 0 0" {
+			t.Fatalf("after the reconnect: user, assistant messages, gaps, duplicates = %s, want 3 2 0 0", got)
+		}
 		b.do("open the inbox", chromedp.Navigate(k.console.URL+"/#/approvals"))
 		b.until("the inbox live, no sign-in", `document.querySelector('main h1 .conn-state')?.textContent === 'live' && document.querySelector('#token') === null`)
 	})

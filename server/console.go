@@ -161,8 +161,20 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // originOK applies the Origin check: a request that changes state (any
 // method but GET and HEAD) or upgrades to a WebSocket must carry an Origin
-// equal to the console's own scheme://host.
+// equal to the console's own scheme://host, and any request that carries
+// an Origin at all must carry that one. A browser's request to the
+// console's API (/console/, /v1/) must also not say it came from another
+// origin (Sec-Fetch-Site: a page on another port of this host is
+// "same-site", not "same-origin").
 func (c *Console) originOK(r *http.Request) bool {
+	if o := r.Header.Get("Origin"); o != "" && o != ownOrigin(r) {
+		return false
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/") || strings.HasPrefix(r.URL.Path, "/console/") {
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+			return false
+		}
+	}
 	if !isWebSocketHandshake(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return true
 	}

@@ -404,6 +404,39 @@ func TestConsoleAPIAndOrigin(t *testing.T) {
 		}
 	})
 
+	t.Run("a request from another origin is refused, even with the CSRF token", func(t *testing.T) {
+		for _, hdr := range []http.Header{
+			{"Origin": {"http://127.0.0.1:1"}},                     // another port: another origin
+			{"Sec-Fetch-Site": {"same-site"}},                      // what a browser says for another port of this host
+			{"Sec-Fetch-Site": {"cross-site"}, "Origin": {ts.URL}}, // a forged Origin, a browser's true word
+		} {
+			req, _ := http.NewRequestWithContext(testutil.Context(t), "GET", ts.URL+"/v1/sessions", nil)
+			req.Header.Set("X-Brain-Csrf", op.csrf)
+			for k, v := range hdr {
+				req.Header[k] = v
+			}
+			resp, err := op.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("GET with %v: %d, want 403", hdr, resp.StatusCode)
+			}
+		}
+		req, _ := http.NewRequestWithContext(testutil.Context(t), "GET", ts.URL+"/v1/sessions", nil)
+		req.Header.Set("X-Brain-Csrf", op.csrf)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := op.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the page's own GET: %d", resp.StatusCode)
+		}
+	})
+
 	t.Run("a state-changing request needs the console's own Origin", func(t *testing.T) {
 		for _, origin := range []string{"", "http://evil.example", "null"} {
 			req, _ := http.NewRequestWithContext(testutil.Context(t), "DELETE", ts.URL+"/v1/sessions/c1", nil)
