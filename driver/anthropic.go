@@ -69,6 +69,7 @@ func (m *anthropicModel) Step(ctx context.Context, req *Request, onText func(str
 	tools := map[int64]toolBlock{} // by content block index, for ToolCallDelta
 	size := 0
 	for stream.Next() {
+		req.Progress() // a chunk: the idle timeout starts again
 		ev := stream.Current()
 		size += len(ev.Delta.Text) + len(ev.Delta.PartialJSON) + len(ev.Delta.Thinking) + len(ev.Delta.Signature)
 		if ev.Type == "content_block_start" {

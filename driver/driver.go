@@ -25,6 +25,15 @@ type Options struct {
 	System string
 	// MaxSteps bounds the model steps of one turn. Default 16.
 	MaxSteps int
+	// StepTimeout bounds one model step, from its request to the end of
+	// its answer: a step past it fails the turn with an error naming it.
+	// Default 15 minutes.
+	StepTimeout time.Duration
+	// IdleTimeout bounds the wait for the next piece of a streamed answer
+	// (a chunk; keep-alive comments are not one): a stream silent that
+	// long fails the turn with an error naming it. Default 3 minutes (a
+	// reasoning model may think for minutes before its first chunk).
+	IdleTimeout time.Duration
 	// Logger receives the driver's logs; nil discards.
 	Logger *slog.Logger
 }
@@ -48,6 +57,12 @@ func New(m Model, opts *Options) *Driver {
 	}
 	if o.MaxSteps <= 0 {
 		o.MaxSteps = 16
+	}
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = 15 * time.Minute
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 3 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -122,6 +137,9 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		// not copied (the conversation's copy shares them, read only).
 		if err := s.AppendOwnedMessage(turn, msg); err != nil {
 			req.closeStreams()
+			if tooLarge(err) { // its event would not fit the journal: nothing was added
+				return protocol.TurnError, fmt.Errorf("model step %d: the model's answer: %w", step, err)
+			}
 			return protocol.TurnCancelled, err // the turn was ended elsewhere
 		}
 		conv.add(msg)
@@ -139,6 +157,9 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			outcomes[i] = c.outcome
 			m := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &outcomes[i], DurationMs: c.took.Milliseconds()}
 			if err := s.AppendOwnedMessage(turn, m); err != nil {
+				if tooLarge(err) {
+					return protocol.TurnError, fmt.Errorf("model step %d: the result of %s: %w", step, c.call.Name, err)
+				}
 				return protocol.TurnCancelled, err
 			}
 			conv.add(m)
@@ -452,4 +473,10 @@ func (d *Driver) invoke(ctx context.Context, s *session.Session, c *pendingCall)
 	default:
 		c.outcome = s.Invoke(ctx, protocol.AudienceLLM, c.call.Name, c.call.Input)
 	}
+}
+
+// tooLarge reports an error of code too_large.
+func tooLarge(err error) bool {
+	var c protocol.Coder
+	return errors.As(err, &c) && c.ErrorCode() == protocol.CodeTooLarge
 }

@@ -118,6 +118,7 @@ func (m *openAIModel) Step(ctx context.Context, req *Request, onText func(string
 	finished := false
 	size := 0
 	for stream.Next() {
+		req.Progress() // a chunk: the idle timeout starts again
 		chunk := stream.Current()
 		if u := chunk.Usage; u.JSON.PromptTokens.Valid() || u.JSON.CompletionTokens.Valid() {
 			reply.Usage = &protocol.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CachedInputTokens: u.PromptTokensDetails.CachedTokens}

@@ -75,7 +75,7 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 		_ = cm.Close(ctx)
 		return nil, err
 	}
-	p.idle = append(p.idle, first)
+	p.fresh = append(p.fresh, first) // never used: the first session to call takes it
 	a.h.mu.Lock()
 	a.h.pools[p] = struct{}{}
 	a.h.mu.Unlock()

@@ -41,9 +41,14 @@ type Options struct {
 	InitTimeout time.Duration
 	// MemoryLimitMiB bounds each instance's linear memory. Default 128.
 	MemoryLimitMiB int
-	// PoolSize bounds the instances per attached artifact, and so its
-	// concurrent calls. Default 4.
+	// PoolSize bounds the instances per attached artifact running calls
+	// at once, and so its concurrent calls. Default 4.
 	PoolSize int
+	// IdleInstances bounds the idle instances kept per attached artifact
+	// between calls, across sessions: an instance serves one session, so
+	// a busy tool keeps one per recently active session, the least
+	// recently used closed first. Default 2 × PoolSize.
+	IdleInstances int
 	// Logger receives the host's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -75,6 +80,9 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 	}
 	if o.PoolSize <= 0 {
 		o.PoolSize = 4
+	}
+	if o.IdleInstances <= 0 {
+		o.IdleInstances = 2 * o.PoolSize
 	}
 	if o.InitTimeout <= 0 {
 		o.InitTimeout = 30 * time.Second

@@ -117,14 +117,11 @@ func (srv *Server) withSession(create func(*http.Request) bool, h sessionHandler
 	}
 }
 
-// joinWS says whether a WebSocket connection may create its session: a
-// first connection does (no ?after=, or after=0); a resume from a seq
-// never does, since a session that never existed has nothing to resume.
-// A deleted session is never created again by either (tenancy.go).
-func joinWS(r *http.Request) bool {
-	after := r.URL.Query().Get("after")
-	return after == "" || after == "0"
-}
+// joinWS: a WebSocket connection creates its session when it never
+// existed — a resume too (?after=), so that a client whose kernel lost its
+// data starts again (the snapshot it gets says the seq went back). A
+// deleted session is never created again by a connection (tenancy.go).
+func joinWS(*http.Request) bool { return true }
 
 // joinMCP: an MCP request creates its session when it never existed.
 func joinMCP(*http.Request) bool { return true }

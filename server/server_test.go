@@ -57,6 +57,7 @@ type wsClient struct {
 	t    testing.TB
 	conn *websocket.Conn
 	ctx  context.Context
+	seen uint64 // the highest seq read
 }
 
 func (f *fixture) dial(token, sessionID, query string) *wsClient {
@@ -104,6 +105,7 @@ func (c *wsClient) next() *protocol.Frame {
 	if err != nil {
 		c.t.Fatalf("the server sent an undecodable frame: %v\n%s", err, b)
 	}
+	c.seen = max(c.seen, f.Seq)
 	return f
 }
 

@@ -194,6 +194,9 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 	if !create && m.opts.Store == nil {
 		return nil, false, ErrNotFound
 	}
+	if sz, ok := m.opts.Store.(interface{ MaxEventBytes() int }); ok && m.opts.Store != nil && opts.MaxEventBytes == 0 {
+		opts.MaxEventBytes = sz.MaxEventBytes() // no event is shown that the store could not hold
+	}
 	var events []session.Event
 	var cj *countingJournal // counts journal bytes (limits.go)
 	if m.opts.Store != nil {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -263,4 +264,36 @@ func TestExplicitCreate(t *testing.T) {
 	}
 	c := k.dial(tenantAClient, "c1", "")
 	c.until(func(f *protocol.Frame) bool { return f.Msg.MessageType() == protocol.TypeSnapshot })
+}
+
+// TestSeedShapedApproveOverWebSocket: capability_approve exactly as
+// spec/capabilities.d.ts defines it — callId, decision, feedback,
+// decidedBy, and no inputDigest — approves over a real WebSocket, and the
+// tool runs once (it was refused with invalid_request before).
+func TestSeedShapedApproveOverWebSocket(t *testing.T) {
+	k := newTenantKernel(t)
+	ctx := testutil.Context(t)
+	a := k.dial(tenantAClient, "seed", "")
+	a.until(func(f *protocol.Frame) bool { return f.Msg.MessageType() == protocol.TypeSnapshot })
+	model, err := k.mcpAs(ctx, tenantAModel, "seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	result := make(chan error, 1)
+	go func() {
+		r, err := model.CallTool(ctx, &mcp.CallToolParams{Name: "fs.write", Arguments: map[string]any{"path": "a.txt"}})
+		if err == nil && r.IsError {
+			err = fmt.Errorf("tool error: %v", r.Content)
+		}
+		result <- err
+	}()
+	req := a.until(func(f *protocol.Frame) bool { return f.Msg.MessageType() == protocol.TypeApprovalRequested }).Msg.(*protocol.ApprovalRequested)
+	a.sendRaw(`{"v":2,"id":"s1","msg":{"type":"capability_approve","callId":"` + req.CallID + `","decision":"approved","feedback":"fine","decidedBy":"user-42"}}`)
+	if r := a.reply("s1"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("the seed's approval: %+v", r.Msg)
+	}
+	if err := testutil.Recv(t, result, "the MCP result"); err != nil || k.runs.Load() != 1 {
+		t.Fatalf("after the approval: %v, runs %d", err, k.runs.Load())
+	}
 }

@@ -24,11 +24,14 @@ import (
 
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/provide/proc"
 	"github.com/brainrt/brain/tool"
 )
 
-// TestMain lets the test binary act as `brain` for the restart test.
+// TestMain lets the test binary act as `brain` for the restart test, and
+// as the exec handle's helper and limiter, as main does.
 func TestMain(m *testing.M) {
+	proc.RunHelperIfRequested()
 	if os.Getenv("BRAIN_TEST_AS_BRAIN") == "1" {
 		ctx, stop := signalContext()
 		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
