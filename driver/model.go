@@ -60,6 +60,9 @@ type Tool struct {
 type Reply struct {
 	Text      string
 	ToolCalls []protocol.ToolCall
+	// Usage is the token usage the provider reported for the step; nil
+	// when it reported none.
+	Usage *protocol.Usage
 }
 
 // Progress tells the driver the stream yielded a chunk: the step's idle
