@@ -75,8 +75,8 @@ func quotaError(format string, args ...any) *protocol.Error {
 type countingJournal struct {
 	closed atomic.Bool // a stop: nothing more is stored
 	j      session.Journal
-	sized sizedJournal // nil: count in Append
-	bytes atomic.Int64 // at restore, plus appends when sized is nil
+	sized  sizedJournal // nil: count in Append
+	bytes  atomic.Int64 // at restore, plus appends when sized is nil
 }
 
 // sizedJournal is a journal that reports the bytes it stored.

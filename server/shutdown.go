@@ -87,6 +87,13 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	var errs []error
 	for _, e := range entries {
+		// Whoever still waits in this process for a call (an MCP request
+		// the transport keeps on its own connection, the model loop) is
+		// told the node is stopping; the journal is closed, so the call
+		// stays pending in it for the next start or owner.
+		for _, c := range e.s.Snapshot().PendingCalls {
+			_ = e.s.Cancel(c.CallID, "the node is stopping")
+		}
 		if m.opts.Release != nil {
 			m.opts.Release(e.s)
 		}
