@@ -31,7 +31,16 @@ type Manifest struct {
 	// Payload is the identity of the payload, "sha256:<hex>", for tools
 	// built into an artifact; empty for native tools.
 	Payload string `json:"payload,omitempty"`
+	// Runtime names the runtime and ABI the payload needs: "js/1" for a
+	// JavaScript payload (<name>.mjs, see [RuntimeJS]); empty for native
+	// tools and for WebAssembly payloads built before the field existed.
+	Runtime string `json:"runtime,omitempty"`
 }
+
+// RuntimeJS is the runtime of a JavaScript payload: an ES module, the
+// bundle `brain build` makes of a TypeScript or JavaScript tool, hosted by
+// package host/jshost (docs/tools-typescript.md).
+const RuntimeJS = "js/1"
 
 // Validate checks a manifest read from outside: the format, a name, an
 // object input schema, known handles without duplicates, bindings with

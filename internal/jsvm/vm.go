@@ -65,9 +65,30 @@ type VM struct {
 	// gone is set when a Run gave the VM up (its script ran on past the
 	// deadline, inside a built-in) or the engine panicked: the VM runs no
 	// more code, and is closed once its script ends.
-	gone   bool
-	closed bool
-	busy   bool // a script runs, possibly abandoned
+	gone    bool
+	closed  bool
+	busy    bool     // a script runs, possibly abandoned
+	onClose []func() // run just before the engine is freed, when no script runs
+}
+
+// OnClose registers f to run just before the engine is freed, when no
+// script runs: for freeing the Values a caller keeps.
+func (v *VM) OnClose(f func()) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.onClose = append(v.onClose, f)
+}
+
+// free runs the OnClose functions and frees the engine.
+func (v *VM) free() {
+	v.mu.Lock()
+	fs := v.onClose
+	v.onClose = nil
+	v.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+	_ = v.q.Close()
 }
 
 // New returns a VM under lim.
@@ -142,7 +163,7 @@ func (v *VM) Close() {
 	busy := v.busy
 	v.mu.Unlock()
 	if !busy {
-		_ = v.q.Close()
+		v.free()
 	}
 }
 
@@ -287,7 +308,7 @@ func (v *VM) idle() {
 	v.closed = v.closed || closeNow
 	v.mu.Unlock()
 	if closeNow {
-		_ = v.q.Close()
+		v.free()
 	}
 }
 
