@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -112,14 +113,33 @@ func (p *pool) newInstance(ctx context.Context, hs tool.Handles, progress func(t
 		}
 		return nil, fmt.Errorf("init: %w", err)
 	}
+	var odd string
 	if err := vm.Run(ctx, func(*quickjs.VM) error {
-		_, err := in.dispatch.Call(quickjs.UndefinedValue, "baseline", "")
+		v, err := in.dispatch.Call(quickjs.UndefinedValue, "baseline", "")
+		odd, _ = v.(string)
 		return err
-	}); err != nil {
+	}); err != nil || odd != "" {
+		if err == nil {
+			err = errors.New(odd)
+		}
 		in.close()
 		return nil, p.initError(ctx, "snapshot the realm", err)
 	}
 	return in, nil
+}
+
+// appendJSONString appends s as a JSON string: plain ASCII as it is,
+// anything else through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			j, _ := json.Marshal(s)
+			return append(b, j...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func mustJSON(v any) string {
@@ -242,6 +262,9 @@ func (in *instance) run(ctx context.Context, p *pool, op, arg string) (json.RawM
 	})
 	if err != nil {
 		return nil, p.engineError(ctx, err)
+	}
+	if v, ok := strings.CutPrefix(raw, `{"ok":true,"value":`); ok && strings.HasSuffix(v, "}") {
+		return json.RawMessage(v[:len(v)-1]), nil // the prelude's form of a clean value
 	}
 	var o outcome
 	if err := json.Unmarshal([]byte(raw), &o); err != nil {
@@ -387,8 +410,19 @@ func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error
 	in.used = p.clock
 	p.mu.Unlock()
 	in.cur.Store(&callState{ctx: ctx, handles: c.Handles, progress: c.Progress})
-	arg := `{"id":` + mustJSON(c.ID) + `,"session":` + mustJSON(c.Session) + `,"workspace":` + mustJSON(c.Workspace) +
-		`,"deadline":` + deadlineMS(ctx) + `,"input":` + string(c.Input) + `}`
+	buf := make([]byte, 0, 96+len(c.ID)+len(c.Session)+len(c.Workspace)+len(c.Input))
+	buf = append(buf, `{"id":`...)
+	buf = appendJSONString(buf, c.ID)
+	buf = append(buf, `,"session":`...)
+	buf = appendJSONString(buf, c.Session)
+	buf = append(buf, `,"workspace":`...)
+	buf = appendJSONString(buf, c.Workspace)
+	buf = append(buf, `,"deadline":`...)
+	buf = append(buf, deadlineMS(ctx)...)
+	buf = append(buf, `,"input":`...)
+	buf = append(buf, c.Input...)
+	buf = append(buf, '}')
+	arg := string(buf)
 	v, err := in.run(ctx, p, "invoke", arg)
 	in.cur.Store(nil)
 	<-in.sem

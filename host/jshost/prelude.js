@@ -165,27 +165,47 @@
   let baseline = null;
   // tidy deletes the globals the call added; it reports false when one
   // cannot be deleted, and the host then drops the realm.
+  //
+  // Own keys keep an order: integer keys first, then strings, then
+  // symbols, each by when they were added. The global object's keys
+  // after init usually have no integer or symbol key (fast), so a key a call adds
+  // changes the first key (an integer), the last (a string or a symbol)
+  // or the count: three reads tell an untouched global object, and only
+  // a changed one is walked.
   function tidy() {
     if (baseline === null) return true;
-    let clean = true;
-    for (const k of Reflect.ownKeys(globalThis)) {
-      if (!baseline.has(k) && !Reflect.deleteProperty(globalThis, k)) clean = false;
+    const keys = ownKeys(globalThis);
+    let clean = getProto(globalThis) === globalProto && isExtensible(globalThis);
+    if (fast && keys.length === baseKeys.length && keys[0] === baseKeys[0] && keys[keys.length - 1] === baseKeys[baseKeys.length - 1]) return clean;
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i];
+      if (!baseline.has(k) && !deleteProperty(globalThis, k)) clean = false;
     }
-    if (Object.getPrototypeOf(globalThis) !== globalProto || !Object.isExtensible(globalThis)) clean = false;
     return clean;
   }
+  const ownKeys = Reflect.ownKeys;
+  const deleteProperty = Reflect.deleteProperty;
+  const getProto = Object.getPrototypeOf;
+  const isExtensible = Object.isExtensible;
+  let baseKeys = [];
+  let fast = false; // the baseline has neither integer nor symbol keys: see tidy
   const globalProto = Object.getPrototypeOf(globalThis);
 
+  // The call's script is stopped at its deadline or cancellation with an
+  // exception no code catches, so the signal a call sees never fires.
+  const signal = freeze({ aborted: false, reason: undefined, onabort: null, addEventListener() {}, removeEventListener() {}, throwIfAborted() {} });
+  const options = freeze({});
   function context(c) {
-    const signal = freeze({ aborted: false, reason: undefined, onabort: null, addEventListener() {}, removeEventListener() {}, throwIfAborted() {} });
-    return freeze({
+    // Not frozen: a tool that changes its own context harms only itself,
+    // and freezing costs every call.
+    return ({
       handles, bindings, signal,
       deadline: c.deadline,
       callId: c.id,
       requestId: c.id,
       workspace: c.workspace || undefined,
       session: c.session || undefined,
-      options: freeze({}),
+      options,
       progress(done, total, message) {
         call("progress", { done: +done || 0, total: +total || 0, message: message === undefined ? "" : String(message) });
       },
@@ -216,6 +236,11 @@
   const done = (v) => ({ ok: true, value: v === undefined ? null : v });
   const encode = (r) => {
     try {
+      if (r.ok) {
+        // The form the Go side reads without decoding: {"ok":true,"value":…}
+        const v = stringify(r.value);
+        return '{"ok":true,"value":' + (v === undefined ? "null" : v) + "}";
+      }
       return stringify(r);
     } catch (e) {
       return stringify({ ok: false, thrown: { name: "TypeError", message: "the result cannot be encoded as JSON: " + String(e && e.message), code: "", stack: "" } });
@@ -260,12 +285,20 @@
         return settle(() => tool.init(context(a)));
       }
       case "baseline": {
-        baseline = new Set(Reflect.ownKeys(globalThis));
+        baseKeys = ownKeys(globalThis);
+        baseline = new Set(baseKeys);
+        fast = true;
+        for (const k of baseKeys) {
+          if (typeof k !== "string" || String(k >>> 0) === k) fast = false;
+        }
         return "";
       }
       case "invoke": {
         const a = parse(arg);
-        return settle(() => tool.run(context(a), a.input));
+        // The SDK's invoke parses the input with the tool's own schema
+        // (defaults, transforms) before run; a bare run gets it as it is.
+        const c = context(a);
+        return settle(() => (typeof tool.invoke === "function" ? tool.invoke(c, a.input) : tool.run(c, a.input)));
       }
       case "take":
         return settled === null ? "" : settled;

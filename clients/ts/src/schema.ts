@@ -30,13 +30,21 @@ export type Infer<S> = S extends StandardSchemaV1<unknown, infer O> ? O : unknow
 /** The type a schema accepts. */
 export type InferInput<S> = S extends StandardSchemaV1<infer I, unknown> ? I : unknown;
 
+/** A JSON Schema converter for schemas that cannot convert themselves, such as zod's z.toJSONSchema. */
+export type JSONSchemaConverter = (schema: StandardSchemaV1, options: { io: "input" | "output"; target: string }) => Record<string, unknown>;
+
 /**
  * toJSONSchema converts a schema to JSON Schema (draft 2020-12) by the
  * schema's own conversion (Standard JSON Schema, or zod 4.0–4.1's method);
  * name and io name it in errors. The tool SDK derives a manifest's schemas
  * with it too.
  */
-export function toJSONSchema(name: string, io: "input" | "output", schema: StandardSchemaV1): Record<string, unknown> {
+export function toJSONSchema(
+  name: string,
+  io: "input" | "output",
+  schema: StandardSchemaV1,
+  fallback?: JSONSchemaConverter,
+): Record<string, unknown> {
   const std = schema?.["~standard"];
   if (std === undefined) {
     throw new TypeError(`defineCapability ${name}: ${io} is not a schema (want zod 4 or another Standard Schema)`);
@@ -49,6 +57,11 @@ export function toJSONSchema(name: string, io: "input" | "output", schema: Stand
     const own = (schema as unknown as { toJSONSchema?: (o: object) => Record<string, unknown> }).toJSONSchema;
     if (typeof own === "function") {
       return own.call(schema, { io, target: "draft-2020-12" });
+    }
+    // zod/mini and other schemas that cannot convert themselves: the
+    // converter given, such as zod's own z.toJSONSchema.
+    if (fallback !== undefined) {
+      return fallback(schema, { io, target: "draft-2020-12" });
     }
   } catch (err) {
     throw new TypeError(`defineCapability ${name}: ${io} schema has no JSON Schema form: ${(err as Error).message}`, {

@@ -13,13 +13,13 @@
  *
  * @packageDocumentation
  */
-import { toJSONSchema, type Infer, type StandardSchemaV1 } from "../../../clients/ts/src/schema.js";
+import { toJSONSchema, type Infer, type JSONSchemaConverter, type StandardSchemaV1 } from "../../../clients/ts/src/schema.js";
 import { BrainError, isIdentifierCode } from "../../../clients/ts/src/errors.js";
 import { CapabilityError, HANDLE_NAMES, type CapabilityHandles, type HandleName } from "../../../clients/ts/src/handles.js";
 import type { ErrorCode } from "../../../clients/ts/src/types.js";
 
 export { BrainError, CapabilityError, HANDLE_NAMES, isIdentifierCode };
-export type { ErrorCode, Infer, StandardSchemaV1 };
+export type { ErrorCode, Infer, JSONSchemaConverter, StandardSchemaV1 };
 export type {
   CapabilityHandles,
   ExecCommand,
@@ -128,8 +128,14 @@ export type Tool<
   R extends readonly HandleName[] = readonly HandleName[],
   B extends BindingSchemas = BindingSchemas,
 > = ToolDefinition<I, O, R, B> & {
-  /** The manifest fields: what `brain build` writes into `<name>.tool.json`. */
-  describe(): ToolDescription;
+  /**
+   * The manifest fields: what `brain build` writes into `<name>.tool.json`.
+   * convert converts schemas that cannot convert themselves (zod/mini's);
+   * brain build passes zod's z.toJSONSchema when the project has zod.
+   */
+  describe(convert?: JSONSchemaConverter): ToolDescription;
+  /** Runs one call as the host does: the input parsed by the input schema (defaults, transforms), then run. */
+  invoke(ctx: ToolContext<R, B>, input: unknown): Out<O> | Promise<Out<O>>;
 };
 
 /** The symbol brain's JavaScript host registers a payload's tool through. */
@@ -167,21 +173,29 @@ export function tool<
   }
   const t: Tool<I, O, R, B> = {
     ...def,
-    describe(): ToolDescription {
+    invoke(ctx: ToolContext<R, B>, input: unknown): Out<O> | Promise<Out<O>> {
+      // Synchronous when the schema and run are: no promise job to run.
+      const r = def.input["~standard"].validate(input);
+      if (r instanceof Promise) {
+        return r.then((v) => def.run(ctx, parsed(def.name, v) as Infer<I>));
+      }
+      return def.run(ctx, parsed(def.name, r) as Infer<I>);
+    },
+    describe(convert?: JSONSchemaConverter): ToolDescription {
       const d: ToolDescription = {
         name: def.name,
         description: def.description,
-        input_schema: toJSONSchema(def.name, "input", def.input),
+        input_schema: toJSONSchema(def.name, "input", def.input, convert),
         requires: [...def.requires].sort(),
         binding_names: Object.keys(def.bindings ?? {}),
       };
       if (def.output !== undefined) {
-        d.output_schema = toJSONSchema(def.name, "output", def.output);
+        d.output_schema = toJSONSchema(def.name, "output", def.output, convert);
       }
       if (def.bindings !== undefined && d.binding_names.length > 0) {
         d.binding_schemas = {};
         for (const [k, s] of Object.entries(def.bindings)) {
-          d.binding_schemas[k] = toJSONSchema(`${def.name} binding ${k}`, "input", s);
+          d.binding_schemas[k] = toJSONSchema(`${def.name} binding ${k}`, "input", s, convert);
         }
       }
       return d;
@@ -192,6 +206,22 @@ export function tool<
     register(t, { CapabilityError });
   }
   return t;
+}
+
+type Validated = {
+  readonly value?: unknown;
+  readonly issues?: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined }> | undefined;
+};
+
+// parsed returns a validation's value, or throws invalid_input naming the
+// paths of its issues.
+function parsed(name: string, r: Validated): unknown {
+  if (r.issues === undefined) return r.value;
+  const msgs = r.issues.map((i) => {
+    const path = (i.path ?? []).map((p) => String(typeof p === "object" && p !== null ? p.key : p)).join(".");
+    return path === "" ? i.message : `${path}: ${i.message}`;
+  });
+  throw new ToolError("invalid_input", `input for ${JSON.stringify(name)} is invalid: ${msgs.join("; ")}`);
 }
 
 /**

@@ -1,0 +1,14 @@
+package jshost
+
+import "github.com/brainrt/brain/tool"
+
+// HeapOf returns the heap of session's realm of inst, for tests.
+func HeapOf(inst tool.Instance, session string) int64 {
+	p := inst.(*pool)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if in := p.sessions[session]; in != nil {
+		return in.vm.HeapBytes()
+	}
+	return -1
+}
