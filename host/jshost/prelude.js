@@ -117,15 +117,25 @@
         // Go's Walk does, one readDir a directory; fn may return
         // fs.SKIP_DIR (or a promise of it) to skip a directory.
         walk: async(async (path, fn) => {
+          // The handle's own failures are the walk's, as Go's Walk reports
+          // them (op "walk"); fn's errors pass as they are.
+          const op = (f) => {
+            try {
+              return f();
+            } catch (e) {
+              if (e instanceof CapabilityError) throw new CapabilityError(e.code, e.message, { handle: e.handle, op: "walk" });
+              throw e;
+            }
+          };
           const visit = async (p, i) => {
             const r = await fn(p, i);
             if (r === SKIP) return;
             if (!i.isDir) return;
-            for (const e of call("fs.readDir", { path: p })) {
+            for (const e of op(() => call("fs.readDir", { path: p }))) {
               await visit(p === "." ? e.name : p + "/" + e.name, info(e));
             }
           };
-          await visit(path, info(call("fs.stat", { path })));
+          await visit(path, info(op(() => call("fs.stat", { path }))));
         }),
         SKIP_DIR: SKIP,
       };
