@@ -167,7 +167,7 @@ func bundle(dir, entry string, external bool) ([]byte, error) {
 // cannot convert themselves, such as zod/mini's, which keep a payload
 // small). It runs at build time only; the payload is bundled on its own.
 func describeBundle(dir, file string) ([]byte, error) {
-	src := "export { default } from " + strconvQuote("./"+file) + ";\n"
+	src := "import " + strconvQuote("./"+file) + ";\n" // its tool() registers itself
 	if fi, err := os.Stat(filepath.Join(dir, "node_modules", "zod", "package.json")); err == nil && fi.Mode().IsRegular() {
 		src = "import * as brainZod from \"zod\";\nglobalThis[Symbol.for(\"brain.zod\")] = brainZod;\n" + src
 	}
