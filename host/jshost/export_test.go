@@ -1,6 +1,10 @@
 package jshost
 
-import "github.com/brainrt/brain/tool"
+import (
+	"context"
+
+	"github.com/brainrt/brain/tool"
+)
 
 // HeapOf returns the heap of session's realm of inst, for tests.
 func HeapOf(inst tool.Instance, session string) int64 {
@@ -11,4 +15,10 @@ func HeapOf(inst tool.Instance, session string) int64 {
 		return in.vm.HeapBytes()
 	}
 	return -1
+}
+
+// Serve runs one host-function request on a call that holds no handles.
+func Serve(op, arg string) string {
+	cs := &callState{ctx: context.Background()}
+	return cs.serve(op, arg)
 }
