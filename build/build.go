@@ -226,6 +226,7 @@ func buildOne(ctx context.Context, opts Options, modRoot, pkg string) (Artifact,
 	}
 	sum := sha256.Sum256(payload)
 	m.Payload = "sha256:" + hex.EncodeToString(sum[:])
+	m.Runtime = abi.Runtime
 
 	imports, err := Imports(ctx, payload)
 	if err != nil {

@@ -35,6 +35,7 @@ const (
 	chromium      = "/usr/lib/chromium/chromium"
 	clientToken   = "client-token-0123456789abcdef"
 	operatorToken = "operator-token-0123456789abcdef"
+	modelToken    = "model-token-0123456789abcdef"
 	wait          = 30 * time.Second // bounds every wait on the browser (2 shared cores)
 )
 
@@ -91,16 +92,18 @@ type kernel struct {
 	drop    *dropListener
 	frames  *httptest.Server
 	seen    chan string // props the iframe received
+	tokens  *server.Tokens
 }
 
 func newKernel(t *testing.T) *kernel {
 	t.Helper()
-	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Name: "web"},
-		server.Token{Token: operatorToken, Side: "operator", Name: "ada"})
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Name: "web", Tenant: "t"},
+		server.Token{Token: operatorToken, Side: "operator", Name: "ada"},
+		server.Token{Token: modelToken, Side: "model", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &kernel{t: t, seen: make(chan string, 16)}
+	k := &kernel{t: t, seen: make(chan string, 16), tokens: tokens}
 	// ApprovalTimeout: a failed step leaves no call waiting past the test.
 	k.mgr = server.NewManager(server.ManagerOptions{Session: session.Options{LogSize: 16384, ApprovalTimeout: 20 * time.Second}})
 	mcpH := mcpbridge.Handler(nil, nil)
@@ -151,10 +154,12 @@ func newKernel(t *testing.T) *kernel {
 	return k
 }
 
-// session returns the live session id, held for the test.
+// session returns the live session id, held for the test: the client's
+// (its tenant's), created if it does not exist.
 func (k *kernel) session(id string) *session.Session {
 	k.t.Helper()
-	s, release, err := k.mgr.Acquire(context.Background(), id)
+	client, _ := k.tokens.Identify(clientToken)
+	s, release, err := k.mgr.AcquireAs(context.Background(), client, id, true)
 	if err != nil {
 		k.t.Fatal(err)
 	}
@@ -210,7 +215,7 @@ func (k *kernel) mcpClient(id string) *mcp.ClientSession {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: k.api.URL + "/v1/sessions/" + id + "/mcp", HTTPClient: &http.Client{Transport: bearer{clientToken}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: k.api.URL + "/v1/sessions/" + id + "/mcp", HTTPClient: &http.Client{Transport: bearer{modelToken}}}, nil)
 	if err != nil {
 		k.t.Fatal(err)
 	}

@@ -124,6 +124,9 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		// not copied (the conversation's copy shares them, read only).
 		if err := s.AppendOwnedMessage(turn, msg); err != nil {
 			req.closeStreams()
+			if tooLarge(err) { // its event would not fit the journal: nothing was added
+				return protocol.TurnError, fmt.Errorf("model step %d: the model's answer: %w", step, err)
+			}
 			return protocol.TurnCancelled, err // the turn was ended elsewhere
 		}
 		conv.add(msg)
@@ -141,6 +144,9 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			outcomes[i] = c.outcome
 			m := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &outcomes[i]}
 			if err := s.AppendOwnedMessage(turn, m); err != nil {
+				if tooLarge(err) {
+					return protocol.TurnError, fmt.Errorf("model step %d: the result of %s: %w", step, c.call.Name, err)
+				}
 				return protocol.TurnCancelled, err
 			}
 			conv.add(m)
@@ -451,4 +457,10 @@ func (d *Driver) invoke(ctx context.Context, s *session.Session, c *pendingCall)
 	default:
 		c.outcome = s.Invoke(ctx, protocol.AudienceLLM, c.call.Name, c.call.Input)
 	}
+}
+
+// tooLarge reports an error of code too_large.
+func tooLarge(err error) bool {
+	var c protocol.Coder
+	return errors.As(err, &c) && c.ErrorCode() == protocol.CodeTooLarge
 }

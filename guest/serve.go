@@ -51,6 +51,12 @@ func input(ptr, n uint32) ([]byte, bool) {
 	return inBuf[:n], true
 }
 
+// abiVersion marks the payload as built for ABI 2 (abi.ExportVersion);
+// the host reads its name and never calls it.
+//
+//go:wasmexport brain_abi_v2
+func abiVersion() {}
+
 //go:wasmexport brain_alloc
 func alloc(size uint32) uint32 {
 	if size == 0 {

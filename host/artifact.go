@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/brainrt/brain/internal/abi"
 	"github.com/brainrt/brain/protocol"
@@ -25,6 +27,9 @@ func (a *Artifact) Manifest() tool.Manifest { return a.m }
 // and instantiates and initialises one instance with the bindings. Every
 // failure is returned here, so that it fails the attach receipt.
 func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[string]json.RawMessage) (tool.Instance, error) {
+	if err := CheckRuntime(a.m); err != nil {
+		return nil, err
+	}
 	a.h.mu.RLock()
 	payload, ok := a.h.payloads[a.m.Payload]
 	a.h.mu.RUnlock()
@@ -46,6 +51,10 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 			return nil, errf(protocol.CodeForbidden, "payload imports host function %s.%s, which belongs to a handle the tool does not declare (requires %v)", mod, name, a.m.Requires)
 		}
 	}
+	if err := checkABIMarker(cm.ExportedFunctions()); err != nil {
+		_ = cm.Close(ctx)
+		return nil, err
+	}
 	for _, name := range []string{abi.ExportAlloc, abi.ExportInit, abi.ExportInvoke} {
 		if _, ok := cm.ExportedFunctions()[name]; !ok {
 			_ = cm.Close(ctx)
@@ -66,9 +75,30 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 		_ = cm.Close(ctx)
 		return nil, err
 	}
-	p.idle = append(p.idle, first)
+	p.fresh = append(p.fresh, first) // never used: the first session to call takes it
 	a.h.mu.Lock()
 	a.h.pools[p] = struct{}{}
 	a.h.mu.Unlock()
 	return p, nil
+}
+
+// checkABIMarker reads the ABI a payload was built for from the name of
+// its version marker (abi.ExportVersion), without running it: a payload
+// built for another ABI, or for ABI 1 (which had no marker), is refused at
+// attach rather than failing every call.
+func checkABIMarker[F any](exports map[string]F) error {
+	if _, ok := exports[abi.ExportVersion]; ok {
+		return nil
+	}
+	var others []string
+	for name := range exports {
+		if strings.HasPrefix(name, abi.ExportVersionPrefix) {
+			others = append(others, strings.TrimPrefix(name, abi.ExportVersionPrefix))
+		}
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		return errf(protocol.CodeInvalidRequest, "the payload was built for ABI %s; this host implements ABI %d: rebuild it with `brain build`", strings.Join(others, ", "), abi.Version)
+	}
+	return errf(protocol.CodeInvalidRequest, "the payload exports no ABI version (%s): it was built for ABI 1 or by an older brain; this host implements ABI %d: rebuild it with `brain build`", abi.ExportVersion, abi.Version)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -137,5 +138,30 @@ func BenchmarkEchoArtifactDirect(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		invoke()
+	}
+}
+
+// BenchmarkEchoArtifactNewSession: the first call of a session to the
+// echo artifact, which an instance of another session never serves: a
+// fresh instance is made for it (instantiate, _initialize, brain_init)
+// and closed when the session ends. The price of keeping artifact state
+// in its session, beside BenchmarkEchoArtifact's warm call.
+func BenchmarkEchoArtifactNewSession(b *testing.B) {
+	h := newHost(b, nil)
+	inst, err := load(b, h, "echo").Provision(context.Background(), tool.Handles{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer inst.Close()
+	ender := inst.(tool.SessionEnder)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		id := strconv.Itoa(i)
+		if _, err := inst.Invoke(ctx, &tool.Call{ID: "c", Session: id, Input: benchInput}); err != nil {
+			b.Fatal(err)
+		}
+		ender.EndSession(id)
 	}
 }

@@ -20,7 +20,11 @@ import (
 // of the ABI to attach and answer every call with the string value. It
 // compiles in microseconds, even under -race, so cache tests can compile
 // as often as they need to.
-func tinyModule(value string) []byte {
+func tinyModule(value string) []byte { return tinyModuleMarked(value, "brain_abi_v2") }
+
+// tinyModuleMarked is tinyModule with the ABI version marker export named
+// marker, or none if marker is "".
+func tinyModuleMarked(value, marker string) []byte {
 	initOut := `{"ok":true,"value":null}`
 	callOut := `v"` + value + `"` // brain_invoke: a value
 	const callAt = 256
@@ -38,13 +42,20 @@ func tinyModule(value string) []byte {
 	data := func(at int, s string) []byte {
 		return append(append([]byte{0, 0x41}, sleb(int64(at))...), append([]byte{0x0b}, name(s)...)...)
 	}
+	exports := func(marker string) []byte {
+		list := [][]byte{name("memory"), {2, 0}, name("brain_alloc"), {0, 0}, name("brain_init"), {0, 1}, name("brain_invoke"), {0, 2}}
+		n := byte(4)
+		if marker != "" { // the version marker: only its name counts
+			list, n = append(list, name(marker), []byte{0, 0}), n+1
+		}
+		return section(7, append([]byte{n}, bytes.Join(list, nil)...))
+	}
 	return bytes.Join([][]byte{
 		[]byte("\x00asm\x01\x00\x00\x00"),
 		section(1, []byte{2, 0x60, 1, 0x7f, 1, 0x7f, 0x60, 2, 0x7f, 0x7f, 1, 0x7e}), // (i32)->i32, (i32,i32)->i64
 		section(3, []byte{3, 0, 1, 1}),
 		section(5, []byte{1, 0, 1}), // one memory, min 1 page
-		section(7, []byte{4}, name("memory"), []byte{2, 0}, name("brain_alloc"), []byte{0, 0},
-			name("brain_init"), []byte{0, 1}, name("brain_invoke"), []byte{0, 2}),
+		exports(marker),
 		section(10, []byte{3},
 			body(append([]byte{0x41}, sleb(1024)...)),           // brain_alloc: 1024
 			body(i64(uint64(len(initOut)))),                     // brain_init: initOut at 0
@@ -85,7 +96,7 @@ func tiny(t *testing.T, h *host.Host, name, value string) *host.Artifact {
 	t.Helper()
 	payload := tinyModule(value)
 	m := tool.Manifest{Format: tool.Format, Name: name, InputSchema: json.RawMessage(`{"type":"object"}`),
-		Hosting: tool.HostingProvisioned, Payload: host.Identity(payload)}
+		Hosting: tool.HostingProvisioned, Payload: host.Identity(payload), Runtime: "wasm/2"}
 	must(t, h.AddPayload(m.Payload, payload))
 	return h.Artifact(m)
 }

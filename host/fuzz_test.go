@@ -32,7 +32,7 @@ func entrySeeds() [][]byte {
 
 func manifestSeeds() [][]byte {
 	return [][]byte{
-		[]byte(`{"format":"tool/v1","name":"echo","description":"Echo.","input_schema":{"type":"object"},"requires":[],"binding_names":[],"hosting":"provisioned","payload":"` + fuzzIdentity + `"}`),
+		[]byte(`{"format":"tool/v1","name":"echo","description":"Echo.","input_schema":{"type":"object"},"requires":[],"binding_names":[],"hosting":"provisioned","payload":"` + fuzzIdentity + `","runtime":"wasm/2"}`),
 		[]byte(`{"format":"tool/v1","name":"r","description":"","input_schema":{"type":"object"},"requires":["exec","exec"],"binding_names":["p"],"hosting":"provisioned","payload":"sha256:00"}`),
 		[]byte(`{"format":"tool/v1","name":"x","input_schema":{},"hosting":"provisioned","payload":"` + fuzzIdentity + `","extra":1}`),
 		[]byte(`{} {}`),

@@ -22,6 +22,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/internal/abi"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/tool"
 )
@@ -40,9 +41,14 @@ type Options struct {
 	InitTimeout time.Duration
 	// MemoryLimitMiB bounds each instance's linear memory. Default 128.
 	MemoryLimitMiB int
-	// PoolSize bounds the instances per attached artifact, and so its
-	// concurrent calls. Default 4.
+	// PoolSize bounds the instances per attached artifact running calls
+	// at once, and so its concurrent calls. Default 4.
 	PoolSize int
+	// IdleInstances bounds the idle instances kept per attached artifact
+	// between calls, across sessions: an instance serves one session, so
+	// a busy tool keeps one per recently active session, the least
+	// recently used closed first. Default 2 × PoolSize.
+	IdleInstances int
 	// Logger receives the host's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -74,6 +80,9 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 	}
 	if o.PoolSize <= 0 {
 		o.PoolSize = 4
+	}
+	if o.IdleInstances <= 0 {
+		o.IdleInstances = 2 * o.PoolSize
 	}
 	if o.InitTimeout <= 0 {
 		o.InitTimeout = 30 * time.Second
@@ -214,7 +223,28 @@ func decodeManifest(b []byte) (tool.Manifest, error) {
 	if !isIdentity(m.Payload) {
 		return tool.Manifest{}, fmt.Errorf("payload identity %q is not sha256:<64 lower-case hex digits>", m.Payload)
 	}
+	if err := CheckRuntime(m); err != nil {
+		return tool.Manifest{}, err
+	}
 	return m, nil
+}
+
+// CheckRuntime reports whether this host runs m's payload: its runtime
+// must be [abi.Runtime] ("wasm/2"). The error names the artifact's runtime,
+// the host's, and what to do.
+func CheckRuntime(m tool.Manifest) error {
+	switch {
+	case m.Runtime == abi.Runtime:
+		return nil
+	case m.Runtime == "":
+		return errf(protocol.CodeInvalidRequest,
+			"artifact %q names no runtime: it was built by a brain from before the ABI was versioned, and may speak ABI 1, which this host (%s) cannot run; rebuild it with `brain build`", m.Name, abi.Runtime)
+	case strings.HasPrefix(m.Runtime, "wasm/"):
+		return errf(protocol.CodeInvalidRequest,
+			"artifact %q was built for runtime %s; this host implements %s: rebuild it with `brain build`, or run it with a brain that implements %s", m.Name, m.Runtime, abi.Runtime, m.Runtime)
+	default:
+		return errf(protocol.CodeInvalidRequest, "artifact %q needs runtime %q, which the WebAssembly host does not run (it runs %s)", m.Name, m.Runtime, abi.Runtime)
+	}
 }
 
 func isIdentity(s string) bool {

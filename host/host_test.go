@@ -23,7 +23,7 @@ import (
 // compilation cache the tests share, so that each payload compiles once.
 var artifacts, cacheDir string
 
-var testTools = []string{"echo", "behave", "escape", "initpanic", "runner", "stall"}
+var testTools = []string{"echo", "behave", "escape", "initpanic", "memo", "runner", "stall"}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "brain-host-test-")

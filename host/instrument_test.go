@@ -69,8 +69,9 @@ func abiModule(invoke []byte, withImport bool) []byte {
 		section(3, []byte{5, 0, 1, 1, 2, 3}),
 		section(4, []byte{1, 0x70, 0, 1}), // a funcref table of 1
 		section(5, []byte{1, 0, 1}),
-		section(7, []byte{4}, name("memory"), []byte{2, 0}, name("brain_alloc"), append([]byte{0}, idx(0)...),
-			name("brain_init"), append([]byte{0}, idx(1)...), name("brain_invoke"), append([]byte{0}, idx(2)...)),
+		section(7, []byte{5}, name("memory"), []byte{2, 0}, name("brain_alloc"), append([]byte{0}, idx(0)...),
+			name("brain_init"), append([]byte{0}, idx(1)...), name("brain_invoke"), append([]byte{0}, idx(2)...),
+			name("brain_abi_v2"), append([]byte{0}, idx(0)...)), // the version marker: only its name counts
 		section(9, []byte{1, 0, 0x41, 0, 0x0b, 1}, idx(3)), // table[0] = helper
 		section(10, []byte{5},
 			body(append([]byte{0x41}, sleb(1024)...)),
@@ -86,7 +87,7 @@ func abiModule(invoke []byte, withImport bool) []byte {
 func attachModule(t *testing.T, h *host.Host, wasm []byte) (tool.Instance, error) {
 	t.Helper()
 	m := tool.Manifest{Format: tool.Format, Name: "m", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Hosting: tool.HostingProvisioned, Payload: host.Identity(wasm)}
+		Hosting: tool.HostingProvisioned, Payload: host.Identity(wasm), Runtime: "wasm/2"}
 	must(t, h.AddPayload(m.Payload, wasm))
 	return h.Artifact(m).Provision(context.Background(), tool.Handles{}, nil)
 }

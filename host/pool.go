@@ -22,6 +22,17 @@ import (
 
 // pool is a provisioned artifact: a bounded set of initialised instances.
 //
+// An instance serves one session: a guest's memory — its package
+// variables, its heap — is state, and a tool that keeps the last input it
+// saw must never show it to another session (docs/security.md, "Artifact
+// state"). So an instance is reused only by calls of the session it first
+// served (tool.Call.Session; "" for calls outside a session, and for every
+// call of a tool whose policy shares instances); another session takes a
+// fresh one — never used by any session, like the one made at attach — or
+// makes one. Idle instances are kept up to Options.IdleInstances, the
+// least recently used closed first, and a session's are closed when it
+// leaves the environment (EndSession).
+//
 // A slot (a token of sem) is held from the moment a call takes or makes an
 // instance until the call ends, which is by its context's deadline: the
 // guest is stopped at its next tick, and every place it can wait (its
@@ -36,8 +47,9 @@ type pool struct {
 	sem      chan struct{} // one token per instance in use or being made
 
 	mu       sync.Mutex
-	idle     []*instance
-	inUse    int // instances holding a slot: running a call or being made
+	idle     []*instance // used by a session (instance.session), least recently used first
+	fresh    []*instance // initialised, never used by any session
+	inUse    int         // instances holding a slot: running a call or being made
 	discards uint64
 	closed   bool
 }
@@ -54,6 +66,8 @@ type instance struct {
 	abort  chan struct{}   // closed when an initialisation is given up: ends its sleep
 	cur    context.Context // the context of the running export call, for the sleep
 	once   sync.Once
+
+	session string // the session whose calls it serves; set when it leaves fresh
 }
 
 func (in *instance) wake() { in.once.Do(func() { close(in.abort) }) }
@@ -175,10 +189,10 @@ func decodeOutcome(raw []byte) (protocol.Outcome, error) {
 	return out, nil
 }
 
-// get returns an idle instance or makes one, waiting while PoolSize calls
-// are running. A new instance is initialised with st's handles, within the
-// call's context.
-func (p *pool) get(ctx context.Context, st *callState) (*instance, error) {
+// get returns an idle instance of session, a fresh one, or makes one,
+// waiting while PoolSize calls are running. A new instance is initialised
+// with st's handles, within the call's context.
+func (p *pool) get(ctx context.Context, st *callState, session string) (*instance, error) {
 	select {
 	case p.sem <- struct{}{}: // a free slot: ctx.Done is not asked for (it may allocate)
 	default:
@@ -195,14 +209,25 @@ func (p *pool) get(ctx context.Context, st *callState) (*instance, error) {
 		return nil, errf(protocol.CodeUnavailable, "the tool %q was detached", p.name)
 	}
 	p.inUse++
-	if n := len(p.idle); n > 0 {
-		in := p.idle[n-1]
-		p.idle = p.idle[:n-1]
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		if in := p.idle[i]; in.session == session {
+			p.idle = slices.Delete(p.idle, i, i+1)
+			p.mu.Unlock()
+			return in, nil
+		}
+	}
+	if n := len(p.fresh); n > 0 {
+		in := p.fresh[n-1]
+		p.fresh = p.fresh[:n-1]
 		p.mu.Unlock()
+		in.session = session
 		return in, nil
 	}
 	p.mu.Unlock()
 	in, err := p.newInstance(ctx, st)
+	if err == nil {
+		in.session = session
+	}
 	if err != nil {
 		p.mu.Lock()
 		p.inUse--
@@ -215,16 +240,46 @@ func (p *pool) get(ctx context.Context, st *callState) (*instance, error) {
 }
 
 func (p *pool) put(in *instance) {
+	var evicted *instance
 	p.mu.Lock()
 	p.inUse--
 	if p.closed {
-		p.mu.Unlock()
-		_ = in.mod.Close(context.Background())
+		evicted = in
 	} else {
 		p.idle = append(p.idle, in)
-		p.mu.Unlock()
+		if len(p.idle) > p.h.opts.IdleInstances {
+			evicted = p.idle[0]
+			p.idle = slices.Delete(p.idle, 0, 1)
+		}
+	}
+	p.mu.Unlock()
+	if evicted != nil {
+		_ = evicted.mod.Close(context.Background())
 	}
 	<-p.sem
+}
+
+// EndSession closes the idle instances of session id: it left the
+// environment, and its state goes with it (a later call of the same
+// session starts on a fresh instance). A shared tool's instances, under
+// "", stay.
+func (p *pool) EndSession(id string) {
+	if id == "" {
+		return
+	}
+	p.mu.Lock()
+	var gone []*instance
+	p.idle = slices.DeleteFunc(p.idle, func(in *instance) bool {
+		if in.session == id {
+			gone = append(gone, in)
+			return true
+		}
+		return false
+	})
+	p.mu.Unlock()
+	for _, in := range gone {
+		_ = in.mod.Close(context.Background())
+	}
 }
 
 // discard closes an instance that trapped or was stopped: it is never
@@ -243,7 +298,7 @@ func (p *pool) discard(in *instance) {
 // for the duration of the call.
 func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error) {
 	st := newCallState(ctx, c.Handles, c.Progress)
-	in, err := p.get(ctx, st)
+	in, err := p.get(ctx, st, c.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -282,8 +337,8 @@ func (p *pool) Close() error {
 		return nil
 	}
 	p.closed = true
-	idle := p.idle
-	p.idle = nil
+	idle := append(p.idle, p.fresh...)
+	p.idle, p.fresh = nil, nil
 	p.mu.Unlock()
 	p.h.mu.Lock()
 	delete(p.h.pools, p)
@@ -357,7 +412,7 @@ func (h *Host) Stats() []PoolStats {
 	out := make([]PoolStats, 0, len(pools))
 	for _, p := range pools {
 		p.mu.Lock()
-		out = append(out, PoolStats{Tool: p.name, Payload: p.payload, Limit: cap(p.sem), Size: len(p.idle) + p.inUse,
+		out = append(out, PoolStats{Tool: p.name, Payload: p.payload, Limit: cap(p.sem), Size: len(p.idle) + len(p.fresh) + p.inUse,
 			InUse: p.inUse, Discards: p.discards})
 		p.mu.Unlock()
 	}

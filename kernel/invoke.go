@@ -106,7 +106,11 @@ func (e *Environment) run(ctx context.Context, at *attached, call Call) (out pro
 		return protocol.OutcomeOf(err)
 	}
 	defer release()
-	v, err := at.inst.Invoke(newToolContext(ctx), &tool.Call{ID: call.ID, Session: call.Session, Input: call.Input, Handles: hs, Workspace: e.opts.Workspace, Progress: call.Progress})
+	state := call.Session // whose state the instance may hold: every session's when the policy shares it
+	if at.policy.shared() {
+		state = ""
+	}
+	v, err := at.inst.Invoke(newToolContext(ctx), &tool.Call{ID: call.ID, Session: state, Input: call.Input, Handles: hs, Workspace: e.opts.Workspace, Progress: call.Progress})
 	if ctx.Err() != nil {
 		return ctxOutcome(ctx)
 	}

@@ -31,6 +31,14 @@ type Policy struct {
 	// PromptFragment, when not empty, is the capability's promptFragment:
 	// text the <CAPABILITIES> prompt section shows beside the tool.
 	PromptFragment string
+	// ShareInstances, when not nil and true, lets one instance of the tool
+	// serve calls of every session: what a call leaves in its memory (a
+	// cache, a package variable) is seen by the next call, whichever
+	// session makes it. It is a trust decision — the tool is trusted not
+	// to keep one session's data where another's calls can read it — that
+	// saves instantiating the tool once per session. Unset, instances are
+	// per session (docs/security.md, "Artifact state").
+	ShareInstances *bool
 }
 
 // PolicyRule applies a [Policy] to every tool whose name matches Pattern:
@@ -111,9 +119,16 @@ func policyFor(rules []PolicyRule, name string) Policy {
 		if r.PromptFragment != "" {
 			p.PromptFragment = r.PromptFragment
 		}
+		if r.ShareInstances != nil {
+			v := *r.ShareInstances
+			p.ShareInstances = &v
+		}
 	}
 	return p
 }
+
+// shared reports whether the tool's instances serve every session.
+func (p Policy) shared() bool { return p.ShareInstances != nil && *p.ShareInstances }
 
 // checkPolicies validates every rule; the error names the rule by index.
 func checkPolicies(rules []PolicyRule) error {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -141,8 +143,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 		c.cancel()
 	}
 	release()
-	m.dropLease(e)        // cluster.go
-	m.sessions.forget(id) // its token may create another (limits.go)
+	m.dropLease(e) // cluster.go
 	if e != nil && m.opts.Release != nil {
 		m.opts.Release(s)
 	}
@@ -150,6 +151,11 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 		if err := d.Delete(ctx, id); err != nil {
 			return cancelled, err
 		}
+	}
+	// A tombstone: its tenant's quota is given back, and nothing but an
+	// explicit create makes a session of this id again (tenancy.go).
+	if err := m.owners.deleted(ctx, id); err != nil {
+		return cancelled, err
 	}
 	m.log.Info("session deleted", slog.String("session", id), slog.Int("cancelled", cancelled))
 	return cancelled, nil
@@ -187,61 +193,88 @@ func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide)
 // authenticate decides who a request is: the operator signed in to the
 // console (set by [Console] on its own listener), or the bearer token
 // ("Authorization: Bearer <token>", or ?token= on a WebSocket handshake).
-func (srv *Server) authenticate(r *http.Request) (session.Peer, bool) {
+func (srv *Server) authenticate(r *http.Request) (Principal, bool) {
 	if p, ok := r.Context().Value(consolePeerKey{}).(session.Peer); ok {
-		return p, true
+		return Principal{Peer: p}, true
 	}
-	return srv.opts.Tokens.Peer(bearerToken(r)) // ?token= on WebSocket handshakes only (auth.go)
+	return srv.opts.Tokens.Identify(bearerToken(r)) // ?token= on WebSocket handshakes only (auth.go)
 }
 
-// authenticated wraps h with authentication; with operatorOnly set, a
-// token of any other side is refused with 403 forbidden.
-func (srv *Server) authenticated(operatorOnly bool, h func(w http.ResponseWriter, r *http.Request, p session.Peer)) http.HandlerFunc {
+// who says which sides may use an endpoint.
+type who int
+
+const (
+	operatorsOnly who = iota // operators
+	peers                    // operators, clients, apps, environments: not the model side
+	clients                  // operators and clients
+)
+
+// authenticated wraps h with authentication; a principal the endpoint is
+// not for is refused with 403 forbidden.
+func (srv *Server) authenticated(for_ who, h func(w http.ResponseWriter, r *http.Request, pr Principal)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, ok := srv.authenticate(r)
+		pr, ok := srv.authenticate(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
 			httpError(w, http.StatusUnauthorized, "unauthorized", "a valid token is required (Authorization: Bearer <token>)")
 			return
 		}
-		if operatorOnly && p.Side != session.SideOperator {
-			httpError(w, http.StatusForbidden, "forbidden", "this endpoint needs an operator token, not a "+string(p.Side)+" token")
+		side := pr.Peer.Side
+		switch {
+		case side == session.SideOperator:
+		case for_ == operatorsOnly:
+			httpError(w, http.StatusForbidden, "forbidden", "this endpoint needs an operator token, not a "+string(side)+" token")
+			return
+		case pr.Model:
+			httpError(w, http.StatusForbidden, "forbidden", modelOnlyMCP)
+			return
+		case for_ == clients && side != session.SideClient:
+			httpError(w, http.StatusForbidden, "forbidden", "this endpoint is for client and operator tokens, not a "+string(side)+" token")
 			return
 		}
-		h(w, r, p)
+		h(w, r, pr)
 	}
 }
 
-// openSession acquires session id for peer p, or writes the error and
-// returns ok false. An operator never creates a session: it looks one up.
-func (srv *Server) openSession(w http.ResponseWriter, r *http.Request, id string, p session.Peer, create bool) (*session.Session, func(), bool) {
+// modelOnlyMCP is what the model side is told anywhere but MCP.
+const modelOnlyMCP = "a model token reaches only a session's MCP endpoint (/v1/sessions/{id}/mcp): it lists and invokes the llm audience, and never decides, registers, answers calls or reads events"
+
+// openSession acquires session id for principal pr, or writes the error
+// and returns ok false. An operator never creates a session: it looks one
+// up. A session pr's tenant does not own is 404 not_found, as if it did
+// not exist.
+func (srv *Server) openSession(w http.ResponseWriter, r *http.Request, id string, pr Principal, create bool) (*session.Session, func(), bool) {
 	if !ValidSessionID(id) {
 		httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
 		return nil, nil, false
 	}
-	if p.Side == session.SideOperator {
-		create = false
-	}
-	var s *session.Session
-	var release func()
-	var err error
-	if create {
-		s, release, err = srv.opts.Manager.Acquire(r.Context(), id)
-	} else {
-		s, release, err = srv.opts.Manager.Lookup(r.Context(), id)
-	}
-	switch {
-	case errors.Is(err, ErrNotFound):
-		httpError(w, http.StatusNotFound, "not_found", "no session "+id)
-		return nil, nil, false
-	case srv.forward(w, r, err): // owned by another node (cluster.go)
-		return nil, nil, false
-	case err != nil:
-		srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
-		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
+	s, release, err := srv.opts.Manager.AcquireAs(r.Context(), pr, id, create)
+	if !srv.acquireFailed(w, r, id, err) {
 		return nil, nil, false
 	}
 	return s, release, true
+}
+
+// acquireFailed writes the HTTP error of a failed acquire (or forwards
+// the request to the session's owner node) and returns false; it returns
+// true when err is nil.
+func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id string, err error) bool {
+	var perr *protocol.Error
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrNotFound):
+		httpError(w, http.StatusNotFound, "not_found", "no session "+id)
+	case errors.Is(err, ErrDeleted):
+		httpError(w, http.StatusNotFound, "not_found", "session "+id+" was deleted; a new session of this id starts only by POST /v1/sessions")
+	case errors.As(err, &perr) && perr.Code == protocol.CodeQuotaExceeded:
+		httpError(w, http.StatusTooManyRequests, string(perr.Code), perr.Message)
+	case srv.forward(w, r, err): // owned by another node (cluster.go)
+	default:
+		srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
+		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
+	}
+	return false
 }
 
 // sessionRead is GET /v1/sessions/{id}: the session's snapshot (filtered
@@ -253,17 +286,62 @@ type sessionRead struct {
 	Seq          uint64                 `json:"seq"`
 }
 
-func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, _ session.Peer) {
+func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, pr Principal) {
 	list, err := srv.opts.Manager.List(r.Context())
 	if err != nil {
 		srv.log.Warn("list stored sessions", slog.String("error", err.Error()))
 	}
+	if !pr.Operator() { // a client lists its tenant's sessions
+		list = srv.opts.Manager.reachable(r.Context(), pr, list)
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
 }
 
-func (srv *Server) handleReadSession(w http.ResponseWriter, r *http.Request, p session.Peer) {
+// handleCreateSession is POST /v1/sessions: an explicit create, the only
+// way to make a session of a deleted session's id.
+func (srv *Server) handleCreateSession(w http.ResponseWriter, r *http.Request, pr Principal) {
+	var body struct {
+		ID string `json:"id"`
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "invalid_request", "cannot read the body")
+		return
+	}
+	if len(strings.TrimSpace(string(data))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			httpError(w, http.StatusBadRequest, "invalid_request", `the body is {"id": "<session id>"} or empty (a generated id): `+err.Error())
+			return
+		}
+	}
+	if body.ID == "" {
+		if body.ID, err = newSessionID(); err != nil {
+			httpError(w, http.StatusInternalServerError, "internal", "cannot generate a session id")
+			return
+		}
+	}
+	if !ValidSessionID(body.ID) {
+		httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
+		return
+	}
+	s, release, err := srv.opts.Manager.Create(r.Context(), pr, body.ID)
+	if errors.Is(err, ErrExists) {
+		httpError(w, http.StatusConflict, string(protocol.CodeConflict), "a session "+body.ID+" exists")
+		return
+	}
+	if !srv.acquireFailed(w, r, body.ID, err) {
+		return
+	}
+	defer release()
+	writeJSON(w, http.StatusCreated, srv.opts.Manager.info(body.ID, s.Snapshot()))
+}
+
+func (srv *Server) handleReadSession(w http.ResponseWriter, r *http.Request, pr Principal) {
 	id := r.PathValue("id")
-	s, release, ok := srv.openSession(w, r, id, p, false)
+	p := pr.Peer
+	s, release, ok := srv.openSession(w, r, id, pr, false)
 	if !ok {
 		return
 	}
@@ -297,11 +375,18 @@ func (m *Manager) info(id string, snap *protocol.Snapshot) SessionInfo {
 	return info
 }
 
-func (srv *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request, _ session.Peer) {
+func (srv *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request, pr Principal) {
 	id := r.PathValue("id")
 	if !ValidSessionID(id) {
 		httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
 		return
+	}
+	if !pr.Operator() { // a client deletes its tenant's sessions only
+		owner, ok, err := srv.opts.Manager.owners.of(r.Context(), id)
+		if err != nil || !ok || !pr.reaches(owner) {
+			httpError(w, http.StatusNotFound, "not_found", "no session "+id)
+			return
+		}
 	}
 	n, err := srv.opts.Manager.Delete(r.Context(), id)
 	switch {
@@ -327,8 +412,9 @@ var frameCommands = map[protocol.Type]bool{
 // handleFrame is POST /v1/sessions/{id}/frames: one command frame over
 // plain HTTP, answered with its reply frame (ack or error). It never
 // creates a session.
-func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, p session.Peer) {
+func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, pr Principal) {
 	id := r.PathValue("id")
+	p := pr.Peer
 	data, err := io.ReadAll(io.LimitReader(r.Body, protocol.MaxFrameBytes+1))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "invalid_request", "cannot read the body")
@@ -348,7 +434,7 @@ func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, p session
 			string(f.Msg.MessageType())+" needs a WebSocket connection: this endpoint takes capability_approve, capability_invoke and capability_cancel")
 		return
 	}
-	s, release, ok := srv.openSession(w, r, id, p, false)
+	s, release, ok := srv.openSession(w, r, id, pr, false)
 	if !ok {
 		return
 	}
@@ -406,20 +492,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 //	GET    /v1/approvals               pending approvals across sessions (operator)
 //	GET    /v1/approvals/ws            the same as a live stream (operator)
 func (srv *Server) routeSessionsAPI() {
-	srv.mux.HandleFunc("GET /v1/sessions", srv.authenticated(true, srv.handleListSessions))
-	srv.mux.HandleFunc("GET /v1/sessions/{id}", srv.authenticated(false, srv.handleReadSession))
-	srv.mux.HandleFunc("DELETE /v1/sessions/{id}", srv.authenticated(true, srv.handleDeleteSession))
-	srv.mux.HandleFunc("POST /v1/sessions/{id}/frames", srv.authenticated(false, srv.handleFrame))
-	srv.mux.HandleFunc("GET /v1/sessions/{id}/calls/{call}", srv.authenticated(true, srv.handleCallTimes))
-	srv.mux.HandleFunc("GET /v1/approvals", srv.authenticated(true, srv.handleApprovals))
-	srv.mux.HandleFunc("GET /v1/approvals/ws", srv.authenticated(true, srv.handleApprovalsWS))
+	srv.mux.HandleFunc("GET /v1/sessions", srv.authenticated(clients, srv.handleListSessions))
+	srv.mux.HandleFunc("POST /v1/sessions", srv.authenticated(clients, srv.handleCreateSession))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}", srv.authenticated(peers, srv.handleReadSession))
+	srv.mux.HandleFunc("DELETE /v1/sessions/{id}", srv.authenticated(clients, srv.handleDeleteSession))
+	srv.mux.HandleFunc("POST /v1/sessions/{id}/frames", srv.authenticated(peers, srv.handleFrame))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}/calls/{call}", srv.authenticated(operatorsOnly, srv.handleCallTimes))
+	srv.mux.HandleFunc("GET /v1/approvals", srv.authenticated(operatorsOnly, srv.handleApprovals))
+	srv.mux.HandleFunc("GET /v1/approvals/ws", srv.authenticated(operatorsOnly, srv.handleApprovalsWS))
 }
 
-// peerFor is who a request is, given its bearer token: the operator
-// signed in to the console, else the token's peer.
-func (srv *Server) peerFor(r *http.Request, token string) (session.Peer, bool) {
-	if p, ok := r.Context().Value(consolePeerKey{}).(session.Peer); ok {
-		return p, true
+// newSessionID is the id of a session created without one: 128 random
+// bits, so that nobody guesses another tenant's.
+func newSessionID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
 	}
-	return srv.opts.Tokens.Peer(token)
+	return "s" + hex.EncodeToString(b[:]), nil
+}
+
+// reachable keeps the rows of list that pr's tenant owns.
+func (m *Manager) reachable(ctx context.Context, pr Principal, list []SessionInfo) []SessionInfo {
+	out := list[:0]
+	for _, info := range list {
+		if owner, ok, err := m.owners.of(ctx, info.ID); err == nil && ok && pr.reaches(owner) {
+			out = append(out, info)
+		}
+	}
+	return out
 }

@@ -82,9 +82,9 @@ func (ct *callTimes) get(id string) (CallTimes, bool) {
 
 // handleCallTimes is GET /v1/sessions/{id}/calls/{call}: the kernel's
 // timings of one of the session's recent calls (operator).
-func (srv *Server) handleCallTimes(w http.ResponseWriter, r *http.Request, p session.Peer) {
+func (srv *Server) handleCallTimes(w http.ResponseWriter, r *http.Request, pr Principal) {
 	id := r.PathValue("id")
-	s, release, ok := srv.openSession(w, r, id, p, false)
+	s, release, ok := srv.openSession(w, r, id, pr, false)
 	if !ok {
 		return
 	}

@@ -196,7 +196,7 @@ func (m *Manager) liveSessions() []*session.Session {
 	return out
 }
 
-func (srv *Server) handleApprovals(w http.ResponseWriter, _ *http.Request, _ session.Peer) {
+func (srv *Server) handleApprovals(w http.ResponseWriter, _ *http.Request, _ Principal) {
 	list := srv.opts.Manager.Approvals()
 	if list == nil {
 		list = []Approval{}
@@ -211,7 +211,7 @@ func (srv *Server) handleApprovals(w http.ResponseWriter, _ *http.Request, _ ses
 // approval_removed comes twice: as the call ends, then with the decision.
 // A stream that falls behind gets a fresh "approvals" list. The stream is
 // read-only: decisions go to the session (capability_approve).
-func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ session.Peer) {
+func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ Principal) {
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: srv.opts.OriginPatterns})
 	if err != nil {
 		return

@@ -1,15 +1,19 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -33,8 +37,8 @@ type opsFixture struct {
 func newOpsFixture(t *testing.T) *opsFixture {
 	t.Helper()
 	tokens, err := server.NewTokens(
-		server.Token{Token: clientToken, Side: "client", Name: "web"},
-		server.Token{Token: appToken, Side: "app", App: "cal"},
+		server.Token{Token: clientToken, Side: "client", Name: "web", Tenant: "t"},
+		server.Token{Token: appToken, Side: "app", App: "cal", Tenant: "t"},
 		server.Token{Token: operatorToken, Side: "operator", Name: "ada"})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +174,8 @@ func TestSessionsAPI(t *testing.T) {
 }
 
 // TestOperatorAPIsRefuseOtherTokens: client and app tokens cannot use the
-// operator's endpoints; no token is 401.
+// operator's endpoints; no token is 401. (Listing and deleting are also a
+// client's, for its own tenant's sessions: TestTenancy.)
 func TestOperatorAPIsRefuseOtherTokens(t *testing.T) {
 	f := newOpsFixture(t)
 	s, release, err := f.mgr.Acquire(testutil.Context(t), "s2")
@@ -182,6 +187,12 @@ func TestOperatorAPIsRefuseOtherTokens(t *testing.T) {
 	for _, ep := range []struct{ method, path string }{
 		{"GET", "/v1/sessions"},
 		{"DELETE", "/v1/sessions/s2"},
+	} {
+		if status, body := f.do(ep.method, ep.path, appToken, ""); status != http.StatusForbidden || !strings.Contains(body, "client and operator tokens") {
+			t.Errorf("%s %s with an app token: %d %s, want 403", ep.method, ep.path, status, body)
+		}
+	}
+	for _, ep := range []struct{ method, path string }{
 		{"GET", "/v1/approvals"},
 		{"GET", "/v1/approvals/ws"},
 		{"GET", "/v1/sessions/s2/calls/c1"},
@@ -207,7 +218,8 @@ func TestOperatorAPIsRefuseOtherTokens(t *testing.T) {
 // the stream at once, and the call runs with the operator recorded.
 func TestApprovalsInboxStream(t *testing.T) {
 	f := newOpsFixture(t)
-	s, release, err := f.mgr.Acquire(testutil.Context(t), "inbox")
+	client, _ := f.tok.Identify(clientToken)
+	s, release, err := f.mgr.AcquireAs(testutil.Context(t), client, "inbox", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,17 +314,20 @@ func TestApprovalsInboxStream(t *testing.T) {
 }
 
 func TestTokensFile(t *testing.T) {
-	t.Run("first start creates a client and a named operator token", func(t *testing.T) {
+	t.Run("first start creates a client, a model and a named operator token", func(t *testing.T) {
 		dir := t.TempDir()
 		tokens, client, created, err := server.LoadOrCreateTokens(dir)
 		if err != nil || !created || client == "" {
 			t.Fatalf("created=%v client=%q err=%v", created, client, err)
 		}
 		made := tokens.Created()
-		if len(made) != 2 || made[0].Side != "client" || made[1].Side != "operator" || made[1].Name != server.DefaultOperatorName {
+		if len(made) != 3 || made[0].Side != "client" || made[1].Side != "model" || made[2].Side != "operator" || made[2].Name != server.DefaultOperatorName {
 			t.Fatalf("created %+v", made)
 		}
-		if p, ok := tokens.Peer(made[1].Token); !ok || p.Side != session.SideOperator || p.Name != server.DefaultOperatorName {
+		if made[0].Tenant != server.DefaultTenant || made[1].Tenant != server.DefaultTenant {
+			t.Fatalf("the client and the model token are not of one tenant: %+v", made)
+		}
+		if p, ok := tokens.Peer(made[2].Token); !ok || p.Side != session.SideOperator || p.Name != server.DefaultOperatorName {
 			t.Fatalf("operator token is %+v %v", p, ok)
 		}
 		fi, err := os.Stat(filepath.Join(dir, "tokens.json"))
@@ -324,7 +339,7 @@ func TestTokensFile(t *testing.T) {
 			t.Fatalf("second start created %v (%v)", again.Created(), err)
 		}
 	})
-	t.Run("an older file without an operator gets one", func(t *testing.T) {
+	t.Run("an older file without an operator or a model token gets both", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(`{"tokens":[{"token":"client-token-0123456789","side":"client"}]}`), 0o600); err != nil {
 			t.Fatal(err)
@@ -333,8 +348,15 @@ func TestTokensFile(t *testing.T) {
 		if err != nil || !created || client != "client-token-0123456789" {
 			t.Fatalf("created=%v client=%q err=%v", created, client, err)
 		}
-		if made := tokens.Created(); len(made) != 1 || made[0].Side != "operator" {
+		made := tokens.Created()
+		if len(made) != 2 || made[0].Side != "model" || made[1].Side != "operator" {
 			t.Fatalf("created %+v", made)
+		}
+		// Its only client token joins the model token's tenant.
+		raw, _ := os.ReadFile(filepath.Join(dir, "tokens.json"))
+		if made[0].Tenant != server.DefaultTenant || !strings.Contains(string(raw), `"side": "client",
+      "tenant": "default"`) {
+			t.Fatalf("model tenant %q, file:\n%s", made[0].Tenant, raw)
 		}
 		if _, ok := tokens.Peer("client-token-0123456789"); !ok {
 			t.Fatal("the existing client token was lost")
@@ -356,4 +378,71 @@ func TestTokensFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWatchTokens: an edit of the tokens file takes effect without a
+// restart — a token added is accepted, one removed refused — and a file
+// that does not read leaves the tokens in use as they were.
+func TestWatchTokens(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.json")
+	write := func(body string) {
+		t.Helper()
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil { // a new inode: a new modification time and size for the watcher
+			t.Fatal(err)
+		}
+	}
+	write(`{"tokens":[{"token":"first-token-0123456789","side":"client"}]}`)
+	tokens, _, _, err := server.LoadOrCreateTokens(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	go server.WatchTokens(ctx, tokens, path, 5*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(testutil.WaitLimit)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs.String())
+			}
+			time.Sleep(5 * time.Millisecond) // polling the watcher's effect, not synchronising
+		}
+	}
+	write(`{"tokens":[{"token":"second-token-0123456789abc","side":"client"}]}`)
+	waitFor("the added token", func() bool { _, ok := tokens.Peer("second-token-0123456789abc"); return ok })
+	if _, ok := tokens.Peer("first-token-0123456789"); ok {
+		t.Fatal("the removed token is still accepted")
+	}
+	write(`{"tokens":[{"token":"short","side":"client"}]}`) // refused: nothing changes
+	waitFor("the refusal of the bad file", func() bool { return strings.Contains(logs.String(), "tokens file not reloaded") })
+	if _, ok := tokens.Peer("second-token-0123456789abc"); !ok {
+		t.Fatal("a malformed file dropped the tokens in use")
+	}
+	write(`{"tokens":[{"token":"second-token-0123456789abc","side":"client"},{"token":"third-token-0123456789","side":"client"}]}`)
+	waitFor("the file after a bad one", func() bool { _, ok := tokens.Peer("third-token-0123456789"); return ok })
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

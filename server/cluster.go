@@ -146,6 +146,8 @@ func (f *fencedJournal) Append(e session.Event) error {
 			f.stored(id)
 		}
 		return nil
+	} else if tl := (*session.EventTooLargeError)(nil); errors.As(err, &tl) {
+		return err // refused before anything was stored: the journal is as it was
 	}
 	f.failed.Store(true)
 	f.once.Do(func() { close(f.failedCh); go f.onFail(err) })

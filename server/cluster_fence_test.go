@@ -72,7 +72,7 @@ func (l *soleLease) Release(context.Context) error { l.once.Do(func() { close(l.
 // there, no seq reused. An invoke whose call's first event could not be
 // stored is never acknowledged.
 func TestClusterFence(t *testing.T) {
-	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -348,7 +348,7 @@ func TestClusterLoad(t *testing.T) {
 		during = ttl + time.Second // the failover: the TTL, then the restores
 		after  = 3 * time.Second   // of calls after it
 	)
-	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

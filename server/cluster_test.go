@@ -315,7 +315,7 @@ func acquireOn(t *testing.T, n *node, sid string) *session.Session {
 // TestClusterNodes runs three brain nodes on a three-server NATS cluster
 // (R3 stream and buckets): forwarding, a lost lease, failover, handover.
 func TestClusterNodes(t *testing.T) {
-	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +545,7 @@ func TestClusterNodes(t *testing.T) {
 // connected to the session's owner, and by one connected to another node
 // (forwarded), in one run on a three-server NATS cluster with R3.
 func BenchmarkClusterInvoke(b *testing.B) {
-	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"})
 	if err != nil {
 		b.Fatal(err)
 	}

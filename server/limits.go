@@ -1,11 +1,6 @@
 package server
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,109 +66,6 @@ func (l Limits) withDefaults() Limits {
 // quotaError is the error of a used-up quota.
 func quotaError(format string, args ...any) *protocol.Error {
 	return protocol.Errorf(protocol.CodeQuotaExceeded, format, args...)
-}
-
-// ownerKey names a token for the session quota without keeping the token
-// itself in memory longer than needed: a hash of it.
-func ownerKey(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(h[:8])
-}
-
-type ownerCtxKey struct{}
-
-// withOwner tells Manager.Acquire which token a new session is created for.
-func withOwner(ctx context.Context, owner string) context.Context {
-	return context.WithValue(ctx, ownerCtxKey{}, owner)
-}
-
-func ownerOf(ctx context.Context) string {
-	o, _ := ctx.Value(ownerCtxKey{}).(string)
-	return o
-}
-
-// sessionQuota counts the sessions each token created. With a store that
-// records owners (package store does), the count survives restarts: it is
-// loaded from the store before the first session is created.
-type sessionQuota struct {
-	limit int
-	rec   ownerRecorder // nil: counts live in memory only
-	log   *slog.Logger
-
-	mu     sync.Mutex
-	loaded bool
-	owner  map[string]string // session id → owner key
-	counts map[string]int    // owner key → sessions
-}
-
-// ownerRecorder is what a [Store] may offer to keep the sessions-per-token
-// count across restarts (package store has it).
-type ownerRecorder interface {
-	SetSessionOwner(ctx context.Context, id, owner string) error
-	SessionOwners(ctx context.Context) (map[string]string, error)
-}
-
-func newSessionQuota(limit int, st Store, log *slog.Logger) *sessionQuota {
-	q := &sessionQuota{limit: limit, log: log, owner: map[string]string{}, counts: map[string]int{}}
-	if rec, ok := st.(ownerRecorder); ok && st != nil {
-		q.rec = rec
-	}
-	return q
-}
-
-// reserve counts session id against owner, unless the limit is reached,
-// and records the owner in the store. An empty owner (a caller inside the
-// process) is not limited.
-func (q *sessionQuota) reserve(ctx context.Context, owner, id string) error {
-	if owner == "" || q.limit < 0 {
-		return nil
-	}
-	q.mu.Lock()
-	if !q.loaded && q.rec != nil {
-		owners, err := q.rec.SessionOwners(ctx)
-		if err != nil {
-			q.mu.Unlock()
-			return fmt.Errorf("count the sessions of this token: %w", err)
-		}
-		for sid, o := range owners {
-			if _, ok := q.owner[sid]; !ok {
-				q.owner[sid] = o
-				q.counts[o]++
-			}
-		}
-		q.loaded = true
-	}
-	if _, ok := q.owner[id]; ok {
-		q.mu.Unlock()
-		return nil
-	}
-	if q.counts[owner] >= q.limit {
-		q.mu.Unlock()
-		return quotaError("this token has created %d sessions, its limit (limits.sessions_per_token); delete one or use another token", q.limit)
-	}
-	q.owner[id] = owner
-	q.counts[owner]++
-	q.mu.Unlock()
-	if q.rec != nil {
-		if err := q.rec.SetSessionOwner(ctx, id, owner); err != nil {
-			q.forget(id)
-			return err
-		}
-	}
-	return nil
-}
-
-// forget releases the session id, as if it had never been created (the
-// store forgets its owner when it deletes the session).
-func (q *sessionQuota) forget(id string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if o, ok := q.owner[id]; ok {
-		delete(q.owner, id)
-		if q.counts[o]--; q.counts[o] <= 0 {
-			delete(q.counts, o)
-		}
-	}
 }
 
 // countingJournal counts the bytes a session's journal holds: what the

@@ -31,10 +31,11 @@ const (
 func newLimited(t testing.TB, mo server.ManagerOptions, o server.Options) (*fixture, *server.Server) {
 	t.Helper()
 	tokens, err := server.NewTokens(
-		server.Token{Token: clientToken, Side: "client"},
+		server.Token{Token: clientToken, Side: "client", Tenant: "t"},
 		server.Token{Token: otherClientToken, Side: "client"},
-		server.Token{Token: appToken, Side: "app", App: "cal"},
+		server.Token{Token: appToken, Side: "app", App: "cal", Tenant: "t"},
 		server.Token{Token: opsToken, Side: "operator", Name: "ops"},
+		server.Token{Token: modelToken, Side: "model", Tenant: "t"},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,13 @@ func (f *fixture) get(method, path, token string) (int, string) {
 // body of a refusal (0 when it succeeded).
 func (f *fixture) dialStatus(token, sessionID string) (int, string) {
 	f.t.Helper()
-	req, _ := http.NewRequest("GET", f.srv.URL+"/v1/sessions/"+sessionID+"/ws", nil)
+	return f.dialStatusQuery(token, sessionID, "")
+}
+
+// dialStatusQuery is dialStatus with a query ("?after=3").
+func (f *fixture) dialStatusQuery(token, sessionID, query string) (int, string) {
+	f.t.Helper()
+	req, _ := http.NewRequest("GET", f.srv.URL+"/v1/sessions/"+sessionID+"/ws"+query, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "websocket")
@@ -108,9 +115,11 @@ func TestSessionsPerToken(t *testing.T) {
 	if f.mgr.Live() != 2 {
 		t.Errorf("%d sessions live, want 2: the refused one must not exist", f.mgr.Live())
 	}
-	f.dial(clientToken, "q1", "?after=0")      // its own session again
-	f.dial(otherClientToken, "q3", "?after=0") // another token
-	f.dial(otherClientToken, "q1", "?after=0") // joining a session someone else created costs nothing
+	f.dial(clientToken, "q1", "?after=0")                                                 // its own session again
+	f.dial(otherClientToken, "q3", "?after=0")                                            // another token
+	if status, _ := f.dialStatus(otherClientToken, "q1"); status != http.StatusNotFound { // another tenant's
+		t.Fatalf("another tenant's session: status %d, want 404", status)
+	}
 	f.dial(otherClientToken, "q4", "?after=0")
 	if status, _ := f.dialStatus(otherClientToken, "q5"); status != http.StatusTooManyRequests {
 		t.Fatalf("the other token's third session: status %d, want 429", status)
@@ -395,11 +404,11 @@ func TestTokenInURL(t *testing.T) {
 	}})
 	f.dial("", "u1", "?token="+clientToken) // a browser's WebSocket
 	for _, path := range []string{"/v1/sessions/u1/mcp", "/v1/sessions/u1"} {
-		if status, _ := f.get("GET", path+"?token="+clientToken, ""); status != http.StatusUnauthorized {
+		if status, _ := f.get("GET", path+"?token="+modelToken, ""); status != http.StatusUnauthorized {
 			t.Errorf("%s?token=: status %d, want 401", path, status)
 		}
 	}
-	if status, _ := f.get("GET", "/v1/sessions/u1/mcp", clientToken); status != http.StatusNoContent {
+	if status, _ := f.get("GET", "/v1/sessions/u1/mcp", modelToken); status != http.StatusNoContent {
 		t.Errorf("MCP with the header: status %d, want the handler's 204", status)
 	}
 }
@@ -476,7 +485,7 @@ func TestMCPConnectionsCounted(t *testing.T) {
 	}})
 	done := make(chan int, 1)
 	go func() {
-		status, _ := f.get("GET", "/v1/sessions/m1/mcp", clientToken)
+		status, _ := f.get("GET", "/v1/sessions/m1/mcp", modelToken)
 		done <- status
 	}()
 	testutil.Recv(t, entered, "the MCP handler")

@@ -24,7 +24,7 @@ import (
 func TestCallToDisconnectedClient(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	newF := func(t *testing.T) *fixture {
-		tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"})
+		tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,13 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
-	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
 
@@ -64,10 +62,10 @@ func New(opts Options) *Server {
 	}
 	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	srv.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(srv.handleWS))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(joinWS, srv.handleWS))
 	srv.routeSessionsAPI() // GET /v1/sessions[/{id}], DELETE, frames, approvals (api_sessions.go)
-	srv.mux.HandleFunc("/v1/sessions/{id}/mcp", srv.withSession(srv.handleMCP))
-	srv.mux.HandleFunc("GET /v1/sessions/{id}/conversation", srv.authenticated(false, srv.handleConversation))
+	srv.mux.HandleFunc("/v1/sessions/{id}/mcp", srv.withSession(joinMCP, srv.handleMCP))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}/conversation", srv.authenticated(clients, srv.handleConversation))
 	if opts.Metrics != nil {
 		srv.mux.HandleFunc("GET /metrics", srv.handleMetrics) // operator tokens only (stats.go)
 	}
@@ -78,12 +76,8 @@ func New(opts Options) *Server {
 // conversation and turn (docs/protocol.md, "Turns and the conversation"),
 // for the client and operators; apps and environments see only their own
 // calls, so not the conversation. It creates no session.
-func (srv *Server) handleConversation(w http.ResponseWriter, r *http.Request, p session.Peer) {
-	if p.Side != session.SideClient && p.Side != session.SideOperator {
-		httpError(w, http.StatusForbidden, "forbidden", "the conversation is for client and operator tokens")
-		return
-	}
-	s, release, ok := srv.openSession(w, r, r.PathValue("id"), p, false)
+func (srv *Server) handleConversation(w http.ResponseWriter, r *http.Request, pr Principal) {
+	s, release, ok := srv.openSession(w, r, r.PathValue("id"), pr, false)
 	if !ok {
 		return
 	}
@@ -95,14 +89,15 @@ func (srv *Server) handleConversation(w http.ResponseWriter, r *http.Request, p 
 // ServeHTTP serves the routes above.
 func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { srv.mux.ServeHTTP(w, r) }
 
-type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer)
+type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal)
 
 // withSession authenticates the request and acquires its session for the
-// duration of the handler.
-func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
+// duration of the handler: a session of another tenant is 404, as if it
+// did not exist; one that never existed is created for the token's
+// tenant when create says so (operators never create one).
+func (srv *Server) withSession(create func(*http.Request) bool, h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		token := bearerToken(r) // ?token= on WebSocket handshakes only (auth.go)
-		p, ok := srv.peerFor(r, token)
+		pr, ok := srv.authenticate(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
 			httpError(w, http.StatusUnauthorized, "unauthorized", "a valid token is required (Authorization: Bearer <token>)")
@@ -113,46 +108,42 @@ func (srv *Server) withSession(h sessionHandler) http.HandlerFunc {
 			httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
 			return
 		}
-		if p.Side == session.SideOperator { // an operator never creates a session
-			s, release, ok := srv.openSession(w, r, id, p, false)
-			if ok {
-				defer release()
-				h(w, r, s, p)
-			}
-			return
-		}
-		s, release, err := srv.opts.Manager.Acquire(withOwner(r.Context(), ownerKey(token)), id)
-		var perr *protocol.Error
-		if errors.As(err, &perr) && perr.Code == protocol.CodeQuotaExceeded {
-			httpError(w, http.StatusTooManyRequests, string(perr.Code), perr.Message)
-			return
-		}
-		if srv.forward(w, r, err) { // owned by another node (cluster.go)
-			return
-		}
-		if err != nil {
-			srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
-			httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
+		s, release, err := srv.opts.Manager.AcquireAs(r.Context(), pr, id, create(r))
+		if !srv.acquireFailed(w, r, id, err) {
 			return
 		}
 		defer release()
-		h(w, r, s, p)
+		h(w, r, s, pr)
 	}
 }
 
-func (srv *Server) handleWS(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
+// joinWS: a WebSocket connection creates its session when it never
+// existed — a resume too (?after=), so that a client whose kernel lost its
+// data starts again (the snapshot it gets says the seq went back). A
+// deleted session is never created again by a connection (tenancy.go).
+func joinWS(*http.Request) bool { return true }
+
+// joinMCP: an MCP request creates its session when it never existed.
+func joinMCP(*http.Request) bool { return true }
+
+func (srv *Server) handleWS(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal) {
+	if pr.Model {
+		httpError(w, http.StatusForbidden, "forbidden", modelOnlyMCP)
+		return
+	}
+	p := pr.Peer
 	ctx, done := srv.opts.Manager.connect(r.Context(), s.ID(), p.Side) // counted in the sessions list; Delete ends it
 	defer done()
 	srv.serveWS(ctx, w, r, s, p)
 }
 
-func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
+func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal) {
 	if srv.opts.MCP == nil {
 		httpError(w, http.StatusNotFound, "not_found", "this kernel serves no MCP endpoint")
 		return
 	}
-	if p.Side != session.SideClient {
-		httpError(w, http.StatusForbidden, "forbidden", "the MCP endpoint needs a client token")
+	if !pr.Model {
+		httpError(w, http.StatusForbidden, "forbidden", "the MCP endpoint takes a model token (side \"model\" in tokens.json), not a "+string(pr.Peer.Side)+" token: whoever can approve a session's calls must not be the one making them (docs/serve.md, Tokens)")
 		return
 	}
 	// An MCP request in flight (a POST being answered, or the GET that

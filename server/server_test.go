@@ -25,6 +25,7 @@ import (
 const (
 	clientToken = "client-token-0123456789"
 	appToken    = "app-token-cal-0123456789"
+	modelToken  = "model-token-0123456789"
 )
 
 type fixture struct {
@@ -35,7 +36,8 @@ type fixture struct {
 
 func newFixture(t testing.TB, opts *server.Options) *fixture {
 	t.Helper()
-	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"}, server.Token{Token: appToken, Side: "app", App: "cal"})
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"}, server.Token{Token: appToken, Side: "app", App: "cal", Tenant: "t"},
+		server.Token{Token: modelToken, Side: "model", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +57,7 @@ type wsClient struct {
 	t    testing.TB
 	conn *websocket.Conn
 	ctx  context.Context
+	seen uint64 // the highest seq read
 }
 
 func (f *fixture) dial(token, sessionID, query string) *wsClient {
@@ -102,6 +105,7 @@ func (c *wsClient) next() *protocol.Frame {
 	if err != nil {
 		c.t.Fatalf("the server sent an undecodable frame: %v\n%s", err, b)
 	}
+	c.seen = max(c.seen, f.Seq)
 	return f
 }
 

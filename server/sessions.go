@@ -58,9 +58,9 @@ type Manager struct {
 
 	inbox inbox // pending approvals across sessions, for the console
 
-	limits   Limits        // quotas, with defaults (limits.go)
-	sessions *sessionQuota // sessions per token
-	journals journals      // journal bytes per session
+	limits   Limits   // quotas, with defaults (limits.go)
+	owners   *owners  // who owns each session, and the quota of sessions per tenant (tenancy.go)
+	journals journals // journal bytes per session
 }
 
 type managed struct {
@@ -90,7 +90,7 @@ func NewManager(opts ManagerOptions) *Manager {
 	}
 	l := opts.Limits.withDefaults()
 	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}, inbox: newInbox(),
-		limits: l, sessions: newSessionQuota(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession}}
+		limits: l, owners: newOwners(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession}}
 }
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -103,6 +103,13 @@ func ValidSessionID(id string) bool { return sessionIDPattern.MatchString(id) }
 // and a release function to call when the caller is done with it. A
 // session is never hibernated while held.
 func (m *Manager) Acquire(ctx context.Context, id string) (*session.Session, func(), error) {
+	s, release, _, err := m.acquire(ctx, id, true)
+	return s, release, err
+}
+
+// acquireCreated is Acquire, reporting whether this call created the
+// session (it had no past).
+func (m *Manager) acquireCreated(ctx context.Context, id string) (*session.Session, func(), bool, error) {
 	return m.acquire(ctx, id, true)
 }
 
@@ -110,12 +117,15 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*session.Session, fun
 // (it is restored) — and never creates one: a session that does not exist
 // is [ErrNotFound].
 func (m *Manager) Lookup(ctx context.Context, id string) (*session.Session, func(), error) {
-	return m.acquire(ctx, id, false)
+	s, release, _, err := m.acquire(ctx, id, false)
+	return s, release, err
 }
 
-func (m *Manager) acquire(ctx context.Context, id string, create bool) (*session.Session, func(), error) {
+// acquire returns the session id and a release function; created reports
+// whether this call created it.
+func (m *Manager) acquire(ctx context.Context, id string, create bool) (s *session.Session, release func(), created bool, err error) {
 	if !ValidSessionID(id) {
-		return nil, nil, fmt.Errorf("invalid session id %q: use 1 to 128 of A-Z a-z 0-9 _ -", id)
+		return nil, nil, false, fmt.Errorf("invalid session id %q: use 1 to 128 of A-Z a-z 0-9 _ -", id)
 	}
 	m.mu.Lock()
 	e, ok := m.live[id]
@@ -127,7 +137,7 @@ func (m *Manager) acquire(ctx context.Context, id string, create bool) (*session
 	m.mu.Unlock()
 	e.touch()
 	if !ok {
-		e.s, e.err = m.open(ctx, e, create)
+		e.s, created, e.err = m.open(ctx, e, create)
 		if e.err != nil {
 			m.dropLease(e)
 		} else {
@@ -144,17 +154,17 @@ func (m *Manager) acquire(ctx context.Context, id string, create bool) (*session
 	case <-e.ready:
 	case <-ctx.Done():
 		m.release(e)
-		return nil, nil, ctx.Err()
+		return nil, nil, false, ctx.Err()
 	}
 	if e.err != nil {
-		return nil, nil, e.err
+		return nil, nil, false, e.err
 	}
 	if err := m.moving(e); err != nil { // cluster.go
 		m.release(e)
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	var once sync.Once
-	return e.s, func() { once.Do(func() { m.release(e) }) }, nil
+	return e.s, func() { once.Do(func() { m.release(e) }) }, created, nil
 }
 
 func (m *Manager) release(e *managed) {
@@ -168,8 +178,8 @@ func (m *Manager) release(e *managed) {
 func (e *managed) touch() { e.activity.Store(time.Now().UnixNano()) }
 
 // open creates or restores a session; with create false, a session that
-// has no past is ErrNotFound.
-func (m *Manager) open(ctx context.Context, e *managed, create bool) (*session.Session, error) {
+// has no past is ErrNotFound. created reports a new session.
+func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session.Session, created bool, err error) {
 	id := e.id
 	opts := m.opts.Session
 	next := opts.Observe
@@ -182,22 +192,25 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (*session.S
 		}
 	}
 	if !create && m.opts.Store == nil {
-		return nil, ErrNotFound
+		return nil, false, ErrNotFound
+	}
+	if sz, ok := m.opts.Store.(interface{ MaxEventBytes() int }); ok && m.opts.Store != nil && opts.MaxEventBytes == 0 {
+		opts.MaxEventBytes = sz.MaxEventBytes() // no event is shown that the store could not hold
 	}
 	var events []session.Event
 	var cj *countingJournal // counts journal bytes (limits.go)
 	if m.opts.Store != nil {
 		if err := m.takeLease(ctx, e); err != nil { // cluster.go; before the journal reads the last event
-			return nil, err
+			return nil, false, err
 		}
 		j, err := m.opts.Store.Journal(id)
 		if err != nil {
-			return nil, fmt.Errorf("session %s: journal: %w", id, err)
+			return nil, false, fmt.Errorf("session %s: journal: %w", id, err)
 		}
 		cj = newCountingJournal(m.fence(e, j))
 		opts.Journal = cj
 		if events, err = m.opts.Store.Load(ctx, id); err != nil {
-			return nil, fmt.Errorf("session %s: load: %w", id, err)
+			return nil, false, fmt.Errorf("session %s: load: %w", id, err)
 		}
 		for _, ev := range events {
 			cj.bytes.Add(eventBytes(ev))
@@ -207,32 +220,32 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (*session.S
 	if len(events) > 0 {
 		s, err := session.Restore(id, events, &opts, m.opts.Attach)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if cj != nil {
 			m.journals.track(s, cj)
 		}
 		m.log.Info("session restored", slog.String("session", id), slog.Int("events", len(events)))
-		return s, nil
+		return s, false, nil
 	}
 	if !create {
-		return nil, ErrNotFound
+		return nil, false, ErrNotFound
 	}
-	if err := m.sessions.reserve(ctx, ownerOf(ctx), id); err != nil {
-		return nil, err
+	if err := m.owners.reserve(ctx, ownerOf(ctx), id, accessOf(ctx) == accessCreate); err != nil {
+		return nil, false, err
 	}
-	s := session.New(id, &opts)
+	s = session.New(id, &opts)
 	if cj != nil {
 		m.journals.track(s, cj)
 	}
 	if m.opts.Attach != nil {
 		if err := m.opts.Attach(s); err != nil {
 			m.journals.untrack(s)
-			m.sessions.forget(id)
-			return nil, fmt.Errorf("session %s: attach: %w", id, err)
+			m.owners.forget(id)
+			return nil, false, fmt.Errorf("session %s: attach: %w", id, err)
 		}
 	}
-	return s, nil
+	return s, true, nil
 }
 
 // Live returns the number of sessions in memory.

@@ -23,8 +23,8 @@ const (
 
 func twoAppFixture(t *testing.T) *fixture {
 	t.Helper()
-	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client"},
-		server.Token{Token: appAToken, Side: "app", App: "a"}, server.Token{Token: appBToken, Side: "app", App: "b"})
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"},
+		server.Token{Token: appAToken, Side: "app", App: "a", Tenant: "t"}, server.Token{Token: appBToken, Side: "app", App: "b", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,14 +115,20 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 // operators decide; the runtime may reject (a policy) but never approve. It fails, changing nothing, for an unknown or finished
 // call, a call that needs no approval or was already decided (the first
 // decision wins, also across restarts), an unknown decision, an approval
-// without the request's inputDigest (invalid_request) or with another
-// request's (stale_approval). The decision is journaled as approval_decided,
+// with another request's inputDigest (stale_approval). An approval without inputDigest — the seed's
+// capability_approve — is taken for the one request the call ever showed;
+// once that request was withdrawn and issued again it is stale_approval,
+// and with Options.RequireApprovalDigest it is invalid_request. The
+// decision is journaled as approval_decided,
 // naming p and the frame's decidedBy, before it takes effect; an approval
 // the journal fails to store ends the call with unavailable instead of
 // running it, and Approve reports unavailable.
 func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	if m.Decision != protocol.DecisionApproved && m.Decision != protocol.DecisionRejected {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "decision %q is neither approved nor rejected", m.Decision)
+	}
+	if len(m.Feedback) > MaxTextBytes || len(m.DecidedBy) > MaxTextBytes {
+		return protocol.Errorf(protocol.CodeTooLarge, "a decision's feedback and decidedBy are at most %d bytes each (feedback %d, decidedBy %d); nothing was decided", MaxTextBytes, len(m.Feedback), len(m.DecidedBy))
 	}
 	switch {
 	case p.Side == SideClient || p.Side == SideOperator:
@@ -145,9 +151,17 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	case c.decided:
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeConflict, "call %q was already decided; the first decision stands", m.CallID)
-	case m.Decision == protocol.DecisionApproved && m.InputDigest == "":
+	case m.Decision == protocol.DecisionApproved && m.InputDigest == "" && s.opts.RequireApprovalDigest:
 		s.mu.Unlock()
-		return protocol.Errorf(protocol.CodeInvalidRequest, "approving call %q needs inputDigest: echo the one its approval_requested carries", m.CallID)
+		return protocol.Errorf(protocol.CodeInvalidRequest, "approving call %q needs inputDigest (approvals.require_digest): echo the one its approval_requested carries", m.CallID)
+	case m.Decision == protocol.DecisionApproved && m.InputDigest == "" && c.reissued:
+		// A decision without a digest is taken to be on the request the
+		// decider saw; once the request was withdrawn and issued again,
+		// it cannot say which one that was.
+		s.mu.Unlock()
+		s.logInfo("approval refused: no digest on a re-issued request", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()))
+		return protocol.Errorf(protocol.CodeStaleApproval,
+			"call %q's approval request was withdrawn and issued again (its capability changed); a decision without inputDigest cannot say which request it answers: echo the inputDigest of the latest approval_requested (%q); nothing was decided", m.CallID, c.digest)
 	case m.InputDigest != "" && m.InputDigest != c.digest:
 		s.mu.Unlock()
 		s.logInfo("approval refused: stale digest", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()))
@@ -220,7 +234,7 @@ func (s *Session) reissueLocked(old, r *registration) {
 			s.endLocked(c, protocol.Fail(protocol.CodeInvalidInput,
 				"capability %q was re-registered while the call awaited approval, and its new inputSchema refuses the call's input; the call did not run", c.name))
 		default:
-			c.reg, c.digest = r, inputDigest(r, c.input)
+			c.reg, c.digest, c.reissued = r, inputDigest(r, c.input), true
 			s.requestLocked(c)
 		}
 	}

@@ -343,6 +343,10 @@ func TestApprovalWithdrawnOnReregistration(t *testing.T) {
 				t.Fatalf("new request %s after %s", jsonOf(t, fresh), jsonOf(t, old))
 			}
 			wantErrCode(t, s.Approve(session.Client, approvalOf(old, protocol.DecisionApproved, "ada")), protocol.CodeStaleApproval)
+			// A decision without a digest cannot say which request it
+			// answers once there were two.
+			seed := &protocol.CapabilityApprove{CallID: old.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada"}
+			wantErrCode(t, s.Approve(session.Client, seed), protocol.CodeStaleApproval)
 			if err := s.Approve(session.Client, approvalOf(fresh, protocol.DecisionApproved, "ada")); err != nil {
 				t.Fatal(err)
 			}
@@ -427,5 +431,85 @@ func TestApprovalRacingCallerGone(t *testing.T) {
 	}
 	if n := ran.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times for callers that had gone", n)
+	}
+}
+
+// TestSeedShapedApproval: capability_approve exactly as the seed defines
+// it (callId, decision, feedback?, decidedBy: no inputDigest) approves a
+// call whose request was never re-issued — also after a restart — and is
+// refused with invalid_request when the session requires the digest.
+func TestSeedShapedApproval(t *testing.T) {
+	seedFrame := func(id string) *protocol.Frame {
+		f, err := protocol.DecodePeerFrame([]byte(`{"v":2,"id":"a1","msg":{"type":"capability_approve","callId":"` + id + `","decision":"approved","feedback":"ok","decidedBy":"ada"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	t.Run("accepted", func(t *testing.T) {
+		s := session.New("seed", nil)
+		ran, _ := countingCap(t, s, "fs.delete")
+		sub := watch(t, s)
+		done := make(chan protocol.Outcome, 1)
+		go func() { done <- s.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", textInput) }()
+		req, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
+		if r := s.HandleFrame(session.Client, seedFrame(req.CallID)); r.Msg.MessageType() != protocol.TypeAck {
+			t.Fatalf("reply %s", jsonOf(t, r.Msg))
+		}
+		if out := recv(t, done, "outcome"); !out.IsOK() || ran.Load() != 1 {
+			t.Fatalf("outcome %+v, ran %d", out.Err, ran.Load())
+		}
+	})
+	t.Run("required digest", func(t *testing.T) {
+		s := session.New("seed", &session.Options{RequireApprovalDigest: true})
+		ran, _ := countingCap(t, s, "fs.delete")
+		sub := watch(t, s)
+		id, perr := s.Start(protocol.AudienceLLM, "fs.delete", textInput)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		waitFor[*protocol.ApprovalRequested](t, sub, nil)
+		r := s.HandleFrame(session.Client, seedFrame(id))
+		if e, ok := r.Msg.(*protocol.ErrorReply); !ok || e.Code != protocol.CodeInvalidRequest || !strings.Contains(e.Message, "require_digest") {
+			t.Fatalf("reply %s, want invalid_request naming approvals.require_digest", jsonOf(t, r.Msg))
+		}
+		if ran.Load() != 0 {
+			t.Fatal("ran without an accepted approval")
+		}
+	})
+}
+
+// TestSeedShapedApprovalAfterReissueAndRestart: a call whose request was
+// withdrawn and issued again still needs the digest after the session is
+// restored from its journal.
+func TestSeedShapedApprovalAfterReissueAndRestart(t *testing.T) {
+	base := clientCap("ui.delete")
+	base.RequiresApproval = true
+	j := &memJournal{}
+	s := session.New("reissued", &session.Options{Journal: j})
+	if err := s.Register(session.Client, base); err != nil {
+		t.Fatal(err)
+	}
+	sub := watch(t, s)
+	id, perr := s.Start(protocol.AudienceLLM, "ui.delete", textInput)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	waitFor[*protocol.ApprovalRequested](t, sub, nil)
+	changed := base
+	changed.Description = "Deletes everything."
+	if err := s.Register(session.Client, changed); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
+
+	r, err := session.Restore("reissued", j.events(t), &session.Options{Journal: &memJournal{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionApproved, DecidedBy: "ada"}
+	wantErrCode(t, r.Approve(session.Client, seed), protocol.CodeStaleApproval)
+	if err := r.Approve(session.Client, approvalOf(fresh, protocol.DecisionApproved, "ada")); err != nil {
+		t.Fatalf("the digest of the latest request: %v", err)
 	}
 }

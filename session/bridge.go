@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"slices"
@@ -64,6 +65,7 @@ type call struct {
 	// Guarded by Session.mu.
 	digest           string // of the current approval request: the decision must echo it
 	requested        bool   // its approval_requested is out
+	reissued         bool   // a request was withdrawn and issued again: a decision must name the digest it saw
 	awaitingApproval bool
 	decided          bool
 	dispatched       bool // capability_invoked is out
@@ -150,7 +152,10 @@ func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMe
 	r := s.caps[name]
 	s.mu.Unlock()
 	if r == nil {
-		return nil, protocol.Fail(protocol.CodeNotFound, "no capability named %q in this session", name)
+		return nil, protocol.Fail(protocol.CodeNotFound, "no capability named %s in this session", quoteName(name))
+	}
+	if err := s.checkValue(fmt.Sprintf("the input for %q", name), input); err != nil {
+		return nil, protocol.Outcome{Err: err}
 	}
 	if !Visible(&r.cap, invoker) {
 		s.logInfo("invocation forbidden", slog.String(keyCapability, r.logKey), slog.String(keyInvoker, string(invoker)))
@@ -357,7 +362,7 @@ func (s *Session) finishLocked(c *call, out protocol.Outcome) bool {
 		return false
 	}
 	c.finished = true
-	c.outcome = out
+	c.outcome = s.boundOutcome(c.name, out)
 	delete(s.calls, c.id)
 	s.rememberFinishedLocked(c.id, out)
 	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
@@ -382,7 +387,8 @@ func (s *Session) endLocked(c *call, out protocol.Outcome) {
 // logs it at info: its capability, invoker, outcome code and duration.
 // The log line comes after the waiters are woken, so that writing it adds
 // nothing to a call's latency.
-func (s *Session) afterFinish(c *call, out protocol.Outcome) {
+func (s *Session) afterFinish(c *call, _ protocol.Outcome) {
+	out := c.outcome // as finishLocked bounded it, or the journal replaced it
 	s.observe(CallFinished, c, func(e CallEvent) CallEvent { e.Outcome = out; return e })
 	close(c.done)
 	if s.log.Enabled(context.Background(), slog.LevelInfo) {
@@ -466,6 +472,11 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 		return protocol.Errorf(protocol.CodeConflict, "call %q has not been dispatched yet (it is awaiting approval)", m.CallID)
 	}
 	s.mu.Unlock()
+	if err := s.checkValue(fmt.Sprintf("the result of %q", c.name), m.Result); err != nil {
+		// The call ends with the error, and the peer hears why.
+		s.finish(c, protocol.Outcome{Err: err})
+		return err
+	}
 	var out protocol.Outcome
 	if msg, code, isErr := protocol.ResultError(m.Result); isErr {
 		if code == "" {
@@ -493,7 +504,7 @@ func (s *Session) Cancel(callID, reason string) error {
 	}
 	msg := "the call was cancelled"
 	if reason != "" {
-		msg += ": " + reason
+		msg += ": " + cutText(reason, MaxTextBytes)
 	}
 	if !s.finish(c, protocol.Fail(protocol.CodeCancelled, "%s", msg)) {
 		return protocol.Errorf(protocol.CodeConflict, "call %q finished before it could be cancelled", callID)

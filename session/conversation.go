@@ -64,6 +64,9 @@ func (s *Session) appendMessage(turn int, m protocol.ChatMessage, clone bool) er
 	if err := m.Validate(); err != nil {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "conversation message: %v", err)
 	}
+	if err := s.checkEvent("the conversation message", &protocol.ConversationMessage{Turn: turn, Message: m}); err != nil {
+		return err
+	}
 	if clone {
 		m = cloneChatMessage(m)
 	}

@@ -22,9 +22,14 @@ func (s *Session) HandleFrame(p Peer, f *protocol.Frame) *protocol.Frame {
 	reply := &protocol.Frame{V: protocol.Version, Ref: f.ID}
 	var ack *protocol.Ack
 	var err error
-	if f.Msg == nil {
+	switch {
+	case f.Msg == nil:
 		err = protocol.Errorf(protocol.CodeInvalidRequest, "the frame carries no message")
-	} else {
+	case p.Side == SideModel:
+		// The model side only lists and invokes the llm audience (MCP, the
+		// driver): a frame is a client's, an app's or an operator's.
+		err = protocol.Errorf(protocol.CodeForbidden, "the model side sends no frames: it lists and invokes capabilities of the llm audience")
+	default:
 		ack, err = s.apply(p, f.Msg)
 	}
 	if err != nil {

@@ -28,13 +28,38 @@ func (s *Session) emitLocked(e entry) {
 		seq := s.events.last + 1
 		e.msg = e.message() // made once: the log keeps it for its subscribers
 		if err := j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
-			// The event still happens in memory: refusing it here would
-			// leave calls without outcomes. The log says what a restart
-			// would lose.
-			s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+			if tl, ok := journalTooLarge(err); ok {
+				if !s.replaceTooLargeLocked(j, seq, &e, tl) {
+					return // never visible: the journal and the log stay the same
+				}
+			} else {
+				// The event still happens in memory: refusing it here would
+				// leave calls without outcomes. The log says what a restart
+				// would lose.
+				s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+			}
 		}
 	}
 	s.events.appendLocked(e)
+}
+
+// replaceTooLargeLocked handles an event the journal refused for its
+// size: it journals the event's substitute under the same seq in its
+// place and reports true, or reports false when there is none (or it was
+// refused too), and the event is dropped before anyone sees it.
+func (s *Session) replaceTooLargeLocked(j Journal, seq uint64, e *entry, tl *EventTooLargeError) bool {
+	sub := s.substitute(*e, tl)
+	if sub == nil {
+		s.logError("event dropped: too large for the journal", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", tl.Error()))
+		return false
+	}
+	if err := j.Append(Event{Seq: seq, Msg: sub}); err != nil {
+		s.logError("event dropped: too large for the journal, and its substitute was refused", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+		return false
+	}
+	s.logError("event replaced: too large for the journal", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", tl.Error()))
+	e.msg = sub
+	return true
 }
 
 // emitDurableLocked is emitLocked for an event that must be journaled
@@ -49,6 +74,9 @@ func (s *Session) emitDurableLocked(e entry) error {
 		e.msg = e.message()
 		if err = j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
 			s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
+			if _, ok := journalTooLarge(err); ok {
+				return err // refused, not kept: nothing to show (its inputs are bounded before, so this is a bug's backstop)
+			}
 		}
 	}
 	s.events.appendLocked(e)
@@ -91,17 +119,8 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 	journal := o.Journal
 	o.Journal = nil // replaying must not append again
 	s := New(id, &o)
-	type pending struct {
-		id, name string
-		input    []byte
-		invoker  protocol.Audience
-		rev      string // of the registration the call was made to ("" if unknown)
-		approval bool   // still awaiting approval
-		decision *protocol.ApprovalDecided
-		invoked  bool
-	}
-	var calls []*pending
-	byID := map[string]*pending{}
+	var calls []*restoredCall
+	byID := map[string]*restoredCall{}
 	// streams are the render streams whose partials the journal holds but
 	// neither their call nor their end (render_stream.go): a stream dies
 	// with the process, so they end below, as RenderStream.Close would.
@@ -146,7 +165,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			if p := byID[m.CallID]; p != nil { // reissued after a re-registration
 				p.rev = revs[m.Name]
 			} else {
-				p := &pending{id: m.CallID, name: m.Name, input: m.Input, invoker: m.Invoker, approval: true, rev: revs[m.Name]}
+				p := &restoredCall{id: m.CallID, name: m.Name, input: m.Input, invoker: m.Invoker, approval: true, rev: revs[m.Name]}
 				calls, byID[m.CallID] = append(calls, p), p
 			}
 		case *protocol.ApprovalDecided:
@@ -156,13 +175,16 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			}
 		case *protocol.ApprovalWithdrawn:
 			ownerOf(m.Name)
+			if p := byID[m.CallID]; p != nil {
+				p.reissued = true
+			}
 		case *protocol.CapabilityInvoked:
 			ownerOf(m.Name)
 			streams = slices.DeleteFunc(streams, func(st stream) bool { return st.id == m.CallID })
 			if p := byID[m.CallID]; p != nil {
 				p.approval, p.invoked = false, true
 			} else {
-				p := &pending{id: m.CallID, name: m.Name, input: m.Input, invoker: protocol.AudienceLLM, invoked: true, rev: revs[m.Name]}
+				p := &restoredCall{id: m.CallID, name: m.Name, input: m.Input, invoker: protocol.AudienceLLM, invoked: true, rev: revs[m.Name]}
 				calls, byID[m.CallID] = append(calls, p), p
 			}
 		case *protocol.RenderInvoked:
@@ -175,7 +197,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			streams = slices.DeleteFunc(streams, func(st stream) bool { return st.id == m.CallID })
 			if p := byID[m.CallID]; p != nil {
 				delete(byID, m.CallID)
-				calls = slices.DeleteFunc(calls, func(q *pending) bool { return q == p })
+				calls = slices.DeleteFunc(calls, func(q *restoredCall) bool { return q == p })
 			}
 			s.rememberFinishedLocked(m.CallID, m.Outcome)
 		case *protocol.TurnStarted, *protocol.TurnEnded, *protocol.ConversationMessage:
@@ -218,7 +240,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 		}
 	}
 	for _, p := range calls {
-		s.resume(p.id, p.name, p.input, p.invoker, p.rev, p.approval, p.invoked, p.decision)
+		s.resume(p)
 	}
 	s.endInterruptedTurn() // turn.go
 	return s, nil
@@ -236,10 +258,23 @@ func restoredOwner(o protocol.Origin) (Peer, bool) {
 	return Peer{}, false
 }
 
+// restoredCall is a call a journal holds as pending, as Restore reads it.
+type restoredCall struct {
+	id, name string
+	input    []byte
+	invoker  protocol.Audience
+	rev      string // of the registration the call was made to ("" if unknown)
+	approval bool   // still awaiting approval
+	reissued bool   // its request was withdrawn and issued again
+	decision *protocol.ApprovalDecided
+	invoked  bool
+}
+
 // resume brings back one call that was pending when the session was
 // journaled. rev is the revision of the registration it was made to;
 // decision is its journaled decision, if any.
-func (s *Session) resume(id, name string, input []byte, invoker protocol.Audience, rev string, awaitingApproval, invoked bool, decision *protocol.ApprovalDecided) {
+func (s *Session) resume(p *restoredCall) {
+	id, name, input, invoker, rev, invoked, decision := p.id, p.name, p.input, p.invoker, p.rev, p.invoked, p.decision
 	s.mu.Lock()
 	r := s.caps[name]
 	s.mu.Unlock()
@@ -282,7 +317,7 @@ func (s *Session) resume(id, name string, input []byte, invoker protocol.Audienc
 	default: // awaiting approval
 		c.approval = make(chan protocol.CapabilityApprove, 1)
 		s.mu.Lock()
-		c.awaitingApproval, c.requested, c.digest = true, true, inputDigest(r, input)
+		c.awaitingApproval, c.requested, c.reissued, c.digest = true, true, p.reissued, inputDigest(r, input)
 		s.mu.Unlock()
 		go s.run(context.Background(), c)
 	}

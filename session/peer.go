@@ -29,6 +29,11 @@ const (
 	// may not register or deregister capabilities, nor answer calls with
 	// capability_result.
 	SideOperator PeerSide = "operator"
+	// SideModel is the model side: an agent driver or MCP host, which lists
+	// and invokes the llm audience and nothing else. It never decides an
+	// approval, registers, answers or cancels a call, or reads the
+	// session's events; a frame from it is refused whatever it carries.
+	SideModel PeerSide = "model"
 )
 
 // Peer identifies who is talking to a session. The transport decides it from
@@ -106,6 +111,8 @@ func checkTrust(p Peer, c *protocol.Capability) error {
 		}
 	case SideOperator:
 		return fmt.Errorf("an operator may not register capabilities")
+	case SideModel:
+		return fmt.Errorf("the model side may not register capabilities")
 	case SideRuntime:
 		switch c.Origin.Kind {
 		case protocol.OriginAgent, protocol.OriginFlow, protocol.OriginSkill, protocol.OriginMCP, protocol.OriginConnector, protocol.OriginMount:

@@ -149,6 +149,13 @@ func (s *Session) commit(regs []*registration) error {
 	if len(regs) == 0 {
 		return nil
 	}
+	all := &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, len(regs))}
+	for i, r := range regs {
+		all.Capabilities[i] = r.cap
+	}
+	if err := s.checkEvent("the registration", all); err != nil { // its event must fit the journal
+		return &RegisterError{Name: regs[0].cap.Name, Code: protocol.CodeTooLarge, Err: err}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(regs))
@@ -174,6 +181,8 @@ func (s *Session) commit(regs []*registration) error {
 	}
 	var msg *protocol.CapabilityRegister
 	changed := false // a definition was added or replaced: a new revision
+	type replaced struct{ old, r *registration }
+	var reissue []replaced
 	for _, r := range regs {
 		name := r.cap.Name
 		old := s.caps[name]
@@ -196,7 +205,7 @@ func (s *Session) commit(regs []*registration) error {
 		s.caps[name] = r
 		changed = true
 		if old != nil {
-			s.reissueLocked(old, r)
+			reissue = append(reissue, replaced{old, r})
 		}
 		if msg == nil {
 			msg = &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, 0, len(regs))}
@@ -209,6 +218,12 @@ func (s *Session) commit(regs []*registration) error {
 	}
 	if msg != nil {
 		s.emitLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
+	}
+	// The new definitions are journaled first: the requests issued again
+	// name their revision, which a restore must know when it reads them
+	// (else a restart would end such a call stale_approval).
+	for _, x := range reissue {
+		s.reissueLocked(x.old, x.r)
 	}
 	return nil
 }

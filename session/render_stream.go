@@ -186,7 +186,7 @@ func (rs *RenderStream) dueLocked(size int) bool {
 // render_invoked unless a check drops it. (The wire form is compacted when
 // the event is encoded.)
 func (rs *RenderStream) offerLocked(p []byte) bool {
-	if len(p) == 0 || p[0] != '{' || len(p) > maxPartialProps || rs.bytes+len(p) > maxStreamBytes ||
+	if len(p) == 0 || p[0] != '{' || EncodedSize(p) > maxPartialProps || rs.bytes+len(p) > maxStreamBytes ||
 		!utf8.Valid(p) || bytes.Equal(p, rs.last) {
 		return false
 	}

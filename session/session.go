@@ -30,6 +30,20 @@ type Options struct {
 	// minutes. After a restart a restored request waits a full
 	// ApprovalTimeout again.
 	ApprovalTimeout time.Duration
+	// MaxEventBytes bounds one event as a journal stores it (its encoded
+	// frame). Every input that becomes part of an event is held to it
+	// before anyone sees the event: a call's input and result, props,
+	// a registration, a conversation message; what is over is too_large.
+	// Set it to what the session's store takes (package store's
+	// MaxEventBytes). Default DefaultMaxEventBytes (1 MiB less 1 KiB);
+	// at least 64 KiB.
+	MaxEventBytes int
+	// RequireApprovalDigest refuses an approval that does not echo its
+	// request's inputDigest (invalid_request). Off by default: the seed's
+	// capability_approve has no digest, and one is taken for the call's
+	// only request (a request withdrawn and issued again needs the
+	// digest).
+	RequireApprovalDigest bool
 	// PeerGrace is how long a call to a client, app or environment
 	// capability waits for its owning peer to reconnect when that peer has
 	// no live connection (see [Session.Attach]); after it the call ends
@@ -95,6 +109,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if out.MaxPendingCalls <= 0 {
 		out.MaxPendingCalls = 256
+	}
+	switch {
+	case out.MaxEventBytes <= 0:
+		out.MaxEventBytes = DefaultMaxEventBytes
+	case out.MaxEventBytes < 64<<10:
+		out.MaxEventBytes = 64 << 10
 	}
 	return out
 }

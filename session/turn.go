@@ -95,6 +95,9 @@ func (s *Session) StartTurn(p Peer, message string) (int, error) {
 	if !utf8.ValidString(message) {
 		return 0, protocol.Errorf(protocol.CodeInvalidRequest, "the message is not valid UTF-8")
 	}
+	if err := s.checkValue("the message", []byte(message)); err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	if s.turns.active {
 		n := s.turn
@@ -195,7 +198,7 @@ func (s *Session) endTurnLocked(n int, reason protocol.TurnReason, detail string
 		s.turns.cancel = nil
 	}
 	s.turns.active = false
-	s.emitLocked(entry{typ: protocol.TypeTurnEnded, msg: &protocol.TurnEnded{Turn: n, Reason: reason, Error: detail}})
+	s.emitLocked(entry{typ: protocol.TypeTurnEnded, msg: &protocol.TurnEnded{Turn: n, Reason: reason, Error: cutText(detail, MaxTextBytes)}})
 	if s.turns.done != nil {
 		close(s.turns.done)
 		s.turns.done = nil

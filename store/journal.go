@@ -96,9 +96,11 @@ func (j *journal) appendLocked(e session.Event) error {
 	case err != nil:
 		j.broken = fmt.Errorf("store: session %q: event %d: %w", j.id, e.Seq, err)
 		return j.broken
-	case len(data) > protocol.MaxFrameBytes:
-		j.broken = fmt.Errorf("%w: session %q: event %d is %d bytes, more than %d", ErrTooLarge, j.id, e.Seq, len(data), protocol.MaxFrameBytes)
-		return j.broken
+	case len(data) > j.s.maxEvent:
+		// Refused before anything is stored: the journal stays as it was,
+		// and the session puts a smaller event under the same seq.
+		return fmt.Errorf("store: session %q: event %d: %w", j.id, e.Seq,
+			&session.EventTooLargeError{Type: e.Msg.MessageType(), Size: len(data), Limit: j.s.maxEvent})
 	case len(j.backlog) >= maxBacklog || j.backlogLen+len(data) > maxBacklogBytes:
 		j.broken = fmt.Errorf("store: session %q: %d events (%d bytes) could not be appended; giving up", j.id, len(j.backlog), j.backlogLen)
 		return j.broken
@@ -106,6 +108,14 @@ func (j *journal) appendLocked(e session.Event) error {
 	j.backlog = append(j.backlog, pending{seq: e.Seq, data: data, msgID: j.s.msgIDs})
 	j.backlogLen += len(data)
 	err = j.flushLocked()
+	if errors.Is(err, ErrTooLarge) && len(j.backlog) == 1 && j.backlog[0].seq == e.Seq {
+		// The server's limit is lower than the one this journal knew (an
+		// external server's max payload): only this event is refused.
+		j.broken = nil
+		j.backlog, j.backlogLen = j.backlog[:0], 0
+		return fmt.Errorf("store: session %q: event %d: %w: %w", j.id, e.Seq,
+			&session.EventTooLargeError{Type: e.Msg.MessageType(), Size: len(data), Limit: j.s.maxEvent}, err)
+	}
 	if n := len(j.backlog); n > 0 && j.backlog[n-1].seq == e.Seq {
 		// Kept to publish again: it must not share the next event's buffer.
 		j.backlog[n-1].data = slices.Clone(data)

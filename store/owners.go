@@ -30,6 +30,27 @@ func (s *Store) SetSessionOwner(ctx context.Context, id, owner string) error {
 	return nil
 }
 
+// SessionOwner returns the owner recorded for session id, with ok false
+// when none is.
+func (s *Store) SessionOwner(ctx context.Context, id string) (owner string, ok bool, err error) {
+	if _, err := subjectFor(id); err != nil {
+		return "", false, err
+	}
+	if s.closed.Load() {
+		return "", false, ErrClosed
+	}
+	rctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	e, err := s.owners.Get(rctx, id)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("store: read the owner of session %q: %w", id, err)
+	}
+	return string(e.Value()), true, nil
+}
+
 // SessionOwners returns every recorded session owner by session id. It
 // reads the whole bucket: its cost grows with the number of sessions.
 func (s *Store) SessionOwners(ctx context.Context) (map[string]string, error) {

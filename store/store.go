@@ -122,6 +122,8 @@ type Store struct {
 	log     *slog.Logger
 	ns      *server.Server // nil with an external server
 	nc      *nats.Conn
+	// maxEvent is the largest event a journal stores (MaxEventBytes).
+	maxEvent int
 	js      jetstream.JetStream
 	stream  jetstream.Stream
 	owners  jetstream.KeyValue // who created each session (owners.go)
@@ -185,6 +187,7 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout)); err != nil {
 		return nil, fmt.Errorf("store: jetstream: %w", err)
 	}
+	s.maxEvent = min(protocol.MaxFrameBytes, int(s.nc.MaxPayload())-headerRoom)
 	maxPer := int64(-1)
 	if o.MaxEventsPerSession > 0 {
 		maxPer = o.MaxEventsPerSession
@@ -266,6 +269,18 @@ func (s *Store) startEmbedded(ctx context.Context) error {
 // Close drains the connection, stops the embedded server and releases the
 // data directory. Appends and loads after Close fail with [ErrClosed].
 // Close is idempotent.
+// headerRoom is what an event's message keeps for its headers (the
+// journal's token, the expected sequence, the message id) within the
+// server's max payload.
+const headerRoom = 1 << 10
+
+// MaxEventBytes returns the largest event (its encoded frame) a journal of
+// this store stores: the server's max payload less room for headers, and
+// at most protocol.MaxFrameBytes (what a load decodes). A session's
+// Options.MaxEventBytes is set to it (package server does), so that no
+// event is shown that could not be stored.
+func (s *Store) MaxEventBytes() int { return s.maxEvent }
+
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)

@@ -494,3 +494,27 @@ func TestRetentionLowered(t *testing.T) {
 		t.Fatalf("kept seqs %v, want [4 5]", got)
 	}
 }
+
+// TestTooLargeEventLeavesTheJournal: an event over MaxEventBytes is
+// refused with a *session.EventTooLargeError before anything is stored,
+// and the journal goes on: the next append may carry the same seq, and a
+// load holds exactly the events stored (a too-large event used to break
+// the journal for good).
+func TestTooLargeEventLeavesTheJournal(t *testing.T) {
+	st := open(t, t.TempDir(), nil)
+	if st.MaxEventBytes() <= 0 || st.MaxEventBytes() > protocol.MaxFrameBytes {
+		t.Fatalf("MaxEventBytes = %d", st.MaxEventBytes())
+	}
+	j := journal(t, st, "s")
+	appendAll(t, j, ev(1, "a"))
+	huge := session.Event{Seq: 2, Msg: &protocol.CapabilityOutcome{CallID: "c", Name: "n",
+		Outcome: protocol.OK(json.RawMessage(`"` + strings.Repeat("x", st.MaxEventBytes()) + `"`))}}
+	var tl *session.EventTooLargeError
+	if err := j.Append(huge); !errors.As(err, &tl) || tl.Limit != st.MaxEventBytes() || tl.Size <= tl.Limit {
+		t.Fatalf("append of a too large event: %v, want an EventTooLargeError", err)
+	}
+	appendAll(t, j, ev(2, "a"), ev(3, "a"))
+	if got := load(t, st, "s"); !slices.Equal(seqs(got), []uint64{1, 2, 3}) {
+		t.Fatalf("stored seqs %v, want [1 2 3]", seqs(got))
+	}
+}

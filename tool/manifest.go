@@ -31,9 +31,11 @@ type Manifest struct {
 	// Payload is the identity of the payload, "sha256:<hex>", for tools
 	// built into an artifact; empty for native tools.
 	Payload string `json:"payload,omitempty"`
-	// Runtime names the runtime and ABI the payload needs: "js/1" for a
-	// JavaScript payload (<name>.mjs, see [RuntimeJS]); empty for native
-	// tools and for WebAssembly payloads built before the field existed.
+	// Runtime names what runs the payload and the version of its ABI,
+	// "<kind>/<version>": "wasm/2" for WebAssembly payloads of ABI 2
+	// (docs/abi.md). Every artifact names one; native tools have none. A
+	// host refuses, at attach, a runtime it does not implement. "js/1"
+	// ([RuntimeJS]) is a JavaScript payload, <name>.mjs.
 	Runtime string `json:"runtime,omitempty"`
 }
 

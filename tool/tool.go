@@ -109,10 +109,13 @@ func (h *Handles) Set(k handle.Kind, v any) error {
 // Call is one invocation as an environment hands it to an [Instance].
 type Call struct {
 	ID string
-	// Session is the id of the session the call was made in; empty for a
-	// call made outside any session (brain run, Environment.Invoke without
-	// one). An instance that keeps state between calls keeps it per
-	// session unless its manifest opts into sharing (docs/security.md).
+	// Session names whose state the call may see: the id of the session
+	// the call was made in, or empty for a call made outside any session
+	// (brain run, Environment.Invoke without one) and for every call of a
+	// tool whose policy shares its instances across sessions
+	// (kernel.Policy.ShareInstances). An instance that keeps state
+	// between calls keeps it per Session (docs/security.md, "Artifact
+	// state").
 	Session   string
 	Input     json.RawMessage // already validated against the input schema
 	Handles   Handles

@@ -18,6 +18,10 @@ type approvalsConfig struct {
 	// environment waits for it to come back (session.Options.PeerGrace);
 	// default 5s, "0s" for none.
 	PeerGrace string `yaml:"peer_grace"`
+	// RequireDigest refuses a capability_approve that does not echo its
+	// request's inputDigest (session.Options.RequireApprovalDigest). Off by
+	// default: the seed's capability_approve has no digest.
+	RequireDigest bool `yaml:"require_digest"`
 }
 
 // maxApprovalTimeout bounds approvals.timeout: a week.
@@ -40,8 +44,10 @@ func (a approvalsConfig) validate(pos positions) error {
 	return nil
 }
 
-// session sets the durations in o; validate has passed.
+// session sets the durations and the digest rule in o; validate has
+// passed.
 func (a approvalsConfig) session(o *session.Options) {
+	o.RequireApprovalDigest = a.RequireDigest
 	if d, err := time.ParseDuration(a.Timeout); err == nil {
 		o.ApprovalTimeout = d
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestBuildInspectRun drives the artifact commands as a user would:
@@ -88,5 +91,48 @@ func TestBuildInspectRun(t *testing.T) {
 	}
 	if code, _, stderr := run("run", artifact, "--workspace", ws, "--cache", cache); code != 1 || !strings.Contains(stderr, "does not match its identity") {
 		t.Fatalf("run of a tampered payload: %d %s", code, stderr)
+	}
+}
+
+// TestArtifactStatePerSession: two MCP callers in two sessions of one
+// brain serve call an artifact that keeps its last note in a package
+// variable; bob's call never returns alice's note (it did when one pool
+// of instances served every session).
+func TestArtifactStatePerSession(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a cold guest build and compile under -race
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"build", "../../host/testdata/tools/memo", "-o", filepath.Join(dir, "artifacts")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("build: %d %s %s", code, stdout.String(), stderr.String())
+	}
+	t.Chdir(dir)
+	wd, _ := os.Getwd()
+	if err := os.MkdirAll("workspace", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("grants.yaml", []byte("workspace: "+wd+"/workspace\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("brain.yaml", []byte("grants: grants.yaml\nartifacts: artifacts\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, _ := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour})
+	model := tokenOf(t, "data", "model")
+	call := func(sessionID, note string) string {
+		t.Helper()
+		cs := mcpSession(t, ctx, addr, model, sessionID)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "memo", Arguments: map[string]any{"note": note}})
+		if err != nil || res.IsError {
+			t.Fatalf("memo in %s: %+v %v", sessionID, res, err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	call("alice", "alice's secret")
+	if got := call("bob", "bob's note"); strings.Contains(got, "alice") {
+		t.Fatalf("bob's call returned %s", got)
+	}
+	if got := call("alice", "again"); !strings.Contains(got, "alice's secret") {
+		t.Fatalf("alice's own next call returned %s, want her note", got)
 	}
 }

@@ -26,6 +26,9 @@ type policyConfig struct {
 	CallTimeoutMs    *int64   `yaml:"callTimeoutMs"`
 	DisplayName      string   `yaml:"displayName"`
 	PromptFragment   string   `yaml:"promptFragment"`
+	// ShareInstances lets the tool's instances serve every session: a
+	// trust decision (docs/security.md, "Artifact state").
+	ShareInstances *bool `yaml:"shareInstances"`
 }
 
 // maxCallTimeoutMs bounds a policy's callTimeoutMs: one day.
@@ -99,7 +102,7 @@ func (c *serveConfig) policyRules() ([]kernel.PolicyRule, error) {
 			return nil, c.pos.errorf(at+".match", "%q is not a valid glob: %v", p.Match, err)
 		}
 		r := kernel.PolicyRule{Pattern: p.Match, Policy: kernel.Policy{
-			RequiresApproval: p.RequiresApproval, DisplayName: p.DisplayName, PromptFragment: p.PromptFragment}}
+			RequiresApproval: p.RequiresApproval, DisplayName: p.DisplayName, PromptFragment: p.PromptFragment, ShareInstances: p.ShareInstances}}
 		if p.Audience != nil {
 			if len(p.Audience) == 0 {
 				return nil, c.pos.errorf(at+".audience", "must not be empty (nobody could invoke the tool); leave it out for the default [llm, user]")
@@ -122,8 +125,8 @@ func (c *serveConfig) policyRules() ([]kernel.PolicyRule, error) {
 			}
 			r.CallTimeout = time.Duration(*p.CallTimeoutMs) * time.Millisecond
 		}
-		if p.RequiresApproval == nil && p.Audience == nil && p.CallTimeoutMs == nil && p.DisplayName == "" && p.PromptFragment == "" {
-			return nil, c.pos.errorf(at, "sets nothing: give at least one of requiresApproval, audience, callTimeoutMs, displayName, promptFragment")
+		if p.RequiresApproval == nil && p.Audience == nil && p.CallTimeoutMs == nil && p.DisplayName == "" && p.PromptFragment == "" && p.ShareInstances == nil {
+			return nil, c.pos.errorf(at, "sets nothing: give at least one of requiresApproval, audience, callTimeoutMs, displayName, promptFragment, shareInstances")
 		}
 		if err := r.Validate(); err != nil { // the kernel's own check, a backstop
 			return nil, c.pos.errorf(at, "%v", err)

@@ -131,6 +131,8 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if created {
 		printCreatedTokens(stdout, filepath.Join(a.data, "tokens.json"), tokens.Created())
 	}
+	// Tokens are added and revoked by editing the file, without a restart.
+	go server.WatchTokens(ctx, tokens, filepath.Join(a.data, "tokens.json"), 0, logger)
 	// Metrics and traces (docs/operations.md); tracing only when the
 	// OTEL_* variables ask for it.
 	tp, stopTracing, err := telemetry.TracerProviderFromEnv(ctx, nil)

@@ -242,7 +242,7 @@ func TestServeClusterSIGKILL(t *testing.T) {
 	for f := p.next(); f.Ref != "r"; f = p.next() {
 	}
 	// An agent-side call that runs until its node dies.
-	cs := mcpSession(t, ctx, addrs[0], token, "k")
+	cs := mcpSession(t, ctx, addrs[0], tokenOf(t, filepath.Join(cmds[0].Dir, "data"), "model"), "k")
 	mcpErr := make(chan error, 1)
 	go func() {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "js.eval", Arguments: map[string]any{"source": "() => { for (;;) {} }"}})

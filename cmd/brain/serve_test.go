@@ -24,11 +24,14 @@ import (
 
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/provide/proc"
 	"github.com/brainrt/brain/tool"
 )
 
-// TestMain lets the test binary act as `brain` for the restart test.
+// TestMain lets the test binary act as `brain` for the restart test, and
+// as the exec handle's helper and limiter, as main does.
 func TestMain(m *testing.M) {
+	proc.RunHelperIfRequested()
 	if os.Getenv("BRAIN_TEST_AS_BRAIN") == "1" {
 		ctx, stop := signalContext()
 		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -143,7 +146,7 @@ func TestServeEndToEnd(t *testing.T) {
 	p.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{approvalCap("ui.confirm")}})
 	for f := p.next(); f.Ref != "r"; f = p.next() {
 	}
-	cs := mcpSession(t, ctx, addr, token[1], "e2e")
+	cs := mcpSession(t, ctx, addr, tokenOf(t, "data", "model"), "e2e")
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -300,10 +303,11 @@ func TestRemoteEnvironment(t *testing.T) {
 	t.Chdir(dir)
 	envToken := "environment-token-0123456789"
 	clientTok := "client-token-0123456789abcdef"
+	modelTok := "model-token-0123456789abcdef"
 	if err := os.MkdirAll("data", 0o700); err != nil {
 		t.Fatal(err)
 	}
-	tf := fmt.Sprintf(`{"tokens":[{"token":%q,"side":"client"},{"token":%q,"side":"environment"}]}`, clientTok, envToken)
+	tf := fmt.Sprintf(`{"tokens":[{"token":%q,"side":"client","tenant":"t"},{"token":%q,"side":"environment","tenant":"t"},{"token":%q,"side":"model","tenant":"t"}]}`, clientTok, envToken, modelTok)
 	if err := os.WriteFile("data/tokens.json", []byte(tf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +335,7 @@ func TestRemoteEnvironment(t *testing.T) {
 	case err := <-envDone:
 		t.Fatalf("brain env: %v", err)
 	}
-	cs := mcpSession(t, ctx, addr, clientTok, "remote")
+	cs := mcpSession(t, ctx, addr, modelTok, "remote")
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "remote.where", Arguments: map[string]any{}})
 	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "in the remote environment") {
 		t.Fatalf("remote tool over MCP: %+v %v", res, err)
@@ -370,10 +374,11 @@ func TestRemoteEnvironmentPolicy(t *testing.T) {
 	t.Chdir(dir)
 	envToken := "environment-token-0123456789"
 	clientTok := "client-token-0123456789abcdef"
+	modelTok := "model-token-0123456789abcdef"
 	if err := os.MkdirAll("data", 0o700); err != nil {
 		t.Fatal(err)
 	}
-	tf := fmt.Sprintf(`{"tokens":[{"token":%q,"side":"client"},{"token":%q,"side":"environment"}]}`, clientTok, envToken)
+	tf := fmt.Sprintf(`{"tokens":[{"token":%q,"side":"client","tenant":"t"},{"token":%q,"side":"environment","tenant":"t"},{"token":%q,"side":"model","tenant":"t"}]}`, clientTok, envToken, modelTok)
 	if err := os.WriteFile("data/tokens.json", []byte(tf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +408,7 @@ func TestRemoteEnvironmentPolicy(t *testing.T) {
 		t.Fatalf("brain env: %v", err)
 	}
 	p := dialPeer(t, ctx, addr, clientTok, "remote", "?after=0")
-	cs := mcpSession(t, ctx, addr, clientTok, "remote")
+	cs := mcpSession(t, ctx, addr, modelTok, "remote")
 	resc := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "remote.where", Arguments: map[string]any{}})

@@ -46,7 +46,7 @@ func TestServeMetricsAndLimits(t *testing.T) {
 		t.Errorf("the start banner does not say where the metrics are:\n%s", out.String())
 	}
 
-	cs := mcpSession(t, ctx, addr, client[1], "m1")
+	cs := mcpSession(t, ctx, addr, tokenOf(t, "data", "model"), "m1")
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": "notes.txt"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestServeMetricsAndLimits(t *testing.T) {
 	p := dialPeer(t, ctx, addr, client[1], "m2", "?after=0")
 	p.send("d", &protocol.CapabilityDeregister{Names: []string{}})
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/sessions/m3/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-	req.Header.Set("Authorization", "Bearer "+client[1])
+	req.Header.Set("Authorization", "Bearer "+tokenOf(t, "data", "model"))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
@@ -169,8 +169,8 @@ func TestServeMetricsWasmPool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a cold compile under -race on a loaded machine
 	defer cancel()
 	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour})
-	client, operator := servedTokens(t)
-	cs := mcpSession(t, ctx, addr, client, "w1")
+	_, operator := servedTokens(t)
+	cs := mcpSession(t, ctx, addr, tokenOf(t, "data", "model"), "w1")
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": "notes.txt"}})
 	if err != nil || res.IsError {
 		t.Fatalf("fs.read: %+v %v", res, err)
@@ -198,7 +198,13 @@ func TestServeMetricsWasmPool(t *testing.T) {
 // under ./data.
 func servedTokens(t *testing.T) (client, operator string) {
 	t.Helper()
-	raw, err := os.ReadFile("data/tokens.json")
+	return tokenOf(t, "data", "client"), tokenOf(t, "data", "operator")
+}
+
+// tokenOf returns the first token of side in dataDir's tokens.json.
+func tokenOf(t *testing.T, dataDir, side string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dataDir, "tokens.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,17 +215,12 @@ func servedTokens(t *testing.T) (client, operator string) {
 		t.Fatal(err)
 	}
 	for _, tk := range tf.Tokens {
-		switch tk.Side {
-		case "client":
-			client = tk.Token
-		case "operator":
-			operator = tk.Token
+		if tk.Side == side {
+			return tk.Token
 		}
 	}
-	if client == "" || operator == "" {
-		t.Fatalf("tokens.json lacks a client or an operator token:\n%s", raw)
-	}
-	return client, operator
+	t.Fatalf("tokens.json lacks a %s token:\n%s", side, raw)
+	return ""
 }
 
 // TestServeTracing: with OTEL_EXPORTER_OTLP_ENDPOINT set, `brain serve`
@@ -244,8 +245,7 @@ func TestServeTracing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", idle: time.Hour})
-	client, _ := servedTokens(t)
-	cs := mcpSession(t, ctx, addr, client, "tr")
+	cs := mcpSession(t, ctx, addr, tokenOf(t, "data", "model"), "tr")
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": "nope.txt"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:7777", "brain serve's address")
 	sessionID := flag.String("session", "demo", "the session whose tools to use")
-	tok := flag.String("token", "", "a client token (default: $BRAIN_TOKEN, else the client token in -data's tokens.json)")
+	tok := flag.String("token", "", "a model token (default: $BRAIN_TOKEN, else the model token in -data's tokens.json)")
 	data := flag.String("data", "brain-data", "brain serve's data directory, to find the token")
 	name := flag.String("tool", "", "the tool to call (default: only list the tools)")
 	args := flag.String("args", "{}", "the call's arguments, a JSON object")
@@ -37,7 +37,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "mcpcall: -args is not a JSON object: %v\n", err)
 		os.Exit(2)
 	}
-	t, err := token.Find(*tok, *data, "client")
+	t, err := token.Find(*tok, *data, "model")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcpcall:", err)
 		os.Exit(1)

@@ -12,6 +12,23 @@ import (
 	"github.com/brainrt/brain/handle"
 )
 
+// Version is the ABI this package describes. ABI 1 (until 2026-12) sent
+// brain_invoke a JSON envelope and took an Outcome back; ABI 2 sends a
+// binary request and takes a status-byte result (docs/abi.md).
+const Version = 2
+
+// Runtime names this ABI in a manifest's runtime field.
+const Runtime = "wasm/2"
+
+// ExportVersion is the export that marks a payload built for [Version]: a
+// function of no parameters and no results that does nothing. Its name
+// carries the version so that the host reads it without running the guest
+// ([ExportVersionPrefix] and the number).
+const ExportVersion = "brain_abi_v2"
+
+// ExportVersionPrefix begins the version marker of every ABI version.
+const ExportVersionPrefix = "brain_abi_v"
+
 // Guest exports.
 const (
 	ExportAlloc  = "brain_alloc"  // (size u32) -> ptr u32

@@ -64,6 +64,7 @@ type Exec struct {
 	allowEnv map[string]bool
 	cred     *syscall.Credential // nil: children run as brain's own user
 	limit    limitMode           // how children get RLIMIT_NPROC
+	limiter  *limiter            // with limitTrace where root lacks CAP_SYS_RESOURCE; nil otherwise
 	clone    uintptr             // clone flags: CLONE_NEWNET, CLONE_NEWPID
 	abi      int                 // Landlock ABI in use, 0 when off
 	logger   *slog.Logger
@@ -253,7 +254,7 @@ func (e *Exec) setUser(root os.FileInfo) error {
 	e.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	if forceHelper.Load() {
 		e.limit = limitHelper
-	} else if err := probeTrace(firstProgram(e.byPath), e.cred); err == nil {
+	} else if err := e.probeTraced(); err == nil {
 		e.limit = limitTrace
 	} else if helperHooked.Load() {
 		e.logger.Info("exec: ptrace is not allowed here; each command starts through the exec helper", logKeyErr, err)
@@ -264,6 +265,28 @@ func (e *Exec) setUser(root os.FileInfo) error {
 	if !searchable(root, uint32(uid), uint32(gid)) {
 		e.logger.Warn("exec: the exec user cannot enter root; every command will fail to start", logKeyRoot, e.rootPath, logKeyUID, uid)
 	}
+	return nil
+}
+
+// probeTraced checks that the ptrace path works here: directly, or, where
+// root may not set another user's limit (no CAP_SYS_RESOURCE), through a
+// limiter of the exec user, which it keeps (e.limiter) when that works.
+func (e *Exec) probeTraced() error {
+	program := firstProgram(e.byPath)
+	err := probeTrace(program, e.cred, prlimitNPROC)
+	if err == nil || !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	l, lerr := startLimiter(e.cred)
+	if lerr != nil {
+		return fmt.Errorf("%w (and no limiter: %v)", err, lerr)
+	}
+	if err := probeTrace(program, e.cred, l.limit); err != nil {
+		l.close()
+		return err
+	}
+	e.limiter = l
+	e.logger.Debug("exec: root may not set other users' limits here; a limiter process of the exec user sets them")
 	return nil
 }
 
@@ -343,6 +366,9 @@ func (e *Exec) Close() error {
 	}
 	e.closed = true
 	e.closeRuleset()
+	if e.limiter != nil {
+		e.limiter.close()
+	}
 	return e.root.Close()
 }
 
@@ -608,9 +634,9 @@ func (e *Exec) start(cmd handle.Command, path string, argv, env []string, b Boun
 	}
 	switch e.limit {
 	case limitTrace:
-		// The starting thread enters the namespaces and becomes the exec
-		// user itself (start_linux.go).
-		attr.Sys.Ptrace = true
+		// The child alone becomes the exec user and enters the namespaces;
+		// it stops after exec for its process limit (start_linux.go).
+		attr.Sys.Ptrace, attr.Sys.Credential, attr.Sys.Cloneflags = true, e.cred, e.clone
 	case limitHelper:
 		attr.Sys.Credential, attr.Sys.Cloneflags = e.cred, e.clone
 		path, argv = "/proc/self/exe", helperArgv(b.MaxProcesses, path, argv)

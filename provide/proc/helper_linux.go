@@ -30,7 +30,8 @@ var helperHooked atomic.Bool
 //		…
 //	}
 //
-// In helper mode it never returns. The helper is the fallback for setting
+// In helper mode (and in limiter mode: see limiter_linux.go) it never
+// returns. The helper is the fallback for setting
 // a child's process limit when brain runs as root where ptrace is not
 // allowed (see the package documentation): started as the exec user and
 // already confined (namespaces, no_new_privs and Landlock are inherited
@@ -41,10 +42,15 @@ var helperHooked atomic.Bool
 // need files outside the Landlock rules.
 func RunHelperIfRequested() {
 	helperHooked.Store(true)
-	if len(os.Args) == 0 || os.Args[0] != helperArg0 {
+	if len(os.Args) == 0 {
 		return
 	}
-	os.Exit(runHelper(os.Args[1:]))
+	switch os.Args[0] {
+	case helperArg0:
+		os.Exit(runHelper(os.Args[1:]))
+	case limiterArg0:
+		os.Exit(runLimiter(os.Stdin, os.Stdout))
+	}
 }
 
 // helperArgv returns the argv that starts the helper for program path with

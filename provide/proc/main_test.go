@@ -14,5 +14,8 @@ import (
 // program.
 func TestMain(m *testing.M) {
 	proc.RunHelperIfRequested()
+	if os.Getenv(threadsProgramEnv) != "" {
+		os.Exit(threadsProgram()) // TestNoThreadRunsAsTheExecUser's program
+	}
 	os.Exit(m.Run())
 }

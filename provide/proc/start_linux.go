@@ -19,8 +19,8 @@ type limitMode int
 const (
 	// (zero): brain does not run as root; no limit, no user switch.
 	_ limitMode = iota
-	// limitTrace: the starting thread becomes the exec user, starts the
-	// child traced so that it stops right after exec, sets its
+	// limitTrace: the child is started as the exec user and traced, so
+	// that it stops right after exec; the starting thread (root) sets its
 	// RLIMIT_NPROC and lets it go. No second program.
 	limitTrace
 	// limitHelper: the child is brain's own binary in helper mode, which
@@ -40,73 +40,100 @@ func (m limitMode) String() string {
 }
 
 // startConfined starts the child from a dedicated OS thread that is first
-// confined: namespaces, no_new_privs, Landlock and, with limitTrace, the
-// exec user's credentials.
+// confined: no_new_privs and Landlock. The exec user's credentials and
+// namespaces are the child's alone (attr.Sys.Credential and Cloneflags,
+// applied between fork and exec): no thread of brain ever changes user —
+// a thread of another user lets that user signal brain and change its
+// limits, since permission checks look at the thread.
 //
-// Why a thread: all of these are per-thread in Linux, and a new process
-// inherits them from the thread that clones it. Confining one throwaway
-// thread confines the child without confining brain and without running a
-// second program per call. Re-executing brain's binary as a helper that
-// confines itself costs a Go runtime start: 7-10x the cost of running
-// /bin/true where this was measured (docs/handle-exec.md). The goroutine
-// locks its thread and returns without unlocking it, so the runtime ends
-// the thread rather than reuse it; threads the runtime creates meanwhile
-// come from its template thread, not from this one. The parent-death signal cannot be
-// used: it fires when the creating thread exits, that is at once.
+// Why a thread: no_new_privs and Landlock are per-thread in Linux, and a
+// new process inherits them from the thread that clones it. Confining one
+// throwaway thread confines the child without confining brain and without
+// running a second program per call. Re-executing brain's binary as a
+// helper that confines itself costs a Go runtime start: 7-10x the cost of
+// running /bin/true where this was measured (docs/handle-exec.md). The
+// goroutine locks its thread and returns without unlocking it, so the
+// runtime ends the thread rather than reuse it — unless it is the main
+// thread, which the runtime cannot end and would park, confined, for good:
+// onThrowawayThread never confines it. Threads the runtime creates
+// meanwhile come from its template thread, not from this one. The
+// parent-death signal cannot be used: it fires when the creating thread
+// exits, that is at once.
 func (e *Exec) startConfined(path string, argv []string, attr *os.ProcAttr, nproc int) (*os.Process, error) {
 	type started struct {
 		p   *os.Process
 		err error
 	}
-	ch := make(chan started, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
-		p, err := e.startOnThread(path, argv, attr, nproc)
-		ch <- started{p, err}
-	}()
-	s := <-ch
+	var s started
+	onThrowawayThread(func() { s.p, s.err = e.startOnThread(path, argv, attr, nproc) })
 	return s.p, s.err
+}
+
+// onThrowawayThread runs f on an OS thread that is not the process's main
+// thread and that ends when f returns, so that whatever f does to its
+// thread dies with it. It returns when f has returned.
+func onThrowawayThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			defer close(done)
+			f()
+			return // still locked: the runtime ends the thread
+		}
+		// The main thread: the runtime would park it rather than end it.
+		// While this goroutine holds it, another goroutine gets another
+		// thread; this one is left as it was and unlocked.
+		onThrowawayThread(f)
+		runtime.UnlockOSThread()
+		close(done)
+	}()
+	<-done
 }
 
 // startOnThread confines the calling, locked thread and starts the child.
 func (e *Exec) startOnThread(path string, argv []string, attr *os.ProcAttr, nproc int) (*os.Process, error) {
-	if e.limit == limitTrace && e.clone != 0 {
-		// Entering namespaces needs CAP_SYS_ADMIN, which the thread loses
-		// when it becomes the exec user below: enter them now, and the
-		// child is born in them (the first child of the thread is PID 1 of
-		// the new PID namespace).
-		if err := unix.Unshare(int(e.clone)); err != nil {
-			return nil, fmt.Errorf("unshare: %w", err)
-		}
-	}
 	if err := restrictThread(e.ruleset, e.abi); err != nil {
 		return nil, err
 	}
 	if e.limit == limitTrace {
-		return startTraced(path, argv, attr, e.cred, nproc)
+		return startTraced(path, argv, attr, nproc, e.setLimit)
 	}
 	return os.StartProcess(path, argv, attr)
 }
 
-// startTraced turns the calling thread into the user of cred, starts the
-// child with PTRACE_TRACEME (attr.Sys.Ptrace), waits for the stop the
-// kernel imposes right after a traced exec, before the program's first
-// instruction, sets the child's RLIMIT_NPROC to nproc and detaches.
-//
-// Why the user switch: setting another user's limits needs
-// CAP_SYS_RESOURCE, which root may lack (containers); a thread that is the
-// same user as the child needs nothing. Why ptrace: Go runs no code of ours
-// in the child between fork and exec, and a prlimit on a running child
-// races with its first fork.
-func startTraced(path string, argv []string, attr *os.ProcAttr, cred *syscall.Credential, nproc int) (*os.Process, error) {
-	if err := becomeUser(cred); err != nil {
-		return nil, err
+// setLimit sets a stopped child's RLIMIT_NPROC: through the limiter when
+// there is one, else directly (root with CAP_SYS_RESOURCE).
+func (e *Exec) setLimit(pid, nproc int) error {
+	if e.limiter != nil {
+		return e.limiter.limit(pid, nproc)
 	}
+	return prlimitNPROC(pid, nproc)
+}
+
+// prlimitNPROC sets pid's RLIMIT_NPROC, soft and hard, to nproc.
+func prlimitNPROC(pid, nproc int) error {
+	lim := unix.Rlimit{Cur: uint64(nproc), Max: uint64(nproc)}
+	return unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil)
+}
+
+// startTraced starts the child with PTRACE_TRACEME (attr.Sys.Ptrace, with
+// the exec user's attr.Sys.Credential), waits for the stop the kernel
+// imposes right after a traced exec, before the program's first
+// instruction, sets the child's RLIMIT_NPROC to nproc and detaches. The
+// calling thread must be the one that forks: ptrace requests come from the
+// tracer thread.
+//
+// Why ptrace: Go runs no code of ours in the child between fork and exec,
+// and a prlimit on a running child races with its first fork. Setting
+// another user's limit needs CAP_SYS_RESOURCE; where root lacks it
+// (containers), setLimit goes through the limiter (limiter_linux.go).
+func startTraced(path string, argv []string, attr *os.ProcAttr, nproc int, setLimit func(pid, nproc int) error) (*os.Process, error) {
 	p, err := os.StartProcess(path, argv, attr)
 	if err != nil {
 		return nil, err
 	}
-	reaped, err := limitStopped(p.Pid, nproc)
+	reaped, err := limitStopped(p.Pid, nproc, setLimit)
 	if err != nil {
 		if !reaped {
 			// Stopped before its first instruction: nothing ran.
@@ -118,26 +145,10 @@ func startTraced(path string, argv []string, attr *os.ProcAttr, cred *syscall.Cr
 	return p, nil
 }
 
-// becomeUser sets the calling thread's credentials, and only its own: the
-// raw system calls, unlike syscall.Setuid, do not apply to every thread of
-// brain. The thread is never reused (see startConfined).
-func becomeUser(c *syscall.Credential) error {
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("setgroups: %w", errno)
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(c.Gid), uintptr(c.Gid), uintptr(c.Gid)); errno != 0 {
-		return fmt.Errorf("setresgid(%d): %w", c.Gid, errno)
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(c.Uid), uintptr(c.Uid), uintptr(c.Uid)); errno != 0 {
-		return fmt.Errorf("setresuid(%d): %w", c.Uid, errno)
-	}
-	return nil
-}
-
 // limitStopped waits for traced child pid to stop after its exec, sets its
 // process limit and detaches. reaped reports that the child turned out to
 // be dead, and was reaped here.
-func limitStopped(pid, nproc int) (reaped bool, err error) {
+func limitStopped(pid, nproc int, setLimit func(pid, nproc int) error) (reaped bool, err error) {
 	var ws unix.WaitStatus
 	for {
 		_, err = unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -151,8 +162,7 @@ func limitStopped(pid, nproc int) (reaped bool, err error) {
 	if !ws.Stopped() {
 		return ws.Exited() || ws.Signaled(), fmt.Errorf("the child did not stop after exec (status %#x)", uint32(ws))
 	}
-	lim := unix.Rlimit{Cur: uint64(nproc), Max: uint64(nproc)}
-	if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
+	if err := setLimit(pid, nproc); err != nil {
 		return false, fmt.Errorf("set RLIMIT_NPROC: %w", err)
 	}
 	// Detaching with signal 0 discards the SIGTRAP of the exec stop.
@@ -166,13 +176,11 @@ func limitStopped(pid, nproc int) (reaped bool, err error) {
 // program traced as the user of cred, stops it before its first
 // instruction, sets its limit and kills it. Yama (ptrace_scope 2 or 3) or
 // a seccomp filter can forbid it.
-func probeTrace(program string, cred *syscall.Credential) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread changes user
-		devnull, err := os.Open(os.DevNull)
-		if err != nil {
-			ch <- err
+func probeTrace(program string, cred *syscall.Credential, setLimit func(pid, nproc int) error) error {
+	var err error
+	onThrowawayThread(func() {
+		var devnull *os.File
+		if devnull, err = os.Open(os.DevNull); err != nil {
 			return
 		}
 		defer devnull.Close()
@@ -180,38 +188,28 @@ func probeTrace(program string, cred *syscall.Credential) error {
 			Dir:   "/",
 			Env:   []string{},
 			Files: []*os.File{devnull, devnull, devnull},
-			Sys:   &syscall.SysProcAttr{Setpgid: true, Ptrace: true},
+			Sys:   &syscall.SysProcAttr{Setpgid: true, Ptrace: true, Credential: cred},
 		}
-		p, err := startTraced(program, []string{program}, attr, cred, 1)
-		if err == nil {
+		var p *os.Process
+		if p, err = startTraced(program, []string{program}, attr, 1, setLimit); err == nil {
 			_ = p.Kill()
-			_, err = p.Wait()
-			if err != nil {
+			if _, err = p.Wait(); err != nil {
 				err = fmt.Errorf("reap the probe: %w", err)
 			}
 		}
-		ch <- err
-	}()
-	return <-ch
+	})
+	return err
 }
 
 // probeUnshare checks that namespaces of the given kinds can be created,
 // from a throwaway thread (unshare changes only the calling thread, and a
 // new PID namespace only its future children).
 func probeUnshare(flags int) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		err := unix.Unshare(flags)
-		if err != nil {
-			// Nothing changed: the thread may be reused.
-			runtime.UnlockOSThread()
-		}
-		// On success the thread is in new namespaces and is never
-		// unlocked, so the runtime ends it.
-		ch <- err
-	}()
-	return <-ch
+	var err error
+	// On success the thread is in new namespaces: it must end with the
+	// probe, and must not be the main thread, which would be kept.
+	onThrowawayThread(func() { err = unix.Unshare(flags) })
+	return err
 }
 
 // waitExited blocks until process pid has exited, without reaping it, so

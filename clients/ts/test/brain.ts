@@ -52,7 +52,10 @@ function extraFlags(bin: string): Promise<string[]> {
 /** Brain is one `brain serve` process on 127.0.0.1 and its data directory. */
 export class Brain {
   readonly dir: string;
+  /** The client token. */
   readonly token: string;
+  /** The model token, of the client's tenant: the MCP endpoint takes it. */
+  readonly modelToken: string = randomBytes(24).toString("hex");
   port = 0;
   private proc: ChildProcess | undefined;
   private exited: Promise<void> = Promise.resolve();
@@ -82,7 +85,12 @@ export class Brain {
     mkdirSync(join(this.dir, "data"), { recursive: true, mode: 0o700 });
     writeFileSync(
       join(this.dir, "data", "tokens.json"),
-      JSON.stringify({ tokens: [{ token: this.token, side: "client", name: "ts-tests" }] }),
+      JSON.stringify({
+        tokens: [
+          { token: this.token, side: "client", name: "ts-tests", tenant: "ts" },
+          { token: this.modelToken, side: "model", tenant: "ts" },
+        ],
+      }),
       { mode: 0o600 },
     );
   }
@@ -159,7 +167,7 @@ export class Brain {
     const c = new MCPClient({ name: "ts-tests", version: "0.0.0" });
     await c.connect(
       new StreamableHTTPClientTransport(new URL(`${this.url}/v1/sessions/${session}/mcp`), {
-        requestInit: { headers: { Authorization: `Bearer ${this.token}` } },
+        requestInit: { headers: { Authorization: `Bearer ${this.modelToken}` } },
       }),
     );
     return c;
