@@ -146,6 +146,26 @@ register({ name: "t.state", requires: [], run(ctx, input) {
 	call("bob", "b2", `{"prev":"b1","leaked":"undefined","viaEval":"number","session":"bob"}`)
 }
 
+// TestGlobalsTidied: a global a call adds is gone in the next call, also
+// when the call deleted another (the count stays the same), and for
+// symbol and integer keys.
+func TestGlobalsTidied(t *testing.T) {
+	h := newHost(t, nil)
+	env := newEnv(t)
+	attach(t, env, h, payload{name: "t.globals", src: register + `
+register({ name: "t.globals", requires: [], run(ctx, input) {
+  const seen = [typeof globalThis.added, Object.getOwnPropertySymbols(globalThis).length, typeof globalThis[7]];
+  if (input.step === 1) { delete globalThis.escape; globalThis.added = 1; }
+  if (input.step === 2) { globalThis[Symbol("s")] = 1; }
+  if (input.step === 3) { globalThis[7] = "seven"; delete globalThis.unescape; }
+  return seen;
+} });`}.write(t, t.TempDir()), nil)
+	for step, want := range []string{`["undefined",1,"undefined"]`, `["undefined",1,"undefined"]`, `["undefined",1,"undefined"]`, `["undefined",1,"undefined"]`, `["undefined",1,"undefined"]`} {
+		out := env.Invoke(context.Background(), "t.globals", kernel.Call{Input: json.RawMessage(`{"step":` + itoa(step) + `}`)})
+		wantOutcome(t, out, want, "", "")
+	}
+}
+
 func errOf(err error) *protocol.Error {
 	if err == nil {
 		return nil

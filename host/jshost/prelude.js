@@ -178,15 +178,14 @@
   //
   // Own keys keep an order: integer keys first, then strings, then
   // symbols, each by when they were added. The global object's keys
-  // after init usually have no integer or symbol key (fast), so a key a call adds
-  // changes the first key (an integer), the last (a string or a symbol)
-  // or the count: three reads tell an untouched global object, and only
-  // a changed one is walked.
+  // after init have no integer key (fast) and one symbol
+  // (Symbol.toStringTag), so a few reads tell an untouched global object
+  // (see same), and only a changed one is walked.
   function tidy() {
     if (baseline === null) return true;
     const keys = ownKeys(globalThis);
     let clean = getProto(globalThis) === globalProto && isExtensible(globalThis);
-    if (fast && keys.length === baseKeys.length && keys[0] === baseKeys[0] && keys[keys.length - 1] === baseKeys[baseKeys.length - 1]) return clean;
+    if (fast && same(keys)) return clean;
     for (let i = 0; i < keys.length; i++) {
       const k = keys[i];
       if (!baseline.has(k) && !deleteProperty(globalThis, k)) clean = false;
@@ -198,7 +197,21 @@
   const getProto = Object.getPrototypeOf;
   const isExtensible = Object.isExtensible;
   let baseKeys = [];
-  let fast = false; // the baseline has neither integer nor symbol keys: see tidy
+  let fast = false; // the baseline has no integer key: see tidy
+  let symbols = 0; // the baseline's symbol keys, which come last
+  // same reports whether keys, the global object's keys now, are the
+  // baseline's: the count, the first key, and the last string key with
+  // the symbols after it. A key added among the integers changes the
+  // first; among the strings, the last string (which is where a new one
+  // goes, also when another was deleted); among the symbols, the last.
+  function same(keys) {
+    const n = keys.length;
+    if (n !== baseKeys.length || keys[0] !== baseKeys[0]) return false;
+    for (let i = 1; i <= symbols + 1 && i <= n; i++) {
+      if (keys[n - i] !== baseKeys[n - i]) return false;
+    }
+    return true;
+  }
   const globalProto = Object.getPrototypeOf(globalThis);
 
   // The call's script is stopped at its deadline or cancellation with an
@@ -298,8 +311,10 @@
         baseKeys = ownKeys(globalThis);
         baseline = new Set(baseKeys);
         fast = true;
+        symbols = 0;
         for (const k of baseKeys) {
-          if (typeof k !== "string" || String(k >>> 0) === k) fast = false;
+          if (typeof k === "symbol") symbols++;
+          else if (String(k >>> 0) === k) fast = false;
         }
         return "";
       }
