@@ -179,10 +179,10 @@ func TestCancel(t *testing.T) {
 	env := newEnv(t)
 	attach(t, env, h, payload{name: "t.spin", src: register + `register({ name: "t.spin", requires: [], run(ctx, i) { if (i.spin) for (;;) {} return "ok" } });`}.write(t, dir), nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		time.Sleep(30 * time.Millisecond) // a cancel that lands while the loop runs
-		cancel()
-	}()
+	// Whether the cancel lands before or while the loop runs, the call
+	// must end cancelled.
+	stop := time.AfterFunc(30*time.Millisecond, cancel)
+	defer stop.Stop()
 	wantOutcome(t, env.Invoke(ctx, "t.spin", kernel.Call{Input: json.RawMessage(`{"spin":true}`)}), "", protocol.CodeCancelled, "cancelled")
 	wantOutcome(t, env.Invoke(context.Background(), "t.spin", kernel.Call{Input: json.RawMessage(`{}`)}), `"ok"`, "", "")
 }

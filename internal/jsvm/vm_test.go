@@ -153,10 +153,10 @@ func TestDeadlines(t *testing.T) {
 func TestCancel(t *testing.T) {
 	vm := newVM(t, jsvm.Limits{})
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		time.Sleep(20 * time.Millisecond) // a cancel that lands while the loop runs
-		cancel()
-	}()
+	// Whether the cancel lands before or while the loop runs, the script
+	// must end cancelled.
+	stop := time.AfterFunc(20*time.Millisecond, cancel)
+	defer stop.Stop()
 	_, err := eval(ctx, vm, `for (;;) {}`)
 	if jsvm.KindOf(err) != jsvm.Cancelled {
 		t.Fatalf("error %v, want cancelled", err)
