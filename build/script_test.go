@@ -203,3 +203,22 @@ func TestBuildScriptsErrors(t *testing.T) {
 		t.Fatalf("a directory without package.json: %v", err)
 	}
 }
+
+// ExampleBuildScripts builds a JavaScript project of one tool (written by
+// hand, as @brainrt/sdk's tool() makes one, so that it needs no npm
+// packages) into its artifact.
+func ExampleBuildScripts() {
+	dir, _ := os.MkdirTemp("", "brain-example-")
+	defer os.RemoveAll(dir)
+	_ = os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"type": "module"}`), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "hello.tool.js"), []byte(handWritten(`"hello"`, `[]`, `() => "hello"`)), 0o644)
+	arts, err := build.BuildScripts(context.Background(), dir, build.Options{Out: filepath.Join(dir, "out")})
+	if err != nil {
+		panic(err)
+	}
+	for _, a := range arts {
+		fmt.Println(a.Manifest.Name, a.Manifest.Runtime, filepath.Base(a.ManifestPath), filepath.Base(a.PayloadPath))
+	}
+	// Output:
+	// hello js/1 hello.tool.json hello.mjs
+}

@@ -24,7 +24,8 @@
 // The global object holds the ECMAScript built-ins QuickJS implements and
 // nothing of the host: no std or os modules, no timers, no require, no
 // module loader (an import of anything fails). Host functions exist only
-// where a caller registers them ([VM.Bridge]).
+// where a caller registers them (quickjs.VM.RegisterHostFunc, inside
+// [VM.Run]).
 //
 // A VM is not safe for concurrent use; [VM.Interrupt] may be called from
 // any goroutine.
