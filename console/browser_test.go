@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brainrt/brain/console"
+	"github.com/brainrt/brain/driver"
 	"github.com/brainrt/brain/mcpbridge"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
@@ -93,9 +95,22 @@ type kernel struct {
 	frames  *httptest.Server
 	seen    chan string // props the iframe received
 	tokens  *server.Tokens
+	apiSrv  *server.Server
+	opts    kernelOptions
+	handler atomic.Pointer[server.Console] // the console behind k.console
 }
 
-func newKernel(t *testing.T) *kernel {
+// kernelOptions vary a test kernel: a model the turns run on (its name
+// shown by the console), and a data directory for the console's key.
+type kernelOptions struct {
+	model     driver.Model
+	modelName string
+	dir       string
+}
+
+func newKernel(t *testing.T) *kernel { return newKernelWith(t, kernelOptions{}) }
+
+func newKernelWith(t *testing.T, o kernelOptions) *kernel {
 	t.Helper()
 	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Name: "web", Tenant: "t"},
 		server.Token{Token: operatorToken, Side: "operator", Name: "ada"},
@@ -103,12 +118,18 @@ func newKernel(t *testing.T) *kernel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &kernel{t: t, seen: make(chan string, 16), tokens: tokens}
+	k := &kernel{t: t, seen: make(chan string, 16), tokens: tokens, opts: o}
 	// ApprovalTimeout: a failed step leaves no call waiting past the test.
-	k.mgr = server.NewManager(server.ManagerOptions{Session: session.Options{LogSize: 16384, ApprovalTimeout: 20 * time.Second}})
+	mo := server.ManagerOptions{Session: session.Options{LogSize: 16384, ApprovalTimeout: 20 * time.Second}}
+	if o.model != nil {
+		d := driver.New(o.model, &driver.Options{System: "You are the console's test assistant."})
+		mo.Attach = func(s *session.Session) error { d.Attach(s); return nil }
+	}
+	k.mgr = server.NewManager(mo)
 	mcpH := mcpbridge.Handler(nil, nil)
 	t.Cleanup(func() { _ = mcpH.Close() })
 	api := server.New(server.Options{Tokens: tokens, Manager: k.mgr, MCP: mcpH.Endpoint})
+	k.apiSrv = api
 	k.api = httptest.NewServer(api)
 	t.Cleanup(k.api.Close)
 
@@ -142,16 +163,39 @@ func newKernel(t *testing.T) *kernel {
 	k.frames = httptest.NewServer(frameMux)
 	t.Cleanup(k.frames.Close)
 
-	ch := server.NewConsole(server.ConsoleOptions{Server: api, Tokens: tokens, Assets: console.Assets(), FrameOrigins: []string{k.frames.URL}, WebComponentOrigins: []string{k.frames.URL}})
+	k.handler.Store(k.newConsole(tokens))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	k.drop = &dropListener{Listener: l, conns: map[net.Conn]struct{}{}}
-	k.console = &httptest.Server{Listener: k.drop, Config: &http.Server{Handler: ch}}
+	k.console = &httptest.Server{Listener: k.drop, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k.handler.Load().ServeHTTP(w, r)
+	})}}
 	k.console.Start()
 	t.Cleanup(k.console.Close)
 	return k
+}
+
+func (k *kernel) newConsole(tokens *server.Tokens) *server.Console {
+	k.t.Helper()
+	c, err := server.NewConsole(server.ConsoleOptions{Server: k.apiSrv, Tokens: tokens, Assets: console.Assets(), Dir: k.opts.dir, Model: k.opts.modelName,
+		FrameOrigins: []string{k.frames.URL}, WebComponentOrigins: []string{k.frames.URL}})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return c
+}
+
+// restartConsole is a restart of brain serve as the console sees it: a
+// console made again on the same data directory, at the same address,
+// with tokens (the file as it is then), and every connection dropped.
+func (k *kernel) restartConsole(tokens *server.Tokens) {
+	k.t.Helper()
+	k.drop.down.Store(true)
+	k.drop.dropAll()
+	k.handler.Store(k.newConsole(tokens))
+	k.drop.down.Store(false)
 }
 
 // session returns the live session id, held for the test: the client's
@@ -298,7 +342,7 @@ func (b tab) until(what, expr string) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
 		tctx, tcancel := context.WithTimeout(b.ctx, 5*time.Second)
 		defer tcancel()
-		text, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 2000)`))
+		text, _ := chromedp.Run(tctx, chromedp.Evaluate[string](`(() => { const o = document.querySelector('#overlay:not([hidden])'); return (o ? 'overlay:\n' + o.innerText.slice(0, 1500) + '\nmain:\n' : '') + document.querySelector('main').innerText.slice(0, 2000); })()`))
 		b.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, expr, err, text)
 	}
 }
@@ -523,10 +567,25 @@ func TestConsole(t *testing.T) {
 
 	run("palette invocation through the generated form", func(t *testing.T) {
 		b := tab{t, b.ctx}
-		b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/demo"))
-		b.until("the registry", `document.querySelector('#registry tr[data-name="tickets.create"]') !== null`)
+		b.do("open the session's registry", chromedp.Navigate(k.console.URL+"/#/s/demo/registry"))
+		b.until("the registry", `document.querySelector('#registry li[data-name="tickets.create"]') !== null`)
+		b.do("open tickets.create's details", chromedp.Click(chromedp.CSS(`#registry li[data-name="tickets.create"] .cap-row`)))
+		b.until("its description, schema and Try it", `(() => { const d = document.querySelector('#registry li[data-name="tickets.create"] .cap-detail'); return !d.hidden && d.textContent.includes('Open a ticket.') && d.querySelector('.cap-schema') && d.querySelector('.try') && !/\bnull\b/.test(d.textContent); })()`)
+		// Audience as the kernel enforces it: fs.delete (no audience, agent
+		// origin) is llm by default and not user-invokable, so no Try it.
+		if got := eval[string](b, `document.querySelector('#registry li[data-name="fs.delete"] .cap-row').textContent + ' try=' + !!document.querySelector('#registry li[data-name="fs.delete"] .try')`); !strings.Contains(got, "llm (default)") || strings.Contains(got, "user") || !strings.HasSuffix(got, "try=false") {
+			t.Fatalf("fs.delete's row: %q", got)
+		}
+		b.screenshot("registry")
+		b.do("Try it", chromedp.Click(chromedp.CSS(`#registry li[data-name="tickets.create"] .try`)))
+		b.until("its form", `document.querySelector('.palette-form input[name="/title"]') !== null`)
+		b.do("close", chromedp.KeyEvent("\x1b"))
+		b.until("closed, the focus back on Try it", `document.querySelector('#overlay').hidden && document.activeElement === document.querySelector('#registry li[data-name="tickets.create"] .try')`)
 		b.do("press Ctrl-K", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
 		b.until("the palette", `document.querySelector('.palette-search') !== null`)
+		if sel := eval[string](b, `[...document.querySelectorAll('.palette-list li[role=option]')].map(li => li.getAttribute('aria-selected')).join(',')`); !strings.HasPrefix(sel, "true") || strings.Count(sel, "true") != 1 {
+			t.Fatalf("the options' aria-selected: %q, want the first one selected", sel)
+		}
 		names := eval[[]string](b, `[...document.querySelectorAll('.palette-list li[data-name]')].map(li => li.dataset.name)`)
 		for _, n := range names {
 			if n == "fs.delete" || n == "chart.show" {
@@ -550,15 +609,25 @@ func TestConsole(t *testing.T) {
 		if drawn != "normal|number:1|checkbox|email|2|true|2|What is wrong" {
 			t.Fatalf("the form drew %q", drawn)
 		}
-		// Submit with an empty title: the kernel's invalid_input lands on the field.
+		// Submit with the required title and owner name empty: the form
+		// refuses them itself, at their fields, and sends nothing.
+		before := demo.LastSeq()
 		b.do("submit empty", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
-		b.until("the error at the title field", `(document.querySelector('[data-error-for="/title"]')?.textContent || '').length > 0`)
-		b.do("fill the form",
+		b.until("the errors at the title and owner name fields", `(document.querySelector('[data-error-for="/title"]')?.textContent || '').includes('required') && (document.querySelector('[data-error-for="/owner/name"]')?.textContent || '').includes('required')`)
+		if demo.LastSeq() != before {
+			t.Fatal("the form sent a call with empty required fields")
+		}
+		// A value the form lets through and the schema refuses: the
+		// kernel's invalid_input lands on its field.
+		b.do("fill the form with an estimate below the minimum",
 			chromedp.SendKeys(chromedp.CSS(`input[name="/title"]`), "Login fails"),
 			chromedp.Evaluate[chromedp.Void](`document.querySelector('select[name="/priority"]').value = '2'`), // "high"
 			chromedp.SendKeys(chromedp.CSS(`input[name="/owner/name"]`), "Ada"),
 			chromedp.SendKeys(chromedp.CSS(`input[name="/owner/email"]`), "ada@example.com"),
-			chromedp.SendKeys(chromedp.CSS(`input[name="/estimate"]`), "3"))
+			chromedp.SendKeys(chromedp.CSS(`input[name="/estimate"]`), "-1"))
+		b.do("submit", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
+		b.until("the kernel's error at the estimate field", `(document.querySelector('[data-error-for="/estimate"]')?.textContent || '').length > 0`)
+		b.do("fix the estimate", chromedp.Evaluate[chromedp.Void](`document.querySelector('input[name="/estimate"]').value = ''`), chromedp.SendKeys(chromedp.CSS(`input[name="/estimate"]`), "3"))
 		b.do("submit", chromedp.Click(chromedp.CSS(".palette-form button[type=submit]")))
 		b.until("the outcome", `document.querySelector('.palette-status .outcome.ok') !== null`)
 		out := eval[string](b, `document.querySelector('.palette-status .outcome.ok pre').textContent`)
@@ -570,12 +639,19 @@ func TestConsole(t *testing.T) {
 		if got["title"] != "Login fails" || got["priority"] != "high" || got["estimate"] != 3.0 || owner["name"] != "Ada" || owner["email"] != "ada@example.com" {
 			t.Fatalf("the call received %v", got)
 		}
+		for _, untouched := range []string{"urgent", "tags", "due"} { // optional, never touched: not sent
+			if _, ok := got[untouched]; ok {
+				t.Fatalf("the call received %q, which nobody touched: %v", untouched, got)
+			}
+		}
 		b.screenshot("palette")
 		b.do("close", chromedp.KeyEvent("\x1b"))
 	})
 
 	run("an iframe render and a markdown fallback", func(t *testing.T) {
 		b := tab{t, b.ctx}
+		b.do("open the session's events", chromedp.Navigate(k.console.URL+"/#/s/demo/events"))
+		b.until("live", `document.querySelector('#conn-state')?.textContent === 'live'`)
 		go demo.Invoke(context.Background(), protocol.AudienceLLM, "chart.show", obj(`{"title":"Q3","points":[1,2,3]}`))
 		go demo.Invoke(context.Background(), protocol.AudienceLLM, "note.show", obj(`{"title":"Release notes","body":"<img src=x onerror=\"window.__xss=7\">"}`))
 		b.until("the iframe", `document.querySelector('.surface iframe') !== null`)
@@ -612,6 +688,9 @@ func TestConsole(t *testing.T) {
 		b.until("the timings", `document.querySelectorAll('.timings tbody tr').length >= 4`)
 		b.until("the outcome", `(document.querySelector('.call-outcome')?.textContent || '').includes('deleted')`)
 		b.screenshot("call")
+		if text := eval[string](b, `document.querySelector('main').innerText`); regexp.MustCompile(`\bnull\b`).MatchString(text) {
+			t.Fatalf("a stray null on the call page (it has no render):\n%s", text)
+		}
 		b.do("open the rejected call", chromedp.Navigate(k.console.URL+"/#/s/demo/call/"+url.PathEscape(rejectedCall)))
 		b.until("the feedback", `(document.querySelector('.feedback-shown')?.textContent || '').includes('not that folder')`)
 	})
@@ -650,13 +729,14 @@ func TestConsole(t *testing.T) {
 
 	run("hostile strings never execute", func(t *testing.T) {
 		b := tab{t, b.ctx}
-		b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/demo"))
+		b.do("open the session's registry", chromedp.Navigate(k.console.URL+"/#/s/demo/registry"))
 		b.until("the hostile name shown as text", `(document.querySelector('#registry')?.textContent || '').includes(`+js(xssName)+`)`)
+		b.do("open every capability's details", chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('#registry .cap-row').forEach(b => b.click())`))
 		b.until("the hostile description shown as text", `(document.querySelector('#registry')?.textContent || '').includes('a hostile description')`)
 		b.do("open the palette", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
 		b.until("the hostile name in the palette", `(document.querySelector('.palette-list')?.textContent || '').includes(`+js(xssName)+`)`)
 		b.do("close", chromedp.KeyEvent("\x1b"))
-		for _, view := range []string{"/#/s/demo/call/" + url.PathEscape(approvedCall), "/#/s/demo/call/" + url.PathEscape(rejectedCall), "/#/s/demo", "/#/approvals"} {
+		for _, view := range []string{"/#/s/demo/call/" + url.PathEscape(approvedCall), "/#/s/demo/call/" + url.PathEscape(rejectedCall), "/#/s/demo/events", "/#/s/demo/registry", "/#/s/demo/conversation", "/#/s/demo/trace", "/#/approvals"} {
 			b.do("open "+view, chromedp.Navigate(k.console.URL+view))
 			b.until("the view", `document.querySelector('main h1') !== null`)
 			got := eval[string](b, `String(window.__xss) + ' imgs=' + document.querySelectorAll('img, script:not([src])').length`)
@@ -664,7 +744,7 @@ func TestConsole(t *testing.T) {
 				t.Fatalf("%s: a payload ran or became an element: %s", view, got)
 			}
 		}
-		text := eval[string](b, `fetch('/v1/sessions/demo').then(r => r.text())`)
+		text := eval[string](b, `fetch('/v1/sessions/demo', {headers: {'X-Brain-Csrf': localStorage.getItem('brain.csrf')}}).then(r => r.text())`)
 		for _, p := range []string{xssName, xssDesc, xssFallback} {
 			if !strings.Contains(text, strings.ReplaceAll(strings.ReplaceAll(js(p)[1:len(js(p))-1], "<", `\u003c`), ">", `\u003e`)) {
 				t.Fatalf("the payload %q is not in the session at all; the test proves nothing", p)

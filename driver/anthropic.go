@@ -69,6 +69,7 @@ func (m *anthropicModel) Step(ctx context.Context, req *Request, onText func(str
 	tools := map[int64]toolBlock{} // by content block index, for ToolCallDelta
 	size := 0
 	for stream.Next() {
+		req.Progress() // a chunk: the idle timeout starts again
 		ev := stream.Current()
 		size += len(ev.Delta.Text) + len(ev.Delta.PartialJSON) + len(ev.Delta.Thinking) + len(ev.Delta.Signature)
 		if ev.Type == "content_block_start" {
@@ -105,6 +106,12 @@ func (m *anthropicModel) Step(ctx context.Context, req *Request, onText func(str
 	}
 	if !stopped && msg.StopReason == "" { // the SDK may end the stream at message_stop without yielding it
 		return reply, errors.New("the stream ended before the model finished its answer")
+	}
+	if u := msg.Usage; u.JSON.InputTokens.Valid() || u.JSON.OutputTokens.Valid() {
+		// Anthropic's input_tokens leave out the cache's: the request's
+		// tokens are the three together.
+		reply.Usage = &protocol.Usage{InputTokens: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+			OutputTokens: u.OutputTokens, CachedInputTokens: u.CacheReadInputTokens}
 	}
 	text.Reset()
 	for _, b := range msg.Content {

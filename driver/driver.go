@@ -25,6 +25,15 @@ type Options struct {
 	System string
 	// MaxSteps bounds the model steps of one turn. Default 16.
 	MaxSteps int
+	// StepTimeout bounds one model step, from its request to the end of
+	// its answer: a step past it fails the turn with an error naming it.
+	// Default 15 minutes.
+	StepTimeout time.Duration
+	// IdleTimeout bounds the wait for the next piece of a streamed answer
+	// (a chunk; keep-alive comments are not one): a stream silent that
+	// long fails the turn with an error naming it. Default 3 minutes (a
+	// reasoning model may think for minutes before its first chunk).
+	IdleTimeout time.Duration
 	// Logger receives the driver's logs; nil discards.
 	Logger *slog.Logger
 }
@@ -48,6 +57,12 @@ func New(m Model, opts *Options) *Driver {
 	}
 	if o.MaxSteps <= 0 {
 		o.MaxSteps = 16
+	}
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = 15 * time.Minute
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 3 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -97,11 +112,9 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		}
 		names := cur.names
 		req := &Request{System: cur.system, Messages: conv.msgs[:len(conv.msgs):len(conv.msgs)], Tools: cur.tools, names: names}
-		var start time.Time
-		if debug {
-			start = time.Now()
-		}
+		start := time.Now()
 		reply, err := d.step(ctx, s, req, onText) // the model's Step, with render streams (render_stream.go)
+		took := time.Since(start)
 		if ctx.Err() != nil {
 			if reply != nil && reply.Text != "" {
 				_ = s.AppendMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text})
@@ -112,7 +125,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			d.log.Info("model step failed", slog.String("session", s.ID()), slog.Int("turn", turn), slog.Int("step", step), slog.String("error", err.Error()))
 			return protocol.TurnError, fmt.Errorf("model step %d: %w", step, err)
 		}
-		msg := protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text}
+		msg := protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text, Usage: reply.Usage, DurationMs: took.Milliseconds()}
 		calls := make([]pendingCall, len(reply.ToolCalls))
 		var outcomes []protocol.Outcome
 		msg.ToolCalls, outcomes = kept(len(calls))
@@ -132,7 +145,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		conv.add(msg)
 		if debug {
 			d.log.Debug("model step", slog.String("session", s.ID()), slog.Int("turn", turn), slog.Int("step", step),
-				slog.Int("toolCalls", len(calls)), slog.Duration("duration", time.Since(start)))
+				slog.Int("toolCalls", len(calls)), slog.Duration("duration", took))
 		}
 		req.bindStreams(calls)
 		if len(calls) == 0 {
@@ -142,7 +155,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		for i := range calls {
 			c := &calls[i]
 			outcomes[i] = c.outcome
-			m := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &outcomes[i]}
+			m := protocol.ChatMessage{Role: protocol.RoleTool, ToolCallID: c.call.ID, Name: c.call.Name, Outcome: &outcomes[i], DurationMs: c.took.Milliseconds()}
 			if err := s.AppendOwnedMessage(turn, m); err != nil {
 				if tooLarge(err) {
 					return protocol.TurnError, fmt.Errorf("model step %d: the result of %s: %w", step, c.call.Name, err)
@@ -401,6 +414,7 @@ type pendingCall struct {
 	wire    string
 	badJSON error
 	outcome protocol.Outcome
+	took    time.Duration         // from the invocation to the outcome
 	stream  *session.RenderStream // the props it streamed, if any (render_stream.go)
 }
 
@@ -447,6 +461,8 @@ func (d *Driver) invokeAll(ctx context.Context, s *session.Session, calls []pend
 }
 
 func (d *Driver) invoke(ctx context.Context, s *session.Session, c *pendingCall) {
+	start := time.Now()
+	defer func() { c.took = time.Since(start) }()
 	switch {
 	case !c.known:
 		c.outcome = protocol.Fail(protocol.CodeNotFound, "there is no tool named %q; call one of the tools you were given", c.wire)

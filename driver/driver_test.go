@@ -94,7 +94,7 @@ func newFixture(t *testing.T, p provider, transcript string, opts *driver.Option
 	}
 	o := &driver.Options{System: "You are a test assistant.", Logger: logger}
 	if opts != nil {
-		o.MaxSteps = opts.MaxSteps
+		o.MaxSteps, o.StepTimeout, o.IdleTimeout = opts.MaxSteps, opts.StepTimeout, opts.IdleTimeout
 	}
 	f.d = driver.New(m, o)
 	f.register()

@@ -9,9 +9,11 @@ import (
 )
 
 // Model is one model behind a provider's API. Step sends one request and
-// streams the answer, passing each piece of text to onText as it arrives.
-// On failure it returns what arrived so far with the error; a provider
-// error must never contain the API key.
+// streams the answer, passing each piece of text to onText as it arrives
+// and calling [Request.Progress] for every chunk the stream yields (the
+// driver's idle timeout counts from the last). On failure it returns what
+// arrived so far with the error; a provider error must never contain the
+// API key.
 type Model interface {
 	Step(ctx context.Context, req *Request, onText func(string)) (*Reply, error)
 }
@@ -29,6 +31,8 @@ type Request struct {
 
 	names   *nameMap
 	sess    *session.Session // set by the driver for ToolCallDelta (render_stream.go)
+	secrets []string         // taken out of what streams (redact.go)
+	alive   func()           // Progress: the idle timer starts again
 	streams []toolStream     // by tool call index; nil until a delta arrives
 }
 
@@ -56,4 +60,15 @@ type Tool struct {
 type Reply struct {
 	Text      string
 	ToolCalls []protocol.ToolCall
+	// Usage is the token usage the provider reported for the step; nil
+	// when it reported none.
+	Usage *protocol.Usage
+}
+
+// Progress tells the driver the stream yielded a chunk: the step's idle
+// timeout starts again. A model calls it for every chunk it reads.
+func (r *Request) Progress() {
+	if r.alive != nil {
+		r.alive()
+	}
 }

@@ -88,7 +88,9 @@ func NewOpenAI(opts ProviderOptions) (Model, error) {
 }
 
 func (m *openAIModel) Step(ctx context.Context, req *Request, onText func(string)) (*Reply, error) {
-	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(m.opts.Model), Messages: openAIMessages(req)}
+	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(m.opts.Model), Messages: openAIMessages(req),
+		// The last chunk then carries the step's token usage.
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)}}
 	if m.opts.MaxTokens > 0 {
 		params.MaxCompletionTokens = param.NewOpt(m.opts.MaxTokens)
 	}
@@ -116,7 +118,11 @@ func (m *openAIModel) Step(ctx context.Context, req *Request, onText func(string
 	finished := false
 	size := 0
 	for stream.Next() {
+		req.Progress() // a chunk: the idle timeout starts again
 		chunk := stream.Current()
+		if u := chunk.Usage; u.JSON.PromptTokens.Valid() || u.JSON.CompletionTokens.Valid() {
+			reply.Usage = &protocol.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CachedInputTokens: u.PromptTokensDetails.CachedTokens}
+		}
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {
 				continue

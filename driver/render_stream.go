@@ -2,6 +2,9 @@ package driver
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -26,6 +29,14 @@ func (r *Request) ToolCallDelta(index int, name, fragment string) {
 		r.streams = append(r.streams, toolStream{})
 	}
 	ts := &r.streams[index]
+	if len(r.secrets) > 0 {
+		if ts.redact == nil {
+			ts.redact = &streamRedactor{secrets: r.secrets}
+		}
+		if fragment = ts.redact.write(fragment); fragment == "" {
+			return
+		}
+	}
 	if !ts.decided { // on the call's first fragment: its name came before its arguments
 		ts.decided = true
 		if n, ok := r.names.capability(name); ok {
@@ -44,18 +55,66 @@ const maxStreamedCalls = 128
 type toolStream struct {
 	decided bool
 	rs      *session.RenderStream // nil unless a streaming render capability
+	redact  *streamRedactor       // with secrets: what of the arguments may stream yet
 }
 
 // step runs one model step for s: it lets the model's argument deltas
 // reach s (see [Request.ToolCallDelta]), and closes the render streams of
 // a step that failed, so that no partial props are left without a call.
+//
+// What the model streams and answers goes through the model's secrets'
+// redaction (redact.go) before anything sees it.
 func (d *Driver) step(ctx context.Context, s *session.Session, req *Request, onText func(string)) (*Reply, error) {
 	req.sess = s
-	reply, err := d.model.Step(ctx, req, onText)
+	req.secrets = secretsOf(d.model)
+	ctx, stop := d.bound(ctx, req)
+	defer stop()
+	text := onText
+	var rt *streamRedactor
+	if len(req.secrets) > 0 {
+		rt = &streamRedactor{secrets: req.secrets}
+		text = func(piece string) {
+			if out := rt.write(piece); out != "" {
+				onText(out)
+			}
+		}
+	}
+	reply, err := d.model.Step(ctx, req, text)
+	if cause := context.Cause(ctx); err != nil && (errors.Is(cause, errStepTimeout) || errors.Is(cause, errIdleTimeout)) {
+		err = cause // the step's own bound, named, rather than the transport's "context canceled"
+	}
+	if rt != nil {
+		if out := rt.flush(); out != "" {
+			onText(out)
+		}
+		redactReply(reply, req.secrets)
+	}
 	if err != nil || ctx.Err() != nil {
 		req.closeStreams()
 	}
 	return reply, err
+}
+
+// The errors of a step stopped by its bounds.
+var (
+	errStepTimeout = errors.New("the model step ran past its step timeout")
+	errIdleTimeout = errors.New("the model's stream sent nothing within its idle timeout")
+)
+
+// bound returns ctx bounded by the step timeout and the idle timeout,
+// which req.Progress starts again; stop releases them.
+func (d *Driver) bound(ctx context.Context, req *Request) (context.Context, func()) {
+	ctx, cancelStep := context.WithTimeoutCause(ctx, d.opts.StepTimeout, fmt.Errorf("%w (%s)", errStepTimeout, d.opts.StepTimeout))
+	ctx, cancel := context.WithCancelCause(ctx)
+	idle := fmt.Errorf("%w (%s)", errIdleTimeout, d.opts.IdleTimeout)
+	t := time.AfterFunc(d.opts.IdleTimeout, func() { cancel(idle) })
+	req.alive = func() { t.Reset(d.opts.IdleTimeout) }
+	return ctx, func() {
+		t.Stop()
+		cancel(nil)
+		cancelStep()
+		req.alive = nil
+	}
 }
 
 // bindStreams gives each call of the step the render stream its arguments

@@ -107,8 +107,11 @@ type ToolCall struct {
 // ChatMessage is one message of the conversation:
 //
 //	{"role":"user","text":"what is in notes.txt?"}
-//	{"role":"assistant","text":"Let me look.","toolCalls":[{"id":"call_1","name":"fs.read","input":{"path":"notes.txt"}}]}
-//	{"role":"tool","toolCallId":"call_1","name":"fs.read","outcome":{"ok":true,"value":{"text":"…"}}}
+//	{"role":"assistant","text":"Let me look.","toolCalls":[{"id":"call_1","name":"fs.read","input":{"path":"notes.txt"}}],"usage":{"inputTokens":812,"outputTokens":24},"durationMs":640}
+//	{"role":"tool","toolCallId":"call_1","name":"fs.read","outcome":{"ok":true,"value":{"text":"…"}},"durationMs":3}
+//
+// Usage and DurationMs (extensions) say what a message cost; they are
+// never sent to a model.
 type ChatMessage struct {
 	Role       Role       `json:"role"`
 	Text       string     `json:"text,omitempty"`
@@ -116,6 +119,27 @@ type ChatMessage struct {
 	ToolCallID string     `json:"toolCallId,omitempty"`
 	Name       string     `json:"name,omitempty"`
 	Outcome    *Outcome   `json:"outcome,omitempty"`
+	// Usage is the token usage the provider reported for the model step
+	// that produced an assistant message; nil when it reported none.
+	Usage *Usage `json:"usage,omitempty"`
+	// DurationMs is how long the message took, in milliseconds: for an
+	// assistant message its model step (from the request to the end of
+	// the answer), for a tool message its call (from the invocation to
+	// the outcome); 0 when unknown.
+	DurationMs int64 `json:"durationMs,omitempty"`
+}
+
+// Usage is the token usage one model step reported (OpenAI's
+// prompt_tokens and completion_tokens; Anthropic's input_tokens, with the
+// cache's, and output_tokens).
+type Usage struct {
+	// InputTokens are the tokens of the request, cached ones included.
+	InputTokens int64 `json:"inputTokens"`
+	// OutputTokens are the tokens of the answer.
+	OutputTokens int64 `json:"outputTokens"`
+	// CachedInputTokens are the input tokens read from the provider's
+	// prompt cache, when it says.
+	CachedInputTokens int64 `json:"cachedInputTokens,omitempty"`
 }
 
 // Validate checks the fields a role needs: user text, assistant text or

@@ -3,9 +3,8 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -14,8 +13,8 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/brainrt/brain/protocol"
@@ -32,6 +31,20 @@ type ConsoleOptions struct {
 	// Assets are the console's files, index.html at the root (package
 	// console's Assets); required.
 	Assets fs.FS
+	// Dir is where the console keeps its sealing key (console.key, mode
+	// 0600, made at the first start) and the sign-ins ended by sign-out
+	// (console-signouts.json): the data directory, beside tokens.json. A
+	// sign-in is a cookie sealed with that key, so it is still good after
+	// a restart. Empty: a key made in memory, and a restart ends every
+	// sign-in.
+	Dir string
+	// Hosts are the host names (without a port) the console answers to
+	// beyond IP literals and localhost, e.g. the name of a TLS listener.
+	// A request with any other Host is refused (DNS rebinding).
+	Hosts []string
+	// Model is the name of the model the kernel runs turns on, "" for
+	// none: the console's message box is enabled only with one.
+	Model string
 	// FrameOrigins are origins (scheme://host[:port]) iframe render
 	// sources may load from, beyond those of the iframe sources registered
 	// in live sessions when the page loads.
@@ -42,49 +55,50 @@ type ConsoleOptions struct {
 	WebComponentOrigins []string
 	// SignInTTL is how long a sign-in lasts. Default 12 hours.
 	SignInTTL time.Duration
-	// Logger receives the console's logs; nil discards. Tokens and cookies
-	// are never logged.
+	// Logger receives the console's logs; nil discards. Tokens, cookies
+	// and CSRF tokens are never logged.
 	Logger *slog.Logger
 }
 
 // Console is the operator's web console on its own listener:
 //
 //	GET  /                  the console (embedded assets)
-//	POST /console/signin    {"token": "<operator token>"} → the sign-in cookie
+//	POST /console/signin    {"token": "<operator token>"} → the cookie, and {"name", "csrf"}
 //	POST /console/signout   ends the sign-in
-//	GET  /console/me        {"name", "frameOrigins", "webComponentOrigins"}, or 401
+//	GET  /console/me        {"name", "model", "frameOrigins", "webComponentOrigins"}, or 401
 //	     /v1/...            the kernel's API (see [Server]) as the signed-in operator
 //
-// The operator token is exchanged once for a random cookie (HttpOnly,
-// SameSite=Strict, Secure over TLS); the token is never put in a URL, in
-// storage or in a log. Every state-changing request and every WebSocket
-// upgrade must carry an Origin equal to the console's own. Every response
-// carries a strict Content-Security-Policy.
+// The operator token is exchanged once for a sealed cookie (HttpOnly,
+// SameSite=Strict, Secure over TLS) and a CSRF token; the operator token
+// is never put in a URL, in storage or in a log. The cookie alone opens
+// nothing: every request of /console/me and /v1/ must carry the sign-in's
+// CSRF token too, in the X-Brain-Csrf header (a WebSocket upgrade: as its
+// "brain.csrf.<token>" subprotocol, beside "brain.console"), which the
+// browser never sends anywhere by itself. Every request must name the
+// console in its Host (an IP literal, localhost or a configured name);
+// every state-changing request and every WebSocket upgrade must carry an
+// Origin equal to the console's own; sign-in attempts are rate-limited
+// per client address. Every response carries a strict
+// Content-Security-Policy.
 type Console struct {
-	opts ConsoleOptions
-	log  *slog.Logger
-	mux  *http.ServeMux
-
-	mu      sync.Mutex
-	signins map[string]signin // cookie value → sign-in
-}
-
-type signin struct {
-	peer    session.Peer
-	expires time.Time
+	opts     ConsoleOptions
+	log      *slog.Logger
+	mux      *http.ServeMux
+	keys     *consoleKeys
+	signOuts *signOuts
+	limiter  *signInLimiter
+	now      func() time.Time
 }
 
 // consolePeerKey carries the signed-in operator from [Console] to the
 // kernel's handlers (see Server.authenticate).
 type consolePeerKey struct{}
 
-const (
-	consoleCookie = "brain_console"
-	maxSignins    = 1024
-)
+const consoleCookie = "brain_console"
 
-// NewConsole returns the console handler.
-func NewConsole(opts ConsoleOptions) *Console {
+// NewConsole returns the console handler. It fails when the key or the
+// sign-outs in opts.Dir cannot be read or made.
+func NewConsole(opts ConsoleOptions) (*Console, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -93,23 +107,51 @@ func NewConsole(opts ConsoleOptions) *Console {
 	}
 	opts.FrameOrigins = cleanOrigins(opts.FrameOrigins)
 	opts.WebComponentOrigins = cleanOrigins(opts.WebComponentOrigins)
-	c := &Console{opts: opts, log: opts.Logger, mux: http.NewServeMux(), signins: map[string]signin{}}
+	hosts := make([]string, 0, len(opts.Hosts))
+	for _, h := range opts.Hosts {
+		hosts = append(hosts, strings.ToLower(strings.TrimSuffix(h, ".")))
+	}
+	opts.Hosts = hosts
+	var master []byte
+	if opts.Dir == "" {
+		master = make([]byte, 32)
+		_, _ = rand.Read(master)
+	} else {
+		var err error
+		if master, err = LoadConsoleKey(opts.Dir); err != nil {
+			return nil, fmt.Errorf("console key: %w", err)
+		}
+	}
+	keys, err := newConsoleKeys(master)
+	if err != nil {
+		return nil, err
+	}
+	so, err := loadSignOuts(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("console sign-outs: %w", err)
+	}
+	c := &Console{opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: keys, signOuts: so, now: time.Now}
+	c.limiter = newSignInLimiter(func() time.Time { return c.now() })
 	c.mux.HandleFunc("POST /console/signin", c.handleSignIn)
 	c.mux.HandleFunc("POST /console/signout", c.handleSignOut)
 	c.mux.HandleFunc("GET /console/me", c.handleMe)
 	c.mux.HandleFunc("/v1/", c.handleAPI)
 	c.mux.HandleFunc("/", c.handleAsset)
-	return c
+	return c, nil
 }
 
 // ServeHTTP serves the routes above.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", c.csp())
+	h.Set("Content-Security-Policy", c.csp(r))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
+	if !c.hostOK(r) {
+		httpError(w, http.StatusMisdirectedRequest, "forbidden", "this console does not answer to the host "+strconv.Quote(r.Host)+": reach it by an IP address or localhost, or add the name to console.hosts in the serve config")
+		return
+	}
 	if !c.originOK(r) {
 		httpError(w, http.StatusForbidden, "forbidden", "cross-origin request refused: the Origin header must be this console's own")
 		return
@@ -119,27 +161,40 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // originOK applies the Origin check: a request that changes state (any
 // method but GET and HEAD) or upgrades to a WebSocket must carry an Origin
-// equal to the console's own scheme://host.
+// equal to the console's own scheme://host, and any request that carries
+// an Origin at all must carry that one. A browser's request to the
+// console's API (/console/, /v1/) must also not say it came from another
+// origin (Sec-Fetch-Site: a page on another port of this host is
+// "same-site", not "same-origin").
 func (c *Console) originOK(r *http.Request) bool {
-	upgrade := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
-	if !upgrade && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if o := r.Header.Get("Origin"); o != "" && o != ownOrigin(r) {
+		return false
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/") || strings.HasPrefix(r.URL.Path, "/console/") {
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+			return false
+		}
+	}
+	if !isWebSocketHandshake(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return true
 	}
-	scheme := "http"
+	return r.Header.Get("Origin") == ownOrigin(r)
+}
+
+// ownOrigin is the console's origin as the request reached it.
+func ownOrigin(r *http.Request) string {
 	if r.TLS != nil {
-		scheme = "https"
+		return "https://" + r.Host
 	}
-	return r.Header.Get("Origin") == scheme+"://"+r.Host
+	return "http://" + r.Host
 }
 
 // csp is the Content-Security-Policy of every response: scripts only from
 // the console itself (and allowed web-component origins), no inline script
-// or style, frames only from the render sources' origins.
-func (c *Console) csp() string {
-	frames := slices.Clone(c.opts.FrameOrigins)
-	frames = append(frames, c.registeredFrameOrigins()...)
-	slices.Sort(frames)
-	frames = slices.Compact(frames)
+// or style, frames only from the render sources' origins, never the
+// console's own.
+func (c *Console) csp(r *http.Request) string {
+	frames := c.frameOrigins(r)
 	frameSrc := "'none'"
 	if len(frames) > 0 {
 		frameSrc = strings.Join(frames, " ")
@@ -150,6 +205,19 @@ func (c *Console) csp() string {
 	}
 	return "default-src 'none'; script-src " + script + "; style-src 'self'; img-src 'self' data:; " +
 		"connect-src 'self'; frame-src " + frameSrc + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+// frameOrigins are the origins render iframes may load from: the
+// configured ones and those of the iframe sources registered in live
+// sessions, sorted, without the console's own (a frame of the console's
+// origin would share its storage, and so its CSRF token).
+func (c *Console) frameOrigins(r *http.Request) []string {
+	frames := slices.Clone(c.opts.FrameOrigins)
+	frames = append(frames, c.registeredFrameOrigins()...)
+	own := strings.ToLower(ownOrigin(r))
+	frames = slices.DeleteFunc(frames, func(o string) bool { return o == own })
+	slices.Sort(frames)
+	return slices.Compact(frames)
 }
 
 // registeredFrameOrigins returns the origins of the iframe render sources
@@ -192,11 +260,22 @@ func cleanOrigins(in []string) []string {
 }
 
 func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
+	if ok, wait := c.limiter.allow(r.RemoteAddr); !ok {
+		secs := int(wait/time.Second) + 1
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		httpError(w, http.StatusTooManyRequests, "quota_exceeded", fmt.Sprintf("too many sign-in attempts from this address: try again in %d s", secs))
+		return
+	}
 	var body struct {
 		Token string `json:"token"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&body); err != nil || body.Token == "" {
-		httpError(w, http.StatusBadRequest, "invalid_request", `send {"token": "<operator token>"} as JSON`)
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&body); err != nil {
+		httpError(w, http.StatusBadRequest, "invalid_request", `the sign-in takes {"token": "<operator token>"} as JSON`)
+		return
+	}
+	body.Token = strings.TrimSpace(body.Token)
+	if body.Token == "" {
+		httpError(w, http.StatusBadRequest, "invalid_request", "paste the operator token: brain serve printed it at its first start, and it is in tokens.json in the data directory")
 		return
 	}
 	p, ok := c.opts.Tokens.Peer(body.Token)
@@ -208,75 +287,94 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusForbidden, "forbidden", "the console needs an operator token, not a "+string(p.Side)+" token")
 		return
 	}
-	var raw [32]byte
-	_, _ = rand.Read(raw[:])
-	id := hex.EncodeToString(raw[:])
-	now := time.Now()
-	c.mu.Lock()
-	for k, s := range c.signins {
-		if now.After(s.expires) {
-			delete(c.signins, k)
-		}
-	}
-	if len(c.signins) >= maxSignins {
-		c.mu.Unlock()
-		httpError(w, http.StatusServiceUnavailable, "unavailable", "too many sign-ins: sign out elsewhere or wait for them to expire")
-		return
-	}
-	c.signins[id] = signin{peer: p, expires: now.Add(c.opts.SignInTTL)}
-	c.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: id, Path: "/", HttpOnly: true,
+	cl := signinClaims{expires: c.now().Add(c.opts.SignInTTL).Truncate(time.Second), token: body.Token}
+	_, _ = rand.Read(cl.id[:])
+	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: c.keys.seal(cl), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(c.opts.SignInTTL / time.Second)})
 	c.log.Info("console sign-in", slog.String("operator", p.Name))
-	writeJSON(w, http.StatusOK, map[string]string{"name": p.Name})
+	writeJSON(w, http.StatusOK, map[string]string{"name": p.Name, "csrf": c.keys.csrfToken(cl.id)})
 }
 
+// handleSignOut ends the sign-in: with its CSRF token, for good (the
+// sign-in's id is recorded until it expires, across restarts); without,
+// only the requester's cookie is cleared.
 func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request) {
-	if ck, err := r.Cookie(consoleCookie); err == nil {
-		c.mu.Lock()
-		delete(c.signins, ck.Value)
-		c.mu.Unlock()
+	if cl, ok := c.claims(r); ok && c.keys.csrfOK(cl.id, r.Header.Get(csrfHeader)) {
+		if err := c.signOuts.add(cl.id, cl.expires, c.now()); err != nil {
+			c.log.Error("console sign-out not saved", slog.String("error", err.Error()))
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: -1})
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// signedIn returns the operator of the request's cookie.
-func (c *Console) signedIn(r *http.Request) (session.Peer, bool) {
+// claims opens the request's cookie: a sign-in that has not expired and
+// was not signed out.
+func (c *Console) claims(r *http.Request) (signinClaims, bool) {
 	ck, err := r.Cookie(consoleCookie)
-	if err != nil || len(ck.Value) != 64 {
+	if err != nil {
+		return signinClaims{}, false
+	}
+	cl, ok := c.keys.open(ck.Value)
+	if !ok || !c.now().Before(cl.expires) || c.signOuts.has(cl.id) {
+		return signinClaims{}, false
+	}
+	return cl, true
+}
+
+// signedIn returns the operator of a request that carries both the
+// sign-in's cookie and its CSRF token (csrf, from a header or a
+// subprotocol). The operator token sealed in the cookie must still be an
+// operator token: one removed from tokens.json ends its sign-ins.
+func (c *Console) signedIn(r *http.Request, csrf string) (session.Peer, bool) {
+	cl, ok := c.claims(r)
+	if !ok || !c.keys.csrfOK(cl.id, csrf) {
 		return session.Peer{}, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var found *signin
-	for k, s := range c.signins { // constant time in the cookie's value
-		if subtle.ConstantTimeCompare([]byte(k), []byte(ck.Value)) == 1 {
-			found = &s
-		}
-	}
-	if found == nil || time.Now().After(found.expires) {
+	p, ok := c.opts.Tokens.Peer(cl.token)
+	if !ok || p.Side != session.SideOperator {
 		return session.Peer{}, false
 	}
-	return found.peer, true
+	return p, true
 }
 
 func (c *Console) handleMe(w http.ResponseWriter, r *http.Request) {
-	p, ok := c.signedIn(r)
+	p, ok := c.signedIn(r, r.Header.Get(csrfHeader))
 	if !ok {
 		httpError(w, http.StatusUnauthorized, "unauthorized", "sign in with an operator token")
 		return
 	}
-	frames := append(slices.Clone(c.opts.FrameOrigins), c.registeredFrameOrigins()...)
-	writeJSON(w, http.StatusOK, map[string]any{"name": p.Name, "frameOrigins": frames,
+	writeJSON(w, http.StatusOK, map[string]any{"name": p.Name, "model": c.opts.Model, "frameOrigins": c.frameOrigins(r),
 		"webComponentOrigins": append([]string{}, c.opts.WebComponentOrigins...)})
 }
 
 // handleAPI serves the kernel's API as the signed-in operator; a bearer
-// token is not accepted here (use the kernel's own listener).
+// token is not accepted here (use the kernel's own listener). A WebSocket
+// upgrade carries the CSRF token as a subprotocol, which is taken off the
+// request before the kernel sees it; the response names "brain.console".
 func (c *Console) handleAPI(w http.ResponseWriter, r *http.Request) {
-	p, ok := c.signedIn(r)
+	csrf := r.Header.Get(csrfHeader)
+	upgrade := isWebSocketHandshake(r)
+	if upgrade {
+		csrf = ""
+		offered := false
+		for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+			for _, p := range strings.Split(v, ",") {
+				p = strings.TrimSpace(p)
+				switch {
+				case p == wsProtocol:
+					offered = true
+				case strings.HasPrefix(p, wsCSRFPrefix):
+					csrf = strings.TrimPrefix(p, wsCSRFPrefix)
+				}
+			}
+		}
+		if !offered {
+			csrf = ""
+		}
+	}
+	p, ok := c.signedIn(r, csrf)
 	if !ok {
 		httpError(w, http.StatusUnauthorized, "unauthorized", "sign in with an operator token")
 		return
@@ -286,6 +384,10 @@ func (c *Console) handleAPI(w http.ResponseWriter, r *http.Request) {
 	if q.Has("token") {
 		q.Del("token")
 		r.URL.RawQuery = q.Encode()
+	}
+	if upgrade {
+		r.Header.Del("Sec-WebSocket-Protocol")
+		w.Header().Set("Sec-WebSocket-Protocol", wsProtocol)
 	}
 	c.opts.Server.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), consolePeerKey{}, p)))
 }

@@ -617,3 +617,21 @@ func TestFramesEndpointLimits(t *testing.T) {
 		t.Fatalf("an invocation at the journal quota: %d %s, want 429 quota_exceeded with ref i", status, body)
 	}
 }
+
+// TestBurstWithoutReading: a peer sends a burst of frames — within the
+// documented frame_burst, more than the replies the kernel queues — before
+// it reads a single reply: every frame is applied and answered, and the
+// connection stays open (a burst of 96 closed it before).
+func TestBurstWithoutReading(t *testing.T) {
+	f, _ := newLimited(t, server.ManagerOptions{}, server.Options{})
+	c := f.dial(clientToken, "burst", "?after=0")
+	const n = 300
+	for i := range n {
+		c.send(fmt.Sprint("b", i), &protocol.CapabilityDeregister{Names: []string{}})
+	}
+	for i := range n {
+		if r := c.reply(fmt.Sprint("b", i)); r.Msg.MessageType() != protocol.TypeAck {
+			t.Fatalf("frame %d: %+v", i, r.Msg)
+		}
+	}
+}

@@ -19,8 +19,8 @@ import (
 
 // Connection limits.
 const (
-	// replyQueue bounds the replies waiting to be written to a peer; a peer
-	// that lets it fill is not reading and is disconnected.
+	// replyQueue bounds the replies waiting to be written to a peer; while
+	// it is full the connection reads no further frame (send).
 	replyQueue = 64
 	// hardMessageLimit closes a connection whose message is absurdly large;
 	// anything above protocol.MaxFrameBytes and below this is read,
@@ -45,8 +45,8 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan *protocol.Frame, replyQueue), cancel: cancel, cork: cw.corkConn(),
-		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()),
-		log:    srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
+		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()), done: ctx.Done(),
+		log: srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
 
 	after, err := parseAfter(r.URL.Query().Get("after"))
 	if err != nil {
@@ -153,6 +153,8 @@ type wsConn struct {
 	// fence, in a cluster, is the session's journal: a peer is shown no
 	// event and sent no reply the journal has not stored (cluster.go).
 	fence *fencedJournal
+
+	done <-chan struct{} // the connection's end (its context's Done)
 }
 
 // isNormalClose reports a peer closing the connection normally.
@@ -284,7 +286,15 @@ func (c *wsConn) send(f *protocol.Frame) {
 	select {
 	case c.replies <- f:
 	default:
-		c.cancel(errors.New("the peer does not read its replies"))
+		// The peer sends faster than its replies can be written: read no
+		// further frame until the writer catches up, so that TCP pushes
+		// back on the peer (a burst within FrameBurst always goes
+		// through). A peer that stops reading altogether is disconnected by
+		// the writer's watchdog after WriteTimeout.
+		select {
+		case c.replies <- f:
+		case <-c.done:
+		}
 	}
 }
 

@@ -139,5 +139,9 @@ func cloneChatMessage(m protocol.ChatMessage) protocol.ChatMessage {
 		}
 		m.Outcome = &o
 	}
+	if m.Usage != nil {
+		u := *m.Usage
+		m.Usage = &u
+	}
 	return m
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -41,6 +42,10 @@ type modelConfig struct {
 	System string `yaml:"system"`
 	// MaxSteps bounds the model steps of a turn (default 16).
 	MaxSteps int `yaml:"max_steps"`
+	// StepTimeout bounds one model step (default 15m); IdleTimeout the
+	// wait for the next chunk of a streamed answer (default 3m).
+	StepTimeout string `yaml:"step_timeout"`
+	IdleTimeout string `yaml:"idle_timeout"`
 }
 
 // configured reports whether the section names a model.
@@ -80,6 +85,17 @@ func (m modelConfig) newDriver(getenv func(string) string, logger *slog.Logger) 
 	if m.MaxSteps < 0 {
 		return nil, fmt.Errorf("model max_steps %d: want a positive number", m.MaxSteps)
 	}
+	var bounds [2]time.Duration
+	for i, v := range []struct{ key, val string }{{"step_timeout", m.StepTimeout}, {"idle_timeout", m.IdleTimeout}} {
+		if v.val == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v.val)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			return nil, fmt.Errorf("model %s %q: want a duration from 1s to 24h, such as 15m", v.key, v.val)
+		}
+		bounds[i] = d
+	}
 	key := getenv(env)
 	if key == "" && m.URL == "" {
 		return nil, fmt.Errorf("the environment variable %s holding the %s API key is not set (name another with --api-key-env or model.api_key_env)", env, p)
@@ -88,7 +104,7 @@ func (m modelConfig) newDriver(getenv func(string) string, logger *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
-	return driver.New(model, &driver.Options{System: m.System, MaxSteps: m.MaxSteps, Logger: logger}), nil
+	return driver.New(model, &driver.Options{System: m.System, MaxSteps: m.MaxSteps, StepTimeout: bounds[0], IdleTimeout: bounds[1], Logger: logger}), nil
 }
 
 // Chat's input, replaced by tests.

@@ -129,7 +129,7 @@ func TestConfigWithoutTools(t *testing.T) {
 // TestExampleConfigsLoad: every config shipped in examples/ loads (the
 // docs test runs them; this is the fast check).
 func TestExampleConfigsLoad(t *testing.T) {
-	for _, name := range []string{"approval.yaml", "kernel.yaml", "env.yaml", "artifacts.yaml"} {
+	for _, name := range []string{"approval.yaml", "kernel.yaml", "env.yaml", "artifacts.yaml", "chat.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := loadServeConfig(filepath.Join("..", "..", "examples", name), t.TempDir()); err != nil {
 				t.Fatal(err)

@@ -210,6 +210,16 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		Node:   a.nodeID,
 	})
 	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler()})
+	var consoleH *server.Console
+	if cl != nil {
+		model := ""
+		if turnDriver != nil {
+			model = cfg.Model.Name
+		}
+		if consoleH, err = newConsole(srv, tokens, cfg, a.data, model, logger); err != nil { // serve_console.go
+			return err
+		}
+	}
 
 	httpScheme, wsScheme := "http", "ws"
 	if tlsConfig != nil {
@@ -227,7 +237,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	}
 	if cl != nil {
 		fmt.Fprintf(stdout, "  console: %s://%s/ (sign in with the operator token)\n", httpScheme, cl.Addr())
-		go serveConsole(ctx, cl, srv, tokens, cfg, logger)
+		go serveConsole(ctx, cl, consoleH, logger)
 	}
 	if a.ready != nil {
 		a.ready(l.Addr().String())

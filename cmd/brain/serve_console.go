@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/brainrt/brain/console"
@@ -25,6 +27,10 @@ type consoleConfig struct {
 	// WebComponentOrigins are the origins web-component render sources may
 	// load scripts from; none by default.
 	WebComponentOrigins []string `yaml:"web_component_origins"`
+	// Hosts are the host names the console answers to beyond IP
+	// addresses and localhost (a DNS-rebinding guard refuses any other
+	// Host header), e.g. the name its TLS certificate is for.
+	Hosts []string `yaml:"hosts"`
 }
 
 // consoleAddress resolves --console-addr: "off" is none; "" is the default,
@@ -63,10 +69,18 @@ func listenConsole(addr string, tlsConfig *tls.Config) (net.Listener, error) {
 	return l, nil
 }
 
-// serveConsole serves the operator console on l until ctx ends.
-func serveConsole(ctx context.Context, l net.Listener, srv *server.Server, tokens *server.Tokens, cfg *serveConfig, logger *slog.Logger) {
-	c := server.NewConsole(server.ConsoleOptions{Server: srv, Tokens: tokens, Assets: console.Assets(),
+// newConsole makes the operator console of srv. Its sealing key and its
+// sign-outs live in the data directory, beside tokens.json, so that a
+// sign-in survives a restart. model is the name of the model turns run
+// on, "" for none.
+func newConsole(srv *server.Server, tokens *server.Tokens, cfg *serveConfig, dataDir, model string, logger *slog.Logger) (*server.Console, error) {
+	return server.NewConsole(server.ConsoleOptions{Server: srv, Tokens: tokens, Assets: console.Assets(), Dir: dataDir,
+		Hosts: cfg.Console.Hosts, Model: model,
 		FrameOrigins: cfg.Console.FrameOrigins, WebComponentOrigins: cfg.Console.WebComponentOrigins, Logger: logger})
+}
+
+// serveConsole serves the operator console c on l until ctx ends.
+func serveConsole(ctx context.Context, l net.Listener, c *server.Console, logger *slog.Logger) {
 	hs := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx },
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
@@ -90,8 +104,13 @@ func printCreatedTokens(w io.Writer, path string, created []server.Token) {
 }
 
 // validate refuses anything but http(s) origins: scheme://host[:port],
-// nothing after it.
+// nothing after it; and hosts that are not host names.
 func (c consoleConfig) validate() error {
+	for i, h := range c.Hosts {
+		if h == "" || strings.ContainsAny(h, ":/[]@ ") || !hostPattern.MatchString(h) {
+			return fmt.Errorf("console.hosts[%d]: %q is not a host name: want a name without scheme or port, e.g. console.example.com", i, h)
+		}
+	}
 	for key, list := range map[string][]string{"frame_origins": c.FrameOrigins, "web_component_origins": c.WebComponentOrigins} {
 		for i, o := range list {
 			u, err := url.Parse(o)
@@ -102,3 +121,5 @@ func (c consoleConfig) validate() error {
 	}
 	return nil
 }
+
+var hostPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.\-]*[A-Za-z0-9])?$`)

@@ -1,33 +1,47 @@
 // app.js: sign-in, navigation and the hash router. Views: #/sessions,
-// #/s/<id>, #/s/<id>/call/<callId>, #/approvals. The operator token is
-// posted once to /console/signin and exchanged for an HttpOnly cookie;
-// this code never stores it.
-import { h, api } from './dom.js';
+// #/s/<id>[/conversation|trace|registry|events], #/s/<id>/call/<callId>,
+// #/approvals. The operator token is posted once to /console/signin and
+// exchanged for an HttpOnly cookie and a CSRF token (dom.js); this code
+// never stores the operator token. The Approvals badge is live on every
+// page (one approvals feed per sign-in).
+import { h, api, setCsrf, fill } from './dom.js';
 import { sessionsView } from './sessions.js';
-import { approvalsView } from './approvals.js';
+import { approvalsView, ApprovalsFeed } from './approvals.js';
 import { SessionView } from './session.js';
 import { Palette } from './palette.js';
+import { markdownNode } from './markdown.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const who = document.getElementById('who');
 const palette = new Palette(document.getElementById('overlay'));
 let me = null;
+let feed = null;
 let stop = () => {};
 let sessionView = null;
-const inboxCount = h('span', { class: 'badge', id: 'inbox-count', hidden: true });
+const inboxCount = h('span', { class: 'badge', id: 'inbox-count', hidden: true, 'aria-label': 'pending approvals' });
 
 // A hook for the browser tests and for measuring: the open session view.
-window.brainConsole = { session: () => sessionView };
+window.brainConsole = { session: () => sessionView, feed: () => feed };
+
+function signOutLocal() {
+  me = null;
+  setCsrf('');
+  stop();
+  stop = () => {};
+  if (feed) { feed.close(); feed = null; }
+}
 
 function signInView(message) {
+  signOutLocal();
   const token = h('input', { type: 'password', name: 'token', autocomplete: 'off', placeholder: 'operator token', 'aria-label': 'operator token', id: 'token' });
-  const err = h('p', { class: 'error', id: 'signin-error' }, message || '');
+  const err = h('p', { class: 'error', id: 'signin-error', role: 'alert' }, message || '');
   const form = h('form', { class: 'signin', method: 'post', onsubmit: async (e) => {
     e.preventDefault();
     try {
-      await api('POST', '/console/signin', { token: token.value });
+      const r = await api('POST', '/console/signin', { token: token.value });
       token.value = '';
+      setCsrf(r.csrf);
       await boot();
     } catch (x) {
       err.textContent = x.message;
@@ -35,10 +49,10 @@ function signInView(message) {
   } },
   h('h1', {}, 'Sign in'),
   h('p', {}, 'Paste the operator token that ', h('code', {}, 'brain serve'), ' printed at its first start (saved in ', h('code', {}, 'tokens.json'), ').'),
-  token, ' ', h('button', { type: 'submit', class: 'primary' }, 'Sign in'), err);
+  h('div', { class: 'signin-row' }, token, h('button', { type: 'submit', class: 'primary' }, 'Sign in')), err);
   nav.replaceChildren();
   who.replaceChildren();
-  main.replaceChildren(form);
+  fill(main, form);
   token.focus();
   if (!performance.getEntriesByName('brain:first-view').length) performance.mark('brain:first-view');
 }
@@ -48,14 +62,23 @@ async function boot() {
     me = await api('GET', '/console/me');
   } catch (e) {
     if (e.status === 401) { signInView(); return; }
-    main.replaceChildren(h('p', { class: 'error' }, 'The console cannot reach the kernel: ', e.message));
+    fill(main, h('p', { class: 'error' }, 'The console cannot reach the kernel: ', e.message));
     return;
   }
-  nav.replaceChildren(h('a', { href: '#/sessions' }, 'Sessions'), ' ', h('a', { href: '#/approvals' }, 'Approvals ', inboxCount), ' ',
-    h('button', { class: 'small', type: 'button', onclick: () => palette.open() }, 'Ctrl-K'));
-  who.replaceChildren('operator ', h('strong', { id: 'operator-name' }, me.name), ' ',
-    h('button', { class: 'small', type: 'button', onclick: async () => { await api('POST', '/console/signout'); location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
+  if (!feed) {
+    feed = new ApprovalsFeed().start();
+    feed.addEventListener('change', () => { const n = feed.items.size; inboxCount.hidden = n === 0; inboxCount.textContent = String(n); });
+  }
+  fill(nav, h('a', { href: '#/sessions' }, 'Sessions'), h('a', { href: '#/approvals', id: 'nav-approvals' }, 'Approvals', inboxCount),
+    h('button', { class: 'small', type: 'button', onclick: () => palette.open(), title: 'command palette (Ctrl-K)' }, 'Ctrl-K'));
+  fill(who, h('span', { class: 'who-name' }, 'operator ', h('strong', { id: 'operator-name' }, me.name)), ' ',
+    h('button', { class: 'small', type: 'button', onclick: async () => { try { await api('POST', '/console/signout'); } catch { /* signed out anyway */ } location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
   route();
+  // The markdown parser's first runs are its slowest (the engine compiles
+  // it as it goes): run it once while the browser is idle, so that a
+  // conversation's first view does not pay for that.
+  const warm = () => markdownNode('warm **up**: `code`, [a link](https://example.com), a list:\n\n- one\n- two\n\n> quote');
+  if (window.requestIdleCallback) requestIdleCallback(warm, { timeout: 2000 }); else setTimeout(warm, 200);
 }
 
 function route() {
@@ -69,13 +92,13 @@ function route() {
       stop = () => { sessionView.stop(); sessionView = null; };
       sessionView.start();
     }
-    sessionView.show(main, callId);
+    sessionView.show(main, callId ? null : parts[2], callId);
     return;
   }
   stop();
   stop = () => {};
   if (parts[0] === 'approvals') {
-    stop = approvalsView(main, me, (n) => { inboxCount.hidden = n === 0; inboxCount.textContent = String(n); });
+    stop = approvalsView(main, me, feed);
   } else {
     stop = sessionsView(main);
   }
@@ -83,5 +106,8 @@ function route() {
 }
 
 window.addEventListener('hashchange', route);
+// Any 401 of the console's API means the sign-in ended (signed out
+// elsewhere, the token revoked): back to the sign-in form.
+window.addEventListener('brain:signed-out', () => { if (me) signInView('Your sign-in ended: sign in again.'); });
 window.addEventListener('unhandledrejection', (e) => { console.error(e.reason); });
 boot();

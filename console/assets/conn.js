@@ -2,7 +2,7 @@
 // seq it saw after a dropped connection (?after=<seq>): events are applied
 // in seq order, a seq already seen is dropped, and a gap is counted (for
 // the operator, who sees every event, there must be none).
-import { api } from './dom.js';
+import { api, socket } from './dom.js';
 
 export class SessionConn extends EventTarget {
   constructor(id, { after = 0 } = {}) {
@@ -30,9 +30,7 @@ export class SessionConn extends EventTarget {
   }
 
   open() {
-    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const url = `${proto}//${location.host}/v1/sessions/${encodeURIComponent(this.id)}/ws?after=${this.lastSeq}`;
-    const ws = new WebSocket(url);
+    const ws = socket(`/v1/sessions/${encodeURIComponent(this.id)}/ws?after=${this.lastSeq}`);
     this.ws = ws;
     ws.onopen = () => { this.backoff = 200; this.setState('live'); };
     ws.onmessage = (m) => this.onFrame(m.data);

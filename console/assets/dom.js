@@ -29,10 +29,30 @@ export function append(el, children) {
 
 export function clear(el) { el.replaceChildren(); return el; }
 
-// api calls the kernel's HTTP API with the sign-in cookie; errors carry
-// the kernel's code.
+// fill replaces el's children with children, as h() puts them: strings
+// as text nodes, nested arrays flattened, null and false left out
+// (replaceChildren itself would write "null").
+export function fill(el, ...children) { el.replaceChildren(); return append(el, children); }
+
+// The sign-in's CSRF token (docs/console.md, "Signing in"): given once by
+// POST /console/signin and kept in this origin's localStorage, which no
+// other port of this host can read, unlike the cookie, which the browser
+// sends to all of them. Every API request carries it in X-Brain-Csrf, a
+// WebSocket as its "brain.csrf.<token>" subprotocol.
+const CSRF_KEY = 'brain.csrf';
+export function csrf() { try { return localStorage.getItem(CSRF_KEY) || ''; } catch { return ''; } }
+export function setCsrf(v) { try { if (v) localStorage.setItem(CSRF_KEY, v); else localStorage.removeItem(CSRF_KEY); } catch { /* storage off */ } }
+
+// socket opens a WebSocket to path on the console with the CSRF token.
+export function socket(path) {
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return new WebSocket(`${proto}//${location.host}${path}`, ['brain.console', 'brain.csrf.' + csrf()]);
+}
+
+// api calls the kernel's HTTP API with the sign-in cookie and its CSRF
+// token; errors carry the kernel's code.
 export async function api(method, path, body) {
-  const opts = { method, headers: {}, credentials: 'same-origin' };
+  const opts = { method, headers: { 'X-Brain-Csrf': csrf() }, credentials: 'same-origin' };
   if (body !== undefined) {
     opts.headers['Content-Type'] = 'application/json';
     opts.body = JSON.stringify(body);
@@ -42,6 +62,7 @@ export async function api(method, path, body) {
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
   if (!r.ok) {
+    if (r.status === 401 && path.startsWith('/v1/')) window.dispatchEvent(new Event('brain:signed-out'));
     const e = new Error((data && data.message) || r.statusText);
     e.code = data && data.code;
     e.status = r.status;

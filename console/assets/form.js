@@ -3,8 +3,10 @@
 // arrays, nested objects, required marks, descriptions, defaults, oneOf /
 // anyOf as a choice; anything else gets a raw JSON box. Every field
 // element carries data-pointer (its JSON pointer) so that the kernel's
-// invalid_input errors can be shown at the field.
-import { h, json } from './dom.js';
+// invalid_input errors can be shown at the field. A required field left
+// empty is refused in the form; an optional field nobody touched is not
+// sent (the tool's own default applies), a checkbox included.
+import { h, json, fill } from './dom.js';
 
 const FORMATS = { email: 'email', uri: 'url', url: 'url', date: 'date', 'date-time': 'datetime-local', time: 'time', color: 'color', password: 'password' };
 
@@ -19,7 +21,17 @@ function typeOf(s) {
   return null;
 }
 
-// field returns {el, get}: get() returns the value, or undefined to omit it.
+// touch marks a control edited by the person (not by a default).
+function touched(el) {
+  const t = { on: false };
+  el.addEventListener('input', () => { t.on = true; });
+  el.addEventListener('change', () => { t.on = true; });
+  return t;
+}
+
+// field returns {el, get}: get(errs) returns the value, or undefined to
+// omit it; a required value missing is pushed to errs as {pointer,
+// message}.
 function field(schema, ptr, label, required) {
   schema = schema && typeof schema === 'object' ? schema : {};
   const desc = schema.description ? h('div', { class: 'desc' }, schema.description) : null;
@@ -33,16 +45,17 @@ function field(schema, ptr, label, required) {
       choices.map((c, i) => h('option', { value: String(i) }, c.title || c.description || typeOf(c) || ('option ' + (i + 1)))));
     const slot = h('div', { class: 'choice' });
     let cur;
-    const draw = () => { cur = field({ ...choices[Number(sel.value)], description: undefined }, ptr, null, false); slot.replaceChildren(cur.el); };
+    const draw = () => { cur = field({ ...choices[Number(sel.value)], description: undefined }, ptr, null, false); fill(slot, cur.el); };
     sel.addEventListener('change', draw);
     draw();
-    return { el: h('div', { class: 'field choice-field', dataset: { pointer: ptr } }, h('label', {}, lab, sel), desc, slot, err), get: () => cur.get() };
+    return { el: h('div', { class: 'field choice-field', dataset: { pointer: ptr } }, h('label', {}, lab, sel), desc, slot, err), get: (errs) => cur.get(errs) };
   }
   if (Array.isArray(schema.enum)) {
     const sel = h('select', { name: ptr },
       required ? null : h('option', { value: '' }, '—'),
       schema.enum.map((v, i) => h('option', { value: String(i), selected: schema.default !== undefined && JSON.stringify(schema.default) === JSON.stringify(v) }, typeof v === 'string' ? v : JSON.stringify(v))));
-    return { el: wrap(sel), get: () => (sel.value === '' ? undefined : schema.enum[Number(sel.value)]) };
+    const t = touched(sel);
+    return { el: wrap(sel), get: () => (sel.value === '' || (!required && !t.on) ? undefined : schema.enum[Number(sel.value)]) };
   }
   if ('const' in schema) {
     return { el: wrap(h('code', {}, JSON.stringify(schema.const))), get: () => schema.const };
@@ -52,22 +65,39 @@ function field(schema, ptr, label, required) {
     const fmt = FORMATS[schema.format];
     const attrs = { name: ptr, type: fmt || 'text', placeholder: schema.format || '' };
     if (typeof schema.default === 'string') attrs.value = schema.default;
-    if (schema.maxLength > 200 || schema.format === 'textarea') {
-      const ta = h('textarea', { name: ptr, rows: 3 });
-      if (typeof schema.default === 'string') ta.value = schema.default;
-      return { el: wrap(ta), get: () => (ta.value === '' && !required ? undefined : ta.value) };
-    }
-    const inp = h('input', attrs);
-    return { el: wrap(inp), get: () => (inp.value === '' && !required ? undefined : inp.value) };
+    const ctl = schema.maxLength > 200 || schema.format === 'textarea' ? h('textarea', { name: ptr, rows: 3 }) : h('input', attrs);
+    if (ctl.tagName === 'TEXTAREA' && typeof schema.default === 'string') ctl.value = schema.default;
+    const t = touched(ctl);
+    return {
+      el: wrap(ctl),
+      get: (errs) => {
+        if (required) {
+          if (ctl.value === '') { errs.push({ pointer: ptr, message: 'required: fill it in' }); return undefined; }
+          return ctl.value;
+        }
+        return ctl.value === '' || !t.on ? undefined : ctl.value;
+      },
+    };
   }
   if (t === 'number' || t === 'integer') {
     const inp = h('input', { name: ptr, type: 'number', step: t === 'integer' ? '1' : 'any', value: typeof schema.default === 'number' ? String(schema.default) : undefined,
       min: schema.minimum, max: schema.maximum });
-    return { el: wrap(inp), get: () => (inp.value === '' ? undefined : Number(inp.value)) };
+    const tch = touched(inp);
+    return {
+      el: wrap(inp),
+      get: (errs) => {
+        if (inp.value === '') {
+          if (required) errs.push({ pointer: ptr, message: inp.validity.badInput ? 'not a number' : 'required: fill it in' });
+          return undefined;
+        }
+        return required || tch.on ? Number(inp.value) : undefined;
+      },
+    };
   }
   if (t === 'boolean') {
     const inp = h('input', { name: ptr, type: 'checkbox', checked: schema.default === true });
-    return { el: wrap(inp, 'bool'), get: () => inp.checked };
+    const tch = touched(inp);
+    return { el: wrap(inp, 'bool'), get: () => (required || tch.on ? inp.checked : undefined) };
   }
   if (t === 'object' && (schema.properties || !schema.additionalProperties)) {
     const req = new Set(Array.isArray(schema.required) ? schema.required : []);
@@ -77,10 +107,15 @@ function field(schema, ptr, label, required) {
       kids.map(([, f]) => f.el), err);
     return {
       el: fs,
-      get: () => {
+      get: (errs) => {
+        // An optional object nobody filled in is left out, and so are the
+        // required fields inside it.
+        const mine = [];
         const o = {};
-        for (const [k, f] of kids) { const v = f.get(); if (v !== undefined) o[k] = v; }
-        return (Object.keys(o).length || required || label == null) ? o : undefined;
+        for (const [k, f] of kids) { const v = f.get(mine); if (v !== undefined) o[k] = v; }
+        const keep = Object.keys(o).length || required || label == null;
+        if (keep) errs.push(...mine);
+        return keep ? o : undefined;
       },
     };
   }
@@ -100,22 +135,26 @@ function field(schema, ptr, label, required) {
     const fs = h('fieldset', { class: 'array', dataset: { pointer: ptr } },
       h('legend', {}, label || 'items', required ? h('span', { class: 'req' }, ' *') : null), desc, list,
       h('button', { type: 'button', class: 'small', onclick: () => add() }, 'add item'), err);
-    return { el: fs, get: () => (items.length || required ? items.map((e) => e.f.get()) : undefined) };
+    return { el: fs, get: (errs) => (items.length || required ? items.map((e) => e.f.get(errs)) : undefined) };
   }
   // Anything the form cannot draw: raw JSON for this value.
   const ta = h('textarea', { name: ptr, rows: 3, class: 'raw', placeholder: 'JSON' });
   if (schema.default !== undefined) ta.value = json(schema.default);
   return {
     el: wrap(ta, 'rawfield'),
-    get: () => {
-      if (ta.value.trim() === '') return undefined;
-      try { return JSON.parse(ta.value); } catch { throw new FieldError(ptr, 'not valid JSON'); }
+    get: (errs) => {
+      if (ta.value.trim() === '') {
+        if (required) errs.push({ pointer: ptr, message: 'required: write its JSON' });
+        return undefined;
+      }
+      try { return JSON.parse(ta.value); } catch { errs.push({ pointer: ptr, message: 'not valid JSON' }); return undefined; }
     },
   };
 }
 
+// FieldError is what the form refuses: problems is [{pointer, message}].
 export class FieldError extends Error {
-  constructor(pointer, message) { super(message); this.pointer = pointer; }
+  constructor(problems) { super(problems.map((p) => p.message).join('; ')); this.problems = problems; }
 }
 
 // schemaForm returns {el, value(), showErrors(problems), clearErrors()}.
@@ -127,7 +166,7 @@ export function schemaForm(schema) {
   let rawMode = false;
   const toggle = h('button', { type: 'button', class: 'small', onclick: () => {
     rawMode = !rawMode;
-    if (rawMode) { try { raw.value = json(root.get()); } catch { raw.value = '{}'; } }
+    if (rawMode) { const v = root.get([]); raw.value = json(v === undefined ? {} : v); }
     raw.hidden = !rawMode;
     root.el.hidden = rawMode;
     toggle.textContent = rawMode ? 'form' : 'raw JSON';
@@ -138,9 +177,12 @@ export function schemaForm(schema) {
     el,
     value() {
       if (rawMode) {
-        try { return JSON.parse(raw.value); } catch (e) { throw new FieldError('', 'the raw JSON does not parse: ' + e.message); }
+        try { return JSON.parse(raw.value); } catch (e) { throw new FieldError([{ pointer: '', message: 'the raw JSON does not parse: ' + e.message }]); }
       }
-      return root.get();
+      const errs = [];
+      const v = root.get(errs);
+      if (errs.length) throw new FieldError(errs);
+      return v;
     },
     clearErrors() {
       for (const e of el.querySelectorAll('.field-error')) e.textContent = '';

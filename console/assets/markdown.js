@@ -1,4 +1,5 @@
-// markdown.js: a render capability's markdown fallback. The template's
+// markdown.js: markdown made into DOM nodes, for a render capability's
+// fallback and an assistant's messages. A fallback template's
 // {{prop}} placeholders are filled from the props as plain text, the result
 // is parsed by markdown-it with raw HTML disabled, and the token stream is
 // turned into DOM nodes here — tag by tag from a fixed list, text through
@@ -72,5 +73,14 @@ export function renderMarkdown(template, props) {
   const div = document.createElement('div');
   div.className = 'md';
   build(md.parse(fill(template, props), {}), div);
+  return div;
+}
+
+// markdownNode returns a <div class="md"> for markdown text (an
+// assistant's message), built the same way: no HTML, tags from the list.
+export function markdownNode(text) {
+  const div = document.createElement('div');
+  div.className = 'md';
+  build(md.parse(String(text), {}), div);
   return div;
 }

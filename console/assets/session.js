@@ -1,12 +1,22 @@
-// session.js: one session, live. The registry as a table, render surfaces,
-// the event timeline, and a call's detail page. It reads the session's
-// snapshot (GET /v1/sessions/{id}), then its events from the WebSocket
-// (?after=0: the whole log the kernel keeps), resuming from the last seq
-// after a dropped connection.
-import { h, api, json, originLabel, isUserInvokable, route, short } from './dom.js';
-import { SessionConn, sendFrame } from './conn.js';
+// session.js: one session, live, as a workspace. A header (the
+// connection, the current turn, the calls pending and awaiting approval)
+// over four tabs — Conversation (conversation.js), Trace (trace.js),
+// Registry (registry.js), Events (the render surfaces and the timeline) —
+// and a call's page (call.js). It reads the session's snapshot
+// (GET /v1/sessions/{id}), then its events from one WebSocket (?after=0:
+// the whole log the kernel keeps), resuming from the last seq after a
+// dropped connection; every tab is fed from it.
+import { h, api, route, fill } from './dom.js';
+import { SessionConn } from './conn.js';
 import { Timeline } from './timeline.js';
 import { Surfaces } from './render.js';
+import { ConversationView } from './conversation.js';
+import { RegistryView } from './registry.js';
+import { TraceView } from './trace.js';
+import { CallView } from './call.js';
+
+export const TABS = ['conversation', 'trace', 'registry', 'events'];
+const TAB_LABELS = { conversation: 'Conversation', trace: 'Trace', registry: 'Registry', events: 'Events' };
 
 export class SessionView {
   constructor(id, me, palette) {
@@ -17,11 +27,31 @@ export class SessionView {
     this.snapSeq = 0;
     this.outcomes = new Map();
     this.waiters = new Map();
+    this.pending = new Map(); // call id → awaiting_approval | running
+    this.hasTurns = false;
+    this.ready = false;
+    this.tab = null;
     this.timeline = new Timeline(id);
     this.surfaces = new Surfaces(h('div', { class: 'surfaces' }), me);
+    this.conversation = new ConversationView(this);
+    this.registry = new RegistryView(this);
+    this.trace = new TraceView(this);
+    this.conversation.onState = () => this.drawStatus();
+    this.conversation.onComplete = () => { if (this.tab === 'trace') this.trace.draw(); this.drawStatus(); };
     this.state = h('span', { class: 'conn-state', id: 'conn-state' }, 'connecting');
     this.stats = h('span', { class: 'muted', id: 'conn-stats' });
-    this.regBody = h('tbody');
+    this.status = h('span', { class: 'session-status', id: 'session-status' });
+    this.tabsEl = h('nav', { class: 'tabs', 'aria-label': 'session views' });
+    this.content = h('div', { class: 'session-content' });
+    this.head = h('header', { class: 'session-head' },
+      h('h1', {}, 'Session ', h('code', {}, id), ' ', this.state),
+      h('p', { class: 'session-line' }, this.status, ' ',
+        h('button', { class: 'small danger', type: 'button', onclick: async () => {
+          if (!confirm(`Delete session ${this.id}? Its pending calls end cancelled.`)) return;
+          await api('DELETE', `/v1/sessions/${encodeURIComponent(this.id)}`);
+          location.hash = '#/sessions';
+        } }, 'delete session')),
+      this.tabsEl);
     this.el = h('div', { class: 'session-view' });
     this.ctx = {
       conn: null,
@@ -31,17 +61,24 @@ export class SessionView {
   }
 
   async start() {
+    const conv = this.conversation.fetch(); // in parallel with the snapshot
     try {
       const snap = await api('GET', `/v1/sessions/${encodeURIComponent(this.id)}`);
       this.snapSeq = snap.seq;
+      this.hasTurns = !!snap.turn;
       for (const c of snap.capabilities) this.caps.set(c.name, c);
-      this.drawRegistry();
     } catch (e) {
-      this.el.replaceChildren(h('h1', {}, 'Session ', this.id), h('p', { class: 'error' }, e.status === 404 ? 'No such session.' : 'Cannot read the session: ' + e.message));
+      fill(this.el, h('h1', {}, 'Session ', this.id), h('p', { class: 'error' }, e.status === 404 ? 'No such session.' : 'Cannot read the session: ' + e.message));
+      this.failed = true;
       return;
     }
-    this.connect(0);
     this.palette.attach(this.ctx);
+    this.conversation.build(await conv);
+    this.ready = true;
+    if (this.main) this.show(this.main, this.wantTab, this.callId);
+    // The events (the whole log, replayed) once the first view is
+    // drawn: they queue in the conversation until its history is.
+    requestAnimationFrame(() => setTimeout(() => { if (!this.stopped) this.connect(0); }, 0));
   }
 
   connect(after) {
@@ -54,9 +91,12 @@ export class SessionView {
       const m = e.detail.msg;
       this.caps.clear();
       for (const c of m.capabilities) this.caps.set(c.name, c);
+      this.pending.clear();
+      for (const c of m.pendingCalls || []) this.pending.set(c.callId, c.state);
       this.snapSeq = m.seq;
       this.timeline.add(e.detail);
       this.drawRegistry();
+      this.drawStatus();
     });
     conn.addEventListener('event', (e) => this.onEvent(e.detail));
     conn.start();
@@ -70,15 +110,24 @@ export class SessionView {
       if (m.type === 'capability_register') { for (const c of m.capabilities) this.caps.set(c.name, c); this.drawRegistry(); }
       if (m.type === 'capability_deregister') { for (const n of m.names) this.caps.delete(n); this.drawRegistry(); }
     }
+    switch (m.type) {
+      case 'approval_requested': this.pending.set(m.callId, 'awaiting_approval'); break;
+      case 'approval_decided': if (m.decision === 'approved') this.pending.set(m.callId, 'running'); break;
+      case 'capability_invoked': this.pending.set(m.callId, 'running'); break;
+      case 'turn_started': this.hasTurns = true; break;
+    }
     if (m.type === 'render_invoked') this.surfaces.show(this.caps.get(m.capabilityName), m, seq);
     if (m.type === 'capability_outcome') {
+      this.pending.delete(m.callId);
       this.surfaces.ended(m.callId, m.outcome);
       this.outcomes.set(m.callId, m.outcome);
       const w = this.waiters.get(m.callId);
       if (w) { this.waiters.delete(m.callId); w(m.outcome); }
     }
+    this.conversation.onEvent(f);
     if (this.callView && m.callId === this.callView.callId) this.callView.refresh();
-    this.drawStats();
+    if (this.tab === 'trace' && (m.type === 'conversation_message' || m.type === 'turn_ended' || m.type === 'capability_outcome')) this.redrawTrace = true;
+    this.drawStatus();
   }
 
   outcome(callId) {
@@ -92,147 +141,97 @@ export class SessionView {
     this.stats.textContent = `last seq ${c.lastSeq} · reconnects ${c.reconnects} · gaps ${c.gaps} · duplicates ${c.duplicates}`;
   }
 
-  drawRegistry() {
-    const yes = (b) => (b ? 'yes' : '');
-    const rows = [...this.caps.values()].sort((a, b) => a.name.localeCompare(b.name)).map((c) => h('tr', { dataset: { name: c.name } },
-      h('td', {}, h('code', {}, c.name)),
-      h('td', {}, c.displayName || ''),
-      h('td', {}, originLabel(c.origin)),
-      h('td', {}, c.side),
-      h('td', {}, Array.isArray(c.audience) ? c.audience.join(', ') || '(none)' : 'llm, user (default)'),
-      h('td', {}, c.kind || ''),
-      h('td', {}, c.scope || 'session'),
-      h('td', {}, yes(c.requiresApproval)),
-      h('td', {}, yes(c.fireAndForget)),
-      h('td', {}, c.render ? c.render.source.kind + ' → ' + (c.render.targets || []).join(', ') : ''),
-      h('td', { class: 'num' }, c.callTimeoutMs != null ? c.callTimeoutMs + ' ms' : 'default'),
-      h('td', {}, yes(isUserInvokable(c))),
-      h('td', { class: 'desc' }, short(c.description || '', 80))));
-    this.regBody.replaceChildren(...rows);
+  // drawStatus redraws the header's line (and the connection's numbers,
+  // and the trace when told), once a frame: a replay of thousands of
+  // events draws it once.
+  drawStatus() {
+    if (this.statusPending) return;
+    this.statusPending = requestAnimationFrame(() => {
+      this.statusPending = 0;
+      this.drawStatusNow();
+      this.drawStats();
+      if (this.redrawTrace && this.tab === 'trace') this.trace.draw();
+      this.redrawTrace = false;
+    });
   }
 
-  // show draws the session page, or a call's page when callId is set.
-  show(main, callId) {
-    main.replaceChildren(this.el);
+  // drawStatusNow is the header's line: the turn, pending calls, approvals.
+  drawStatusNow() {
+    const cv = this.conversation;
+    let awaiting = 0;
+    for (const s of this.pending.values()) if (s === 'awaiting_approval') awaiting++;
+    const parts = [];
+    if (cv.turn) parts.push(cv.running ? h('span', { class: 'turn-running' }, h('span', { class: 'spinner' }), ' turn ', String(cv.turn), ' running') : 'last turn ' + cv.turn);
+    else parts.push('no turn yet');
+    parts.push(' · ', String(this.pending.size), this.pending.size === 1 ? ' pending call' : ' pending calls');
+    parts.push(' · ', awaiting ? h('a', { href: route('approvals'), class: 'awaiting' }, String(awaiting), ' awaiting approval') : '0 awaiting approval');
+    fill(this.status, ...parts);
+    this.status.dataset.running = cv.running ? 'true' : 'false';
+    this.status.dataset.pending = String(this.pending.size);
+    this.status.dataset.awaiting = String(awaiting);
+  }
+
+  drawRegistry() {
+    if (this.tab === 'registry') this.registry.draw();
+  }
+
+  defaultTab() {
+    return this.hasTurns || this.conversation.messages || this.me.model ? 'conversation' : 'events';
+  }
+
+  // show draws the session page at tab, or a call's page when callId is
+  // set.
+  show(main, tab, callId) {
+    this.main = main;
+    this.wantTab = tab;
+    this.callId = callId;
+    fill(main, this.el);
+    if (this.failed) return;
     if (callId) {
+      this.tab = null;
       this.callView = new CallView(this, callId);
-      this.el.replaceChildren(h('p', {}, h('a', { href: route('s', this.id) }, '← session ', this.id)), this.callView.el);
+      fill(this.el, h('p', {}, h('a', { href: route('s', this.id) }, '← session ', this.id)), this.callView.el);
       this.callView.refresh();
       return;
     }
     this.callView = null;
+    if (!this.ready) { fill(this.el, this.head, h('p', { class: 'muted' }, 'Loading…')); return; }
+    this.tab = TABS.includes(tab) ? tab : this.defaultTab();
+    fill(this.tabsEl, ...TABS.map((t) => h('a', { href: route('s', this.id, t), class: 'tab' + (t === this.tab ? ' sel' : ''), 'aria-current': t === this.tab ? 'page' : null, dataset: { tab: t } }, TAB_LABELS[t])));
+    fill(this.el, this.head, this.content);
+    this.el.dataset.tab = this.tab;
+    switch (this.tab) {
+      case 'conversation':
+        this.conversation.attach(this.content);
+        break;
+      case 'trace':
+        fill(this.content, this.trace.el);
+        this.trace.draw();
+        break;
+      case 'registry':
+        fill(this.content, this.registry.el);
+        this.registry.draw();
+        break;
+      default:
+        fill(this.content, this.eventsTab());
+        this.timeline.draw();
+    }
+    this.drawStatus();
+  }
+
+  eventsTab() {
     const replayIn = h('input', { type: 'number', min: '0', placeholder: 'seq', class: 'replay-seq', 'aria-label': 'replay from seq' });
-    this.el.replaceChildren(
-      h('h1', {}, 'Session ', h('code', {}, this.id), ' ', this.state),
-      h('p', {}, this.stats, ' ',
-        h('span', { class: 'muted' }, '· Ctrl-K: command palette · '),
-        replayIn, h('button', { class: 'small', type: 'button', onclick: () => { this.timeline.reset(); this.connect(Math.max(0, Number(replayIn.value) || 0)); } }, 'replay from seq'), ' ',
-        h('button', { class: 'small danger', type: 'button', onclick: async () => {
-          if (!confirm(`Delete session ${this.id}? Its pending calls end cancelled.`)) return;
-          await api('DELETE', `/v1/sessions/${encodeURIComponent(this.id)}`);
-          location.hash = '#/sessions';
-        } }, 'delete session')),
-      h('section', {}, h('h2', {}, 'Registry'),
-        h('table', { class: 'grid', id: 'registry' },
-          h('thead', {}, h('tr', {}, ['name', 'displayName', 'origin', 'side', 'audience', 'kind', 'scope', 'approval', 'fire-and-forget', 'render', 'timeout', 'user-invokable', 'description'].map((t) => h('th', {}, t)))),
-          this.regBody)),
+    return h('div', { class: 'events-tab' },
+      h('p', {}, this.stats, ' ', h('span', { class: 'muted' }, '· Ctrl-K: command palette · '),
+        replayIn, h('button', { class: 'small', type: 'button', onclick: () => { this.timeline.reset(); this.connect(Math.max(0, Number(replayIn.value) || 0)); } }, 'replay from seq')),
       h('section', {}, h('h2', {}, 'Renders'), this.surfaces.el),
       this.timeline.el);
-    this.drawRegistry();
-    this.timeline.draw();
   }
 
   stop() {
+    this.stopped = true;
+    this.conversation.stop();
     this.palette.detach(this.ctx);
     if (this.conn) this.conn.close();
   }
-}
-
-const POINTS = { call_started: 'started', approval_requested: 'approval requested', approval_decided: 'decided', call_dispatched: 'dispatched', call_finished: 'finished' };
-
-// CallView is a call's page: input, approval request and decision (with
-// decidedBy and feedback), dispatch, render, outcome, and the kernel's
-// timings between them (GET /v1/sessions/{id}/calls/{callId}).
-class CallView {
-  constructor(sv, callId) {
-    this.sv = sv;
-    this.callId = callId;
-    this.el = h('div', { class: 'call-view' });
-    this.times = null;
-    this.loading = false;
-  }
-
-  async refresh() {
-    this.draw();
-    if (this.loading) return;
-    this.loading = true;
-    try {
-      this.times = await api('GET', `/v1/sessions/${encodeURIComponent(this.sv.id)}/calls/${encodeURIComponent(this.callId)}`);
-    } catch { this.times = null; }
-    this.loading = false;
-    this.draw();
-    // The kernel records a call's finish just after it emits the outcome:
-    // an outcome seen before the timings have it is read again, a few times.
-    const ended = this.sv.timeline.all.some((e) => e.callId === this.callId && e.type === 'capability_outcome');
-    const recorded = this.times && this.times.points.some((p) => p.kind === 'call_finished');
-    if (ended && this.times && !recorded && (this.retries = (this.retries || 0) + 1) <= 3) {
-      setTimeout(() => this.refresh(), 100 * this.retries);
-    }
-  }
-
-  draw() {
-    const evs = this.sv.timeline.all.filter((e) => e.callId === this.callId);
-    const by = (t) => evs.find((e) => e.type === t);
-    const req = by('approval_requested');
-    const inv = by('capability_invoked');
-    const rens = evs.filter((e) => e.type === 'render_invoked');
-    const ren = rens.filter((e) => !e.msg.partial).pop() || rens.pop(); // the final props, else the latest partial
-    const partials = rens.filter((e) => e.msg.partial).length;
-    const out = by('capability_outcome');
-    const dec = by('approval_decided');
-    const name = (req || inv || out || {}).msg ? (req || inv || out).msg.name : (this.times && this.times.name);
-    const input = (req && req.msg.input) ?? (inv && inv.msg.input);
-    const t = this.times;
-    const pts = t ? t.points : [];
-    const rows = pts.map((p, i) => h('tr', {}, h('td', {}, POINTS[p.kind] || p.kind), h('td', {}, p.time),
-      h('td', { class: 'num' }, i ? fmtMs(Date.parse(p.time) - Date.parse(pts[i - 1].time)) : ''),
-      h('td', { class: 'num' }, i ? fmtMs(Date.parse(p.time) - Date.parse(pts[0].time)) : '')));
-    const pending = req && !out && !inv && !dec;
-    const fb = h('input', { type: 'text', placeholder: 'feedback', class: 'feedback' });
-    const err = h('span', { class: 'error' });
-    const decide = async (decision) => {
-      const msg = { type: 'capability_approve', callId: this.callId, decision, decidedBy: this.sv.me.name };
-      if (fb.value) msg.feedback = fb.value;
-      const last = evs.filter((e) => e.type === 'approval_requested').pop();
-      if (last && last.msg.inputDigest) msg.inputDigest = last.msg.inputDigest;
-      try { await sendFrame(this.sv.id, msg); } catch (e) { err.textContent = (e.code || 'error') + ': ' + e.message; }
-    };
-    this.el.replaceChildren(
-      h('h1', {}, 'Call ', h('code', {}, this.callId), ' ', h('span', { class: 'muted' }, name || '')),
-      h('section', {}, h('h2', {}, 'Input'), h('pre', { class: 'call-input' }, input === undefined ? '(not seen)' : json(input))),
-      h('section', {}, h('h2', {}, 'Approval'),
-        req ? h('div', {},
-          h('p', {}, 'requested (seq ', req.seq, ') by invoker ', req.msg.invoker, req.msg.inputDigest ? [' · digest ', h('code', {}, req.msg.inputDigest)] : null),
-          dec ? h('p', { class: 'decision' }, 'decision (seq ', dec.seq, '): ', h('strong', {}, dec.msg.decision), ' · decidedBy ', h('code', {}, dec.msg.decidedBy),
-            dec.msg.decider ? [' · authenticated as ', h('code', {}, dec.msg.decider.side + (dec.msg.decider.name ? ' ' + dec.msg.decider.name : ''))] : null)
-            : t && t.decision ? h('p', { class: 'decision' }, 'decision: ', h('strong', {}, t.decision), ' · decidedBy ', h('code', {}, t.decidedBy || '')) : null,
-          dec && dec.msg.feedback ? h('p', { class: 'feedback-shown' }, 'feedback: ', dec.msg.feedback)
-            : out && out.msg.outcome && out.msg.outcome.error && out.msg.outcome.error.code === 'rejected' ? h('p', { class: 'feedback-shown' }, 'feedback: ', out.msg.outcome.error.message) : null,
-          pending ? h('p', {}, fb, ' ', h('button', { class: 'small primary', onclick: () => decide('approved') }, 'Approve'), ' ',
-            h('button', { class: 'small danger', onclick: () => decide('rejected') }, 'Reject'), ' ', err) : null)
-          : h('p', { class: 'muted' }, 'no approval required (or not in the log)')),
-      h('section', {}, h('h2', {}, 'Dispatch'), inv ? h('p', {}, 'capability_invoked at seq ', inv.seq) : h('p', { class: 'muted' }, 'not dispatched')),
-      ren ? h('section', {}, h('h2', {}, 'Render'), h('p', {}, 'render_invoked at seq ', ren.seq, ren.msg.partial ? ' (partial: the final props never came)' : '',
-        partials && !ren.msg.partial ? ` · ${partials} partial render_invoked before it (props streamed)` : ''), h('pre', {}, json(ren.msg.props))) : null,
-      h('section', {}, h('h2', {}, 'Outcome'), out ? h('pre', { class: 'call-outcome' }, json(out.msg.outcome)) : h('p', { class: 'muted' }, 'pending')),
-      h('section', {}, h('h2', {}, 'Timings (kernel)'), rows.length
-        ? h('table', { class: 'grid timings' }, h('thead', {}, h('tr', {}, ['point', 'time', 'since previous', 'since start'].map((x) => h('th', {}, x)))), h('tbody', {}, rows))
-        : h('p', { class: 'muted' }, 'not recorded (the call is older than this kernel process, or not among its last 1024 calls)')),
-      h('section', {}, h('h2', {}, 'Events'), h('pre', {}, evs.map((e) => `seq ${e.seq} ${e.type}\n`).join(''))));
-  }
-}
-
-function fmtMs(ms) {
-  if (!(ms >= 0)) return '';
-  return ms < 1 ? ms.toFixed(3) + ' ms' : ms < 1000 ? ms.toFixed(1) + ' ms' : (ms / 1000).toFixed(2) + ' s';
 }

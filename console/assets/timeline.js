@@ -1,7 +1,7 @@
 // timeline.js: the live event timeline, a virtualised list: only the rows
 // in view (plus a margin) exist in the DOM, so 10,000 events scroll and
 // filter as fast as 10. Filter by call, type and capability; jump to a seq;
-// click a row for its JSON.
+// click a row (or focus it and press Enter) for its JSON.
 import { h, json, short, route } from './dom.js';
 
 const ROW = 22;
@@ -104,7 +104,8 @@ export class Timeline {
     r.call = h('span', { class: 'c-call' }, r.link);
     r.cap = h('span', { class: 'c-cap' });
     r.msg = h('span', { class: 'c-msg' });
-    r.el = h('div', { class: 't-row', onclick: () => { if (r.e) this.select(r.e); } }, r.seq, r.type, r.call, r.cap, r.msg);
+    r.el = h('div', { class: 't-row', tabindex: '0', role: 'row', onclick: () => { if (r.e) this.select(r.e); },
+      onkeydown: (ev) => { if ((ev.key === 'Enter' || ev.key === ' ') && r.e) { ev.preventDefault(); this.select(r.e); } } }, r.seq, r.type, r.call, r.cap, r.msg);
     this.rows.append(r.el);
     return r;
   }

@@ -561,3 +561,40 @@ func TestGrantsValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestTextTooLarge: a text over max_response_bytes is too_large, measured
+// in the page and never sent: 20 MiB of it ended in a timeout before, the
+// time taken to send and decode it. An element whose text content is over
+// the limit is refused before innerText lays anything out; a text of few
+// UTF-16 units but more UTF-8 bytes than the limit is counted in bytes.
+func TestTextTooLarge(t *testing.T) {
+	pg := sharedPage(t)
+	navigate(t, pg, siteURL("/hello"))
+	// Hidden, so that Chromium does not lay out 20 MiB of text for its next
+	// frame: that alone keeps the page busy past any timeout, and no check
+	// of brain's can shorten it.
+	fill := `(() => { const d = document.createElement("div"); d.style.display = "none"; d.textContent = 'lorem ipsum dolor '.repeat(Math.floor((20 << 20) / 18)); document.body.replaceChildren(d); return 0 })()`
+	if _, err := pg.Evaluate(context.Background(), fill); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pg.Text(context.Background(), "")
+	wantCode(t, err, protocol.CodeTooLarge, "text content has 20971512 characters", "max_response_bytes")
+
+	// Bytes, not UTF-16 units: a provider whose limit is 1000 bytes, and
+	// 800 units that are 2,000 bytes of UTF-8.
+	small, err := browser.New(context.Background(), browser.Grants{Grants: fetch.Grants{AllowHosts: []string{"example.com"}, MaxResponseBytes: 1000}}, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer small.Close()
+	spg, err := small.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spg.Close()
+	if _, err := spg.Evaluate(context.Background(), `document.body.textContent = '\u20ac\u20ac\u20ac '.repeat(200), 0`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = spg.Text(context.Background(), "")
+	wantCode(t, err, protocol.CodeTooLarge, "the text has 1999 bytes, more than 1000")
+}

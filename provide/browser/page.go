@@ -103,22 +103,51 @@ func (pg *Page) Text(ctx context.Context, selector string) (string, error) {
 	sel, _ := json.Marshal(selector)
 	// Why JavaScript and not chromedp.Text: a query waits for the element
 	// to appear, so a selector that matches nothing would end in a
-	// timeout rather than not_found.
-	expr := fmt.Sprintf(`(() => { const s = %s; const e = s === "" ? document.body : document.querySelector(s); return e ? e.innerText : null; })()`, sel)
-	s, err := run(ctx, pg, opText, chromedp.Evaluate[*string](expr))
+	// timeout rather than not_found. The size is checked in the page, and
+	// first without layout: innerText lays the page out, which for 20 MiB
+	// of text takes Chromium longer than any timeout (the call ended
+	// timeout), so a text content over the limit — scripts and styles not
+	// counted — is refused before innerText is asked for; then a text over
+	// the limit is never sent. A string of n UTF-16 units is at least n
+	// bytes of UTF-8 and at most 3n, so the exact count is made only when
+	// it may matter.
+	expr := fmt.Sprintf(`(() => {
+		const s = %s, max = %d;
+		const e = s === "" ? document.body : document.querySelector(s);
+		if (!e) return null;
+		let c = e.textContent.length;
+		for (const x of e.querySelectorAll("script,style,noscript,template")) c -= x.textContent.length;
+		if (c > max) return {n: c, atLeast: true, content: true};
+		const t = e.innerText;
+		if (t.length > max) return {n: t.length, atLeast: true};
+		if (t.length * 3 > max) { const n = new TextEncoder().encode(t).length; if (n > max) return {n: n}; }
+		return {t: t};
+	})()`, sel, pg.p.grants.MaxResponseBytes)
+	type answer struct {
+		T       *string `json:"t"`
+		N       int64   `json:"n"`
+		AtLeast bool    `json:"atLeast"`
+		Content bool    `json:"content"` // counted from textContent, before any layout
+	}
+	a, err := run(ctx, pg, opText, chromedp.Evaluate[*answer](expr))
 	if err != nil {
 		return "", err
 	}
-	if s == nil {
-		if selector == "" {
-			return "", handle.Errorf(handle.KindPage, opText, protocol.CodeNotFound, "the page has no body")
-		}
+	switch {
+	case a == nil && selector == "":
+		return "", handle.Errorf(handle.KindPage, opText, protocol.CodeNotFound, "the page has no body")
+	case a == nil:
 		return "", handle.Errorf(handle.KindPage, opText, protocol.CodeNotFound, "no element matches %q", selector)
+	case a.T == nil && a.Content:
+		return "", handle.Errorf(handle.KindPage, opText, protocol.CodeTooLarge, "the element's text content has %d characters (scripts and styles aside), more than %d bytes (max_response_bytes): name a smaller part with a selector", a.N, pg.p.grants.MaxResponseBytes)
+	case a.T == nil && a.AtLeast:
+		return "", handle.Errorf(handle.KindPage, opText, protocol.CodeTooLarge, "the text has at least %d bytes, more than %d (max_response_bytes)", a.N, pg.p.grants.MaxResponseBytes)
+	case a.T == nil:
+		return "", handle.Errorf(handle.KindPage, opText, protocol.CodeTooLarge, "the text has %d bytes, more than %d (max_response_bytes)", a.N, pg.p.grants.MaxResponseBytes)
+	case int64(len(*a.T)) > pg.p.grants.MaxResponseBytes: // the page's count is the page's: check ours too
+		return "", handle.Errorf(handle.KindPage, opText, protocol.CodeTooLarge, "the text has %d bytes, more than %d (max_response_bytes)", len(*a.T), pg.p.grants.MaxResponseBytes)
 	}
-	if int64(len(*s)) > pg.p.grants.MaxResponseBytes {
-		return "", handle.Errorf(handle.KindPage, opText, protocol.CodeTooLarge, "the text has %d bytes, more than %d (max_response_bytes)", len(*s), pg.p.grants.MaxResponseBytes)
-	}
-	return *s, nil
+	return *a.T, nil
 }
 
 // Evaluate runs a JavaScript expression in the page and returns its value as

@@ -1,0 +1,584 @@
+// conversation.js: a session's conversation, as a person reads it. User
+// and assistant messages (the assistant's as markdown, streamed in place
+// from assistant_delta while the model writes), each tool call the model
+// made as a card — its input, a spinner while pending, the approval to
+// decide inline, a render whose target is the chat drawn in it, then the
+// outcome or the error — and each turn's end with its reason. Below it,
+// the message box that starts a turn (turn_start) and cancels one
+// (turn_cancel).
+//
+// History comes from GET /v1/sessions/{id}/conversation, events from the
+// session's WebSocket (the SessionView's, from ?after=0, resuming after a
+// drop). A message is added once: conversation_message events up to the
+// history's last seq are already in it. The kernel's events do not say
+// which tool call a session call serves: a call's first event is bound to
+// the earliest open tool call (made before it, not yet answered) with the
+// same capability and the same input; render props streamed before the
+// assistant's message are bound to its first call of that capability. A
+// call nobody made through the model (a palette, an MCP caller) binds to
+// nothing, and stays in the events.
+import { h, api, json, short, route, fill } from './dom.js';
+import { markdownNode } from './markdown.js';
+import { createSurface } from './render.js';
+import { sendFrame } from './conn.js';
+
+// FIRST is about how many of the history's last messages the first view
+// draws (more than a screen holds), CHUNK how many earlier ones are drawn
+// a task after it; DRAIN how many queued events are applied a task.
+const FIRST = 16;
+const CHUNK = 40;
+const DRAIN = 400;
+
+const REASONS = {
+  completed: 'completed', step_limit: 'stopped at the step limit', cancelled: 'cancelled',
+  error: 'failed', interrupted: 'interrupted by a kernel restart',
+};
+
+// canon is a JSON value's text with object keys sorted, for comparing a
+// tool call's input with a call event's.
+function canon(v) {
+  if (Array.isArray(v)) return '[' + v.map(canon).join(',') + ']';
+  if (v && typeof v === 'object') return '{' + Object.keys(v).sort().map((k) => JSON.stringify(k) + ':' + canon(v[k])).join(',') + '}';
+  return JSON.stringify(v);
+}
+
+function chatTarget(cap) {
+  return !!(cap && cap.render && Array.isArray(cap.render.targets) && cap.render.targets.includes('chat'));
+}
+
+export class ConversationView {
+  constructor(sv) {
+    this.sv = sv; // the SessionView: id, me, caps, conn, approvals
+    this.list = h('div', { class: 'conv-list', role: 'log', 'aria-label': 'conversation' });
+    this.empty = h('p', { class: 'muted conv-empty' }, 'No messages yet.');
+    this.turns = new Map();      // turn → {el, body, end, step}
+    this.cards = [];             // every tool card, in order
+    this.open = [];              // tool cards not yet bound to a call, nor answered
+    this.byCall = new Map();     // session call id → card
+    this.byToolCall = new Map(); // turn/tool call id → card
+    this.provisional = new Map(); // call id → a render card drawn before its assistant message
+    this.replayed = [];          // partial render_invoked of the history's calls, awaiting their message
+    this.streaming = null;       // {turn, el, text, cards} of the text streaming in
+    this.loaded = false;
+    this.buffer = [];
+    this.histSeq = 0;            // the last seq of the history read
+    this.lastSeq = 0;            // the last event applied
+    this.turn = 0;
+    this.running = false;
+    this.messages = 0;
+    this.follow = true;
+    this.box = this.makeBox();
+    this.el = h('section', { class: 'conversation', id: 'conversation' }, this.list, this.box.el);
+    // The page scrolls (a phone's own way), the message box sticks to
+    // the bottom; the view follows new messages while the reader is at
+    // the end.
+    this.onScroll = () => {
+      // While the history is drawn, the page grows above the view: the
+      // view stays at the end unless the reader moved it.
+      if (!this.el.isConnected || (!this.complete && !this.readerMoved)) return;
+      const d = document.documentElement;
+      this.follow = window.scrollY + window.innerHeight >= d.scrollHeight - 60;
+    };
+    window.addEventListener('scroll', this.onScroll, { passive: true });
+    this.onReader = () => { this.readerMoved = true; };
+    for (const ev of ['wheel', 'touchmove', 'keydown']) window.addEventListener(ev, this.onReader, { passive: true });
+  }
+
+  // fetch reads the history (GET /v1/sessions/{id}/conversation); the
+  // session view calls it with the snapshot's, and build once both came.
+  fetch() {
+    return api('GET', `/v1/sessions/${encodeURIComponent(this.sv.id)}/conversation`).catch((e) => ({ error: e }));
+  }
+
+  // build draws the history, then applies the events that came meanwhile.
+  // The newest messages first (the first view shows the end), then the
+  // earlier ones a chunk a frame, put before them, then the events: a
+  // conversation of any length shows its end as fast as a short one.
+  build(hist) {
+    if (hist && hist.error) {
+      this.list.append(h('p', { class: 'error' }, 'cannot read the conversation: ', hist.error.message, ' (showing what the events carry)'));
+      hist = null;
+    }
+    const msgs = (hist && hist.messages) || [];
+    if (hist) {
+      this.turn = hist.turn || 0;
+      this.running = !!hist.running;
+      for (const e of msgs) this.histSeq = Math.max(this.histSeq, e.seq);
+    }
+    // chunks of whole turns, of about CHUNK messages, from the end
+    const chunks = [];
+    for (let end = msgs.length; end > 0;) {
+      let start = Math.max(0, end - (chunks.length ? CHUNK : FIRST));
+      while (start > 0 && msgs[start].turn === msgs[start - 1].turn) start--;
+      chunks.push(msgs.slice(start, end));
+      end = start;
+    }
+    const draw = (chunk, frag) => { for (const e of chunk) this.addMessage(e.turn, e.message, e.seq, frag); };
+    const frag = document.createDocumentFragment();
+    if (chunks.length) draw(chunks.shift(), frag);
+    this.list.append(frag);
+    this.drawState();
+    this.scrollEnd(true);
+    requestAnimationFrame(() => performance.mark('brain:conversation-shown'));
+    const more = () => {
+      if (chunks.length) {
+        draw(chunks.shift(), null); // each turn goes before the later ones (ensureTurn)
+        this.scrollEnd(false);
+        setTimeout(more, 0);
+        return;
+      }
+      this.drain();
+    };
+    setTimeout(more, 0);
+  }
+
+  // drain applies the events that came while the history was drawn, a
+  // batch a task; new ones queue behind them.
+  drain() {
+    const batch = this.buffer.splice(0, DRAIN);
+    this.loaded = true;
+    for (const f of batch) this.apply(f);
+    if (this.buffer.length) { this.loaded = false; setTimeout(() => this.drain(), 0); return; }
+    performance.mark('brain:conversation-complete');
+    this.complete = true;
+    this.drawState();
+    if (this.follow) this.scrollEnd(true);
+    if (this.onComplete) this.onComplete();
+  }
+
+  // onEvent applies one event of the session (in seq order, once), or
+  // queues it while the history is being drawn.
+  onEvent(f) {
+    if (!this.loaded) { this.buffer.push(f); return; }
+    const was = this.running;
+    this.apply(f);
+    if (this.running !== was || f.msg.type.startsWith('turn_')) this.drawState();
+  }
+
+  apply(f) {
+    const seq = Number(f.seq);
+    if (seq <= this.lastSeq) return;
+    this.lastSeq = seq;
+    const m = f.msg;
+    switch (m.type) {
+      case 'turn_started':
+        this.turn = Math.max(this.turn, m.turn);
+        this.running = true;
+        this.ensureTurn(m.turn).started(m, seq);
+        break;
+      case 'turn_ended':
+        this.turn = Math.max(this.turn, m.turn);
+        if (m.turn === this.turn) this.running = false;
+        this.ensureTurn(m.turn).ended(m);
+        if (this.streaming && this.streaming.turn === m.turn) this.endStreaming();
+        break;
+      case 'conversation_message':
+        if (seq > this.histSeq) this.addMessage(m.turn, m.message, seq, null);
+        else this.markOpen(m.message, m.turn);
+        break;
+      case 'assistant_delta':
+        if (seq > this.histSeq) this.delta(m.turn, m.text);
+        break;
+      default:
+        if (m.callId) this.callEvent(m, seq);
+    }
+  }
+
+  ensureTurn(n) {
+    let t = this.turns.get(n);
+    if (t) return t;
+    const head = h('div', { class: 'turn-head muted' }, 'turn ', String(n));
+    const body = h('div', { class: 'turn-body' });
+    const end = h('div', { class: 'turn-end', hidden: true });
+    const el = h('section', { class: 'turn', dataset: { turn: n } }, head, body, end);
+    t = {
+      n, el, body, end, step: 0, steps: [], reason: '', error: '', startedBy: '',
+      started: (m) => { t.startedBy = m.startedBy || ''; fill(head, 'turn ', String(n), m.startedBy ? ' · started by ' + m.startedBy : ''); },
+      ended: (m) => {
+        t.reason = m.reason;
+        t.error = m.error || '';
+        end.hidden = false;
+        el.dataset.reason = m.reason;
+        end.className = 'turn-end reason-' + m.reason;
+        fill(end, h('strong', {}, 'turn ', String(n), ' ', REASONS[m.reason] || m.reason), m.error ? [': ', m.error] : null);
+      },
+    };
+    this.turns.set(n, t);
+    // Turns only grow, but one without messages may first be seen after
+    // later ones (from its events, after the history).
+    const after = [...this.turns.keys()].filter((k) => k > n).sort((a, b) => a - b)[0];
+    if (after !== undefined && this.turns.get(after).el.parentNode) this.turns.get(after).el.before(el);
+    else if (!this.pendingFrag) this.list.append(el);
+    else this.pendingFrag.append(el);
+    this.empty.remove();
+    return t;
+  }
+
+  // addMessage draws one message of turn n (into frag while the history
+  // is built).
+  addMessage(n, msg, seq, frag) {
+    this.pendingFrag = frag;
+    const t = this.ensureTurn(n);
+    this.pendingFrag = null;
+    this.messages++;
+    if (msg.role === 'user') {
+      t.body.append(h('div', { class: 'msg user', tabindex: '0', dataset: { seq } },
+        h('div', { class: 'who' }, 'you'), h('div', { class: 'text' }, msg.text || '')));
+    } else if (msg.role === 'assistant') {
+      t.step++;
+      const cards = h('div', { class: 'cards' });
+      const el = h('div', { class: 'msg assistant', tabindex: '0', dataset: { seq, step: t.step } },
+        h('div', { class: 'who' }, 'assistant'),
+        msg.text ? markdownNode(msg.text) : null, cards, stepMeta(t.step, msg));
+      const streamed = this.streaming && this.streaming.turn === n ? this.streaming : null;
+      if (streamed) { streamed.el.replaceWith(el); this.streaming = null; } else t.body.append(el);
+      const step = { n: t.step, msg, cards: [] };
+      t.steps.push(step);
+      for (const tc of msg.toolCalls || []) {
+        const card = this.toolCard(n, tc, streamed);
+        step.cards.push(card);
+        cards.append(card.el);
+      }
+    } else if (msg.role === 'tool') {
+      const card = this.byToolCall.get(n + '/' + msg.toolCallId);
+      if (card) card.answered(msg);
+    }
+    if (!frag) this.scrollEnd(false);
+  }
+
+  // markOpen: a conversation_message replayed from the log that the
+  // history already drew. Its tool calls are open for binding again from
+  // here (the calls' events follow it).
+  markOpen(msg, n) {
+    if (msg.role === 'tool') { // answered: closed for good
+      const card = this.byToolCall.get(n + '/' + msg.toolCallId);
+      const i = card ? this.open.indexOf(card) : -1;
+      if (i >= 0) this.open.splice(i, 1);
+      return;
+    }
+    if (msg.role !== 'assistant') return;
+    for (const tc of msg.toolCalls || []) {
+      const card = this.byToolCall.get(n + '/' + tc.id);
+      if (!card || card.callId) continue;
+      const i = this.replayed.findIndex((m) => m.capabilityName === tc.name);
+      if (i >= 0) { // its props streamed before the message
+        const m = this.replayed.splice(i, 1)[0];
+        card.bind(m.callId);
+        card.apply(m, 0);
+        continue;
+      }
+      if (!this.open.includes(card)) this.open.push(card);
+    }
+  }
+
+  // toolCard draws one tool call of an assistant message, adopting a
+  // render surface streamed before it.
+  toolCard(n, tc, streamed) {
+    const cap = this.sv.caps.get(tc.name);
+    const card = new ToolCard(this, n, tc, cap);
+    this.cards.push(card);
+    this.byToolCall.set(n + '/' + tc.id, card);
+    if (streamed) {
+      for (const [callId, p] of streamed.cards) {
+        if (p.tc.name === tc.name) { streamed.cards.delete(callId); this.provisional.delete(callId); card.adopt(callId, p); break; }
+      }
+    }
+    if (!card.callId) this.open.push(card);
+    return card;
+  }
+
+  delta(n, text) {
+    let s = this.streaming;
+    if (!s || s.turn !== n) {
+      const t = this.ensureTurn(n);
+      const node = document.createTextNode('');
+      const cards = h('div', { class: 'cards' });
+      const el = h('div', { class: 'msg assistant streaming', tabindex: '0' }, h('div', { class: 'who' }, 'assistant ', h('span', { class: 'spinner', 'aria-label': 'writing' })),
+        h('div', { class: 'text' }, node), cards);
+      t.body.append(el);
+      s = this.streaming = { turn: n, el, node, cardsEl: cards, cards: new Map() };
+    }
+    s.node.appendData(text); // painted with the next frame: no layout is waited for
+    if (text && this.onDelta) this.onDelta(text);
+    this.scrollEnd(false);
+  }
+
+  endStreaming() {
+    const s = this.streaming;
+    this.streaming = null;
+    s.el.classList.remove('streaming');
+    const sp = s.el.querySelector('.spinner');
+    if (sp) sp.remove();
+  }
+
+  // callEvent applies an event of one call to its card, binding the card
+  // at the call's first event.
+  callEvent(m, seq) {
+    let card = this.byCall.get(m.callId) || this.provisional.get(m.callId);
+    if (!card) {
+      if (m.type === 'render_invoked' && m.partial) {
+        if (seq <= this.histSeq) { // a call of the history: its message follows
+          const i = this.replayed.findIndex((r) => r.callId === m.callId);
+          if (i >= 0) this.replayed[i] = m; else this.replayed.push(m);
+          return;
+        }
+        card = this.provisionalRender(m);
+        if (!card) return;
+      } else {
+        if (m.type === 'approval_requested' && m.invoker && m.invoker !== 'llm') return;
+        const name = m.name || m.capabilityName;
+        const input = m.type === 'render_invoked' ? m.props : m.input;
+        if (input === undefined || !this.open.some((c) => c.tc.name === name)) return;
+        const want = canon(input);
+        const i = this.open.findIndex((c) => c.tc.name === name && c.inputKey === want);
+        if (i < 0) return;
+        card = this.open[i];
+        this.open.splice(i, 1);
+        card.bind(m.callId);
+      }
+    }
+    card.apply(m, seq);
+  }
+
+  // provisionalRender draws streamed props before the assistant message
+  // that makes the call, in the streaming bubble of the running turn.
+  provisionalRender(m) {
+    const cap = this.sv.caps.get(m.capabilityName);
+    if (!chatTarget(cap) || !this.running) return null;
+    if (!this.streaming) this.delta(this.turn, '');
+    const card = new ToolCard(this, this.turn, { id: '', name: m.capabilityName, input: m.props }, cap);
+    card.bind(m.callId);
+    this.provisional.set(m.callId, card);
+    this.streaming.cards.set(m.callId, card);
+    this.streaming.cardsEl.append(card.el);
+    return card;
+  }
+
+  // scrollEnd keeps the end in view: at once when forced, else once per
+  // frame (reading the page's height makes the browser lay it out).
+  scrollEnd(force) {
+    if (!this.el.isConnected || (!force && !this.follow)) return;
+    if (force) { window.scrollTo(0, document.documentElement.scrollHeight); return; }
+    if (this.scrollPending) return;
+    this.scrollPending = requestAnimationFrame(() => {
+      this.scrollPending = 0;
+      if (this.follow && this.el.isConnected) window.scrollTo(0, document.documentElement.scrollHeight);
+    });
+  }
+
+  stop() {
+    window.removeEventListener('scroll', this.onScroll);
+    for (const ev of ['wheel', 'touchmove', 'keydown']) window.removeEventListener(ev, this.onReader);
+  }
+
+  // makeBox is the message box: Enter sends, Shift-Enter is a new line,
+  // the box keeps focus; Cancel while a turn runs.
+  makeBox() {
+    const model = this.sv.me.model;
+    const input = h('textarea', { class: 'msg-input', rows: 2, placeholder: model ? 'Message the agent (Enter sends, Shift-Enter for a new line)' : 'no model', 'aria-label': 'message', disabled: !model });
+    const send = h('button', { type: 'submit', class: 'primary send', disabled: !model }, 'Send');
+    const cancel = h('button', { type: 'button', class: 'danger cancel', hidden: true }, 'Cancel');
+    const status = h('div', { class: 'box-status', role: 'status' });
+    const note = model ? h('div', { class: 'muted box-note' }, 'turns run on ', h('code', {}, model))
+      : h('div', { class: 'muted box-note no-model' }, 'This kernel has no model: start brain serve with a config that has a model: section (docs/agent.md) to talk to the agent here.');
+    const form = h('form', { class: 'msg-box', onsubmit: (e) => { e.preventDefault(); this.send(); } },
+      note, h('div', { class: 'box-row' }, input, send, cancel), status);
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send(); }
+    });
+    cancel.addEventListener('click', async () => {
+      cancel.disabled = true;
+      try {
+        const r = await this.sv.conn.send({ type: 'turn_cancel', reason: 'cancelled from the console by ' + this.sv.me.name });
+        if (r.msg.type === 'error') status.textContent = r.msg.code + ': ' + r.msg.message;
+      } catch (e) { status.textContent = String(e.message || e); }
+      cancel.disabled = false;
+      input.focus();
+    });
+    return { el: form, input, send, cancel, status, model };
+  }
+
+  async send() {
+    const b = this.box;
+    const text = b.input.value;
+    if (!b.model || this.running || this.sending || !text.trim()) { b.input.focus(); return; }
+    this.sending = true;
+    b.status.textContent = '';
+    this.drawState();
+    try {
+      const r = await this.sv.conn.send({ type: 'turn_start', message: text });
+      if (r.msg.type === 'error') b.status.textContent = r.msg.code + ': ' + r.msg.message;
+      else { b.input.value = ''; this.follow = true; }
+    } catch (e) {
+      b.status.textContent = 'not sent: ' + (e.message || e);
+    }
+    this.sending = false;
+    this.drawState();
+    b.input.focus();
+  }
+
+  drawState() {
+    const b = this.box;
+    this.el.dataset.running = this.running ? 'true' : 'false';
+    b.send.disabled = !b.model || this.running || !!this.sending;
+    b.cancel.hidden = !this.running;
+    if (this.running) b.send.textContent = 'Running…';
+    else b.send.textContent = 'Send';
+    if (this.onState) this.onState();
+  }
+
+  // show puts the view in main's place (the SessionView's content).
+  attach(container) {
+    fill(container, this.el);
+    if (!this.messages && !this.turns.size) this.list.prepend(this.empty);
+    this.scrollEnd(true);
+    if (this.box.model) this.box.input.focus();
+  }
+}
+
+function stepMeta(step, msg) {
+  const parts = ['step ' + step];
+  if (msg.durationMs) parts.push(fmtMs(msg.durationMs));
+  if (msg.usage) parts.push(`${msg.usage.inputTokens} in / ${msg.usage.outputTokens} out tokens` + (msg.usage.cachedInputTokens ? ` (${msg.usage.cachedInputTokens} cached)` : ''));
+  return h('div', { class: 'meta muted' }, parts.join(' · '));
+}
+
+export function fmtMs(ms) {
+  if (!(ms >= 0)) return '';
+  return ms < 1000 ? Math.round(ms) + ' ms' : (ms / 1000).toFixed(2) + ' s';
+}
+
+// ToolCard is one tool call of the model: pending, awaiting approval,
+// running, then its outcome.
+class ToolCard {
+  constructor(cv, turn, tc, cap) {
+    this.cv = cv;
+    this.turn = turn;
+    this.tc = tc;
+    this.cap = cap;
+    this.inputKey = canon(tc.input);
+    this.callId = '';
+    this.state = 'pending';
+    this.surface = null;
+    this.digest = '';
+    this.stateEl = h('span', { class: 'state' });
+    this.link = h('a', { class: 'call-link', hidden: true }, 'call page');
+    this.approval = h('div', { class: 'approval', hidden: true });
+    this.renderEl = h('div', { class: 'inline-render' });
+    this.outcomeEl = h('div', { class: 'card-outcome' });
+    const label = cap && cap.displayName ? [h('strong', {}, cap.displayName), ' ', h('code', {}, tc.name)] : h('strong', {}, h('code', {}, tc.name));
+    this.el = h('div', { class: 'card tool', tabindex: '0', dataset: { toolCall: tc.id, name: tc.name, state: 'pending' } },
+      h('div', { class: 'card-head' }, label, ' ', this.stateEl, ' ', this.link),
+      h('details', { class: 'card-input' }, h('summary', {}, 'input ', h('code', {}, short(tc.input, 80))), h('pre', {}, json(tc.input))),
+      this.approval, this.renderEl, this.outcomeEl);
+    this.setState('pending');
+  }
+
+  setState(s, text) {
+    this.state = s;
+    this.el.dataset.state = s;
+    const spin = s === 'pending' || s === 'running';
+    fill(this.stateEl, spin ? h('span', { class: 'spinner', 'aria-hidden': 'true' }) : null, text || s.replace('_', ' '));
+  }
+
+  bind(callId) {
+    this.callId = callId;
+    this.el.dataset.call = callId;
+    this.link.hidden = false;
+    this.link.setAttribute('href', route('s', this.cv.sv.id, 'call', callId));
+    this.cv.byCall.set(callId, this);
+  }
+
+  // adopt takes over a provisional card's call and surface.
+  adopt(callId, p) {
+    this.bind(callId);
+    if (p.surface) { this.surface = p.surface; this.renderEl.append(p.surface.card); }
+    if (p.state !== 'pending') this.setState(p.state);
+    p.el.remove();
+  }
+
+  apply(m, seq) {
+    // A call answered already (in the history) is replayed for its
+    // render only: its state is the tool message's.
+    if (this.final && m.type !== 'render_invoked') {
+      if (m.type === 'capability_outcome' && this.surface) this.surface.end(m.outcome);
+      return;
+    }
+    switch (m.type) {
+      case 'approval_requested':
+        this.digest = m.inputDigest || '';
+        this.setState('awaiting_approval', 'awaiting approval');
+        this.drawApproval(m);
+        break;
+      case 'approval_withdrawn':
+        this.approval.hidden = true;
+        this.setState('pending', 'approval withdrawn: ' + (m.message || ''));
+        break;
+      case 'approval_decided':
+        this.approval.hidden = true;
+        this.decision = m;
+        this.setState(m.decision === 'approved' ? 'running' : 'rejected', m.decision + ' by ' + (m.decider && m.decider.name ? m.decider.name : m.decidedBy));
+        break;
+      case 'capability_invoked':
+        if (this.state !== 'ok' && this.state !== 'error') this.setState('running');
+        break;
+      case 'render_invoked':
+        if (!chatTarget(this.cap)) break;
+        if (this.surface) this.surface.update(m.props, m.partial === true);
+        else {
+          this.surface = createSurface(this.cap, m, this.cv.sv.me);
+          this.surface.mark(m.partial === true);
+          this.renderEl.append(this.surface.card);
+        }
+        break;
+      case 'capability_outcome':
+        if (this.surface) this.surface.end(m.outcome);
+        this.showOutcome(m.outcome);
+        break;
+    }
+    void seq;
+  }
+
+  // answered: the tool message, the outcome as the model read it.
+  answered(msg) {
+    const i = this.cv.open.indexOf(this);
+    if (i >= 0) this.cv.open.splice(i, 1);
+    this.final = msg;
+    this.showOutcome(msg.outcome, msg.durationMs);
+  }
+
+  showOutcome(o, ms) {
+    this.approval.hidden = true;
+    if (!o) return;
+    const took = ms ? h('span', { class: 'muted' }, ' · ', fmtMs(ms)) : null;
+    if (o.ok) {
+      this.setState('ok');
+      fill(this.outcomeEl, h('details', { class: 'outcome ok' }, h('summary', {}, h('strong', {}, 'ok'), ' ', h('code', {}, short(o.value, 100)), took), h('pre', {}, json(o.value))));
+    } else {
+      const e = o.error || {};
+      this.setState('error', e.code || 'error');
+      fill(this.outcomeEl, h('div', { class: 'outcome err' }, h('strong', {}, e.code || 'error'), ': ', e.message || '', took));
+    }
+  }
+
+  drawApproval(m) {
+    const fb = h('input', { type: 'text', class: 'feedback', placeholder: 'feedback (sent to the model)', 'aria-label': 'feedback' });
+    const err = h('span', { class: 'error' });
+    const buttons = [];
+    const decide = async (decision) => {
+      const msg = { type: 'capability_approve', callId: this.callId, decision, decidedBy: this.cv.sv.me.name };
+      if (fb.value) msg.feedback = fb.value;
+      if (this.digest) msg.inputDigest = this.digest;
+      for (const b of buttons) b.disabled = true;
+      try { await sendFrame(this.cv.sv.id, msg); } catch (e) {
+        err.textContent = (e.code || 'error') + ': ' + e.message;
+        for (const b of buttons) b.disabled = false;
+      }
+    };
+    buttons.push(h('button', { type: 'button', class: 'small primary approve', onclick: () => decide('approved') }, 'Approve'),
+      h('button', { type: 'button', class: 'small danger reject', onclick: () => decide('rejected') }, 'Reject'));
+    fill(this.approval, h('div', { class: 'muted' }, 'needs your approval; the input shown is what runs:'),
+      h('pre', { class: 'approval-input' }, json(m.input)), h('div', { class: 'approval-row' }, fb, ' ', buttons[0], ' ', buttons[1]), err);
+    this.approval.hidden = false;
+  }
+}
