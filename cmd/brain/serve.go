@@ -370,7 +370,8 @@ func buildEnvironment(ctx context.Context, cfg *serveConfig, data string, logger
 			return nil, nil, err
 		}
 		cfg.host = h // for the pool metrics
-		arts, err := h.LoadDir(cfg.path(cfg.Artifacts))
+		// JavaScript artifacts (runtime js/1) go to their own host (scripts.go).
+		arts, err := loadArtifactDir(cfg.path(cfg.Artifacts), h, &scriptHost{cacheDir: filepath.Join(data, "wazero"), log: logger})
 		if err != nil {
 			cleanup()
 			return nil, nil, err
