@@ -22,8 +22,9 @@ type Artifact struct {
 // Manifest returns the artifact's manifest.
 func (a *Artifact) Manifest() tool.Manifest { return a.m }
 
-// Provision verifies the payload, compiles it (or loads it from the cache),
-// checks that it imports host functions only for the handles it declares,
+// Provision verifies the payload, compiles it (or loads it from the cache,
+// or shares the module a provisioned instance of the same payload on this
+// host uses), checks that it imports host functions only for the handles it declares,
 // and instantiates and initialises one instance with the bindings. Every
 // failure is returned here, so that it fails the attach receipt.
 func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[string]json.RawMessage) (tool.Instance, error) {
@@ -39,25 +40,28 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 	if got := Identity(payload); got != a.m.Payload { // never compile bytes that are not what the manifest names
 		return nil, errf(protocol.CodeInvalidRequest, "payload does not match its identity %s (got %s)", a.m.Payload, got)
 	}
-	cm, err := a.h.compile(ctx, a.m.Payload, payload)
+	cm, err := a.h.acquireModule(ctx, a.m.Payload, payload)
 	if err != nil {
 		return nil, errf(protocol.CodeInvalidRequest, "payload does not compile: %v", err)
 	}
+	provisioned := false
+	defer func() {
+		if !provisioned {
+			_ = a.h.releaseModule(a.m.Payload)
+		}
+	}()
 	allowed := allowedModules(a.m.Requires)
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		if !allowed[mod] {
-			_ = cm.Close(ctx)
 			return nil, errf(protocol.CodeForbidden, "payload imports host function %s.%s, which belongs to a handle the tool does not declare (requires %v)", mod, name, a.m.Requires)
 		}
 	}
 	if err := checkABIMarker(cm.ExportedFunctions()); err != nil {
-		_ = cm.Close(ctx)
 		return nil, err
 	}
 	for _, name := range []string{abi.ExportAlloc, abi.ExportInit, abi.ExportInvoke} {
 		if _, ok := cm.ExportedFunctions()[name]; !ok {
-			_ = cm.Close(ctx)
 			return nil, errf(protocol.CodeInvalidRequest, "payload does not export %s: it was not built by brain build", name)
 		}
 	}
@@ -66,16 +70,16 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 	}
 	bj, err := json.Marshal(bindings)
 	if err != nil {
-		_ = cm.Close(ctx)
 		return nil, fmt.Errorf("bindings: %w", err)
 	}
 	p := &pool{h: a.h, cm: cm, bindings: bj, sem: make(chan struct{}, a.h.opts.PoolSize), name: a.m.Name, payload: a.m.Payload}
 	first, err := p.newInstance(ctx, newCallState(ctx, hs, nil))
 	if err != nil {
-		_ = cm.Close(ctx)
 		return nil, err
 	}
+	first.lin.release()
 	p.fresh = append(p.fresh, first) // never used: the first session to call takes it
+	provisioned = true
 	a.h.mu.Lock()
 	a.h.pools[p] = struct{}{}
 	a.h.mu.Unlock()

@@ -62,9 +62,20 @@ type Host struct {
 	cache *codeCache // nil without a CacheDir
 
 	mu           sync.RWMutex
-	payloads     map[string][]byte // identity → verified bytes
-	instrumented map[string][]byte // identity → the instrumented payload
+	payloads     map[string][]byte    // identity → verified bytes
+	instrumented map[string][]byte    // identity → the instrumented payload
+	modules      map[string]*compiled // identity → its compiled module, while a pool uses it
 	pools        map[*pool]struct{}
+}
+
+// compiled is a payload's compiled module, shared by the pools of every
+// artifact provisioned from it: compiling again, even from the cache,
+// decodes and validates the whole payload (about 300 MB allocated and
+// seconds under the race detector for a Go guest), which an attach would
+// otherwise pay before its init even starts.
+type compiled struct {
+	cm   wazero.CompiledModule
+	refs int // pools using cm, and provisionings under way
 }
 
 // New starts a host: a wazero runtime with the compilation cache, memory
@@ -106,7 +117,7 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	h := &Host{opts: o, log: o.Logger, rt: rt, cache: cache, payloads: map[string][]byte{},
-		instrumented: map[string][]byte{}, pools: map[*pool]struct{}{}}
+		instrumented: map[string][]byte{}, modules: map[string]*compiled{}, pools: map[*pool]struct{}{}}
 	fail := func(err error) (*Host, error) {
 		_ = h.Close(ctx)
 		return nil, err
@@ -150,6 +161,48 @@ func (h *Host) compile(ctx context.Context, identity string, payload []byte) (wa
 		return h.rt.CompileModule(ctx, wasm)
 	}
 	return h.cache.compile(ctx, h.rt, identity, wasm)
+}
+
+// acquireModule returns the compiled module of a payload whose identity the
+// caller verified: the one a pool of this host already uses, or a new
+// compile. Each acquireModule is paired with a releaseModule.
+func (h *Host) acquireModule(ctx context.Context, identity string, payload []byte) (wazero.CompiledModule, error) {
+	h.mu.Lock()
+	if c, ok := h.modules[identity]; ok {
+		c.refs++
+		h.mu.Unlock()
+		return c.cm, nil
+	}
+	h.mu.Unlock()
+	cm, err := h.compile(ctx, identity, payload)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	c, ok := h.modules[identity]
+	if !ok { // the usual case: no other attach compiled it meanwhile
+		h.modules[identity] = &compiled{cm: cm, refs: 1}
+		h.mu.Unlock()
+		return cm, nil
+	}
+	c.refs++
+	h.mu.Unlock()
+	_ = cm.Close(ctx) // another attach's compile won: use one module
+	return c.cm, nil
+}
+
+// releaseModule ends a use of the compiled module of identity, closing it
+// after the last (which wazero allows while calls are running).
+func (h *Host) releaseModule(identity string) error {
+	h.mu.Lock()
+	c := h.modules[identity]
+	if c.refs--; c.refs > 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	delete(h.modules, identity)
+	h.mu.Unlock()
+	return c.cm.Close(context.Background())
 }
 
 // Identity returns a payload's identity: "sha256:<hex>".

@@ -66,6 +66,7 @@ type instance struct {
 	abort  chan struct{}   // closed when an initialisation is given up: ends its sleep
 	cur    context.Context // the context of the running export call, for the sleep
 	once   sync.Once
+	lin    *linearMemory // its memory, if outside the Go heap (memory.go)
 
 	session string // the session whose calls it serves; set when it leaves fresh
 }
@@ -87,6 +88,7 @@ func (p *pool) newInstance(ctx context.Context, st *callState) (*instance, error
 		err = initStopped(ctx, p.name)
 	}
 	if err != nil {
+		in.lin.drop()
 		return nil, err
 	}
 	return in, nil
@@ -94,7 +96,7 @@ func (p *pool) newInstance(ctx context.Context, st *callState) (*instance, error
 
 func (p *pool) initialise(ctx context.Context, in *instance) error {
 	in.cur = ctx // _initialize runs inside InstantiateModule
-	mod, err := p.h.rt.InstantiateModule(ctx, p.cm, guestConfig(in))
+	mod, err := p.h.rt.InstantiateModule(withLinearMemory(ctx, in), p.cm, guestConfig(in))
 	in.cur = nil
 	if err != nil {
 		if ctx.Err() != nil {
@@ -209,21 +211,30 @@ func (p *pool) get(ctx context.Context, st *callState, session string) (*instanc
 		return nil, errf(protocol.CodeUnavailable, "the tool %q was detached", p.name)
 	}
 	p.inUse++
+	var in *instance
 	for i := len(p.idle) - 1; i >= 0; i-- {
-		if in := p.idle[i]; in.session == session {
+		if p.idle[i].session == session {
+			in = p.idle[i]
 			p.idle = slices.Delete(p.idle, i, i+1)
-			p.mu.Unlock()
-			return in, nil
+			break
 		}
 	}
-	if n := len(p.fresh); n > 0 {
-		in := p.fresh[n-1]
+	if n := len(p.fresh); in == nil && n > 0 {
+		in = p.fresh[n-1]
 		p.fresh = p.fresh[:n-1]
-		p.mu.Unlock()
 		in.session = session
-		return in, nil
 	}
 	p.mu.Unlock()
+	if in != nil {
+		if !in.lin.acquire() { // Host.Close closed it
+			p.mu.Lock()
+			p.inUse--
+			p.mu.Unlock()
+			<-p.sem
+			return nil, errf(protocol.CodeUnavailable, "the host of %q was closed", p.name)
+		}
+		return in, nil
+	}
 	in, err := p.newInstance(ctx, st)
 	if err == nil {
 		in.session = session
@@ -240,6 +251,7 @@ func (p *pool) get(ctx context.Context, st *callState, session string) (*instanc
 }
 
 func (p *pool) put(in *instance) {
+	in.lin.release()
 	var evicted *instance
 	p.mu.Lock()
 	p.inUse--
@@ -285,6 +297,7 @@ func (p *pool) EndSession(id string) {
 // discard closes an instance that trapped or was stopped: it is never
 // reused, and the next call makes a fresh one.
 func (p *pool) discard(in *instance) {
+	in.lin.release()
 	_ = in.mod.Close(context.Background())
 	p.mu.Lock()
 	p.inUse--
@@ -346,7 +359,7 @@ func (p *pool) Close() error {
 	for _, in := range idle {
 		_ = in.mod.Close(context.Background())
 	}
-	return p.cm.Close(context.Background())
+	return p.h.releaseModule(p.payload)
 }
 
 func stoppedErr(ctx context.Context, name string) error {
