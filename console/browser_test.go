@@ -497,19 +497,25 @@ func TestConsole(t *testing.T) {
 		nb.do("open the console", chromedp.Navigate(k.console.URL+"/")) // a fresh document; nothing is cached (no-store)
 		nb.until("the sessions", `performance.getEntriesByName('brain:sessions-loaded').length > 0`)
 		wall := time.Since(start)
+		// The session's views load after the first view, while idle: the
+		// first load is everything the console fetches until then.
+		nb.until("the session views loaded in the background", `performance.getEntriesByType('resource').some(e => e.name.includes('markdown-it')) && performance.getEntriesByType('resource').some(e => e.name.endsWith('/conversation.js'))`)
 		m := eval[map[string]float64](nb, `(() => {
 			const n = performance.getEntriesByType('navigation')[0];
-			const r = performance.getEntriesByType('resource');
-			const sum = (k) => n[k] + r.reduce((a, e) => a + e[k], 0);
-			return {body: sum('decodedBodySize'), transfer: sum('transferSize'), files: r.length + 1,
-				firstView: performance.getEntriesByName('brain:first-view')[0].startTime,
+			const shown = performance.getEntriesByName('brain:first-view')[0].startTime;
+			const r = performance.getEntriesByType('resource').filter(e => !e.name.includes('/v1/') && !e.name.includes('/console/'));
+			const sum = (list, k) => n[k] + list.reduce((a, e) => a + e[k], 0);
+			const before = r.filter(e => e.responseEnd <= shown);
+			return {body: sum(r, 'decodedBodySize'), transfer: sum(r, 'transferSize'), files: r.length + 1,
+				firstBody: sum(before, 'decodedBodySize'), firstFiles: before.length + 1,
+				firstView: shown,
 				sessionsLoaded: performance.getEntriesByName('brain:sessions-loaded')[0].startTime,
 				domContentLoaded: n.domContentLoadedEventEnd};
 		})()`)
-		t.Logf("first load: %.0f bytes uncompressed in %v requests (%.0f bytes on the wire with headers); first view drawn at %.0f ms, sessions listed at %.0f ms, DOMContentLoaded %.0f ms after navigation start; %v wall clock to the list",
-			m["body"], m["files"], m["transfer"], m["firstView"], m["sessionsLoaded"], m["domContentLoaded"], wall.Round(time.Millisecond))
+		t.Logf("first load: %.0f bytes uncompressed in %v files before the first view, %.0f bytes in %v files in all, the session's views loaded while idle (%.0f bytes on the wire with headers); first view drawn at %.0f ms, sessions listed at %.0f ms, DOMContentLoaded %.0f ms after navigation start; %v wall clock to the list",
+			m["firstBody"], m["firstFiles"], m["body"], m["files"], m["transfer"], m["firstView"], m["sessionsLoaded"], m["domContentLoaded"], wall.Round(time.Millisecond))
 		if m["body"] >= 300_000 {
-			t.Errorf("the console transfers %.0f bytes on first load, want < 300 KB", m["body"])
+			t.Errorf("the console's files are %.0f bytes, want < 300 KB", m["body"])
 		}
 	})
 }
