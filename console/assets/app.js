@@ -3,7 +3,9 @@
 // #/approvals. The operator token is posted once to /console/signin and
 // exchanged for an HttpOnly cookie and a CSRF token (dom.js); this code
 // never stores the operator token. The Approvals badge is live on every
-// page (one approvals feed per sign-in).
+// page (one approvals feed per sign-in). The session's views (session.js
+// and what it imports, markdown-it among them) are loaded right after the
+// first view, not before it.
 import { h, api, setCsrf, fill } from './dom.js';
 import { sessionsView } from './sessions.js';
 import { approvalsView, ApprovalsFeed } from './approvals.js';
