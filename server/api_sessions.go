@@ -265,6 +265,9 @@ func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id stri
 		return true
 	case errors.Is(err, ErrNotFound):
 		httpError(w, http.StatusNotFound, "not_found", "no session "+id)
+	case errors.Is(err, ErrStopping):
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "unavailable", "the node is stopping: connect again (in a cluster, another node takes its sessions)")
 	case errors.Is(err, ErrDeleted):
 		httpError(w, http.StatusNotFound, "not_found", "session "+id+" was deleted; a new session of this id starts only by POST /v1/sessions")
 	case errors.As(err, &perr) && perr.Code == protocol.CodeQuotaExceeded:

@@ -69,6 +69,13 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	// a status and a reason (the close handshake), not dropped.
 	var readerDone atomic.Bool
 	stopClose := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), ErrStopping) {
+			// A stop tells the peer why, with the close handshake (which
+			// ends the blocked read), so that it reconnects — in a cluster
+			// to the session's next owner (shutdown.go).
+			go func() { _ = conn.Close(websocket.StatusGoingAway, stoppingReason) }()
+			return
+		}
 		if !readerDone.Load() || c.writing.Load() {
 			_ = conn.CloseNow()
 		}
@@ -90,6 +97,10 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	if werr, ok := c.writeErr.Load().(error); ok {
 		reason = werr
 	}
+	if errors.Is(reason, ErrStopping) {
+		_ = conn.Close(websocket.StatusGoingAway, stoppingReason)
+		return
+	}
 	if reason == nil || errors.Is(reason, context.Canceled) || isNormalClose(reason) {
 		c.log.Debug("peer disconnected")
 		_ = conn.Close(websocket.StatusNormalClosure, "")
@@ -98,6 +109,9 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 		_ = conn.Close(websocket.StatusPolicyViolation, reason.Error())
 	}
 }
+
+// stoppingReason is the close reason of a stopping node's connections.
+const stoppingReason = "the node is stopping: reconnect"
 
 // keptReadBuffer is the largest read buffer a connection keeps between
 // frames; a larger frame's buffer is left to the collector.
