@@ -171,30 +171,39 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 }
 
 // connect records a connection of side to the live session id for as long
-// as the returned context lives; Delete cancels it. The caller holds the
-// session (Acquire or Lookup) and calls done when the connection ends.
-func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide, delivered *atomic.Uint64) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// as the returned context lives, and holds the session as Acquire does
+// until done is called: the connection outlives the request that opened
+// it. Delete, a move (cluster.go) and a stop (shutdown.go) cancel it. The
+// caller holds the session (Acquire or Lookup) while it connects, ends
+// the connection with cancel, and calls done when it has ended.
+func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide, delivered *atomic.Uint64) (_ context.Context, cancel context.CancelCauseFunc, done func()) {
+	ctx, cancel = context.WithCancelCause(ctx)
 	c := &conn{side: side, cancel: cancel, delivered: delivered}
 	m.mu.Lock()
 	e := m.live[id]
-	if e != nil {
+	stopping := m.stopping
+	if e != nil && !stopping {
 		e.conns[c] = struct{}{}
+		e.users++
 	}
 	m.mu.Unlock()
-	if e == nil {
+	switch {
+	case stopping:
+		e = nil
+		cancel(ErrStopping) // the stop ended the connections already: this one ends too
+	case e == nil:
 		// The session left memory since the caller acquired it (deleted,
 		// or its lease lost: cluster.go): nothing would end this
 		// connection, so it ends now and the peer reconnects.
 		cancel(nil)
 	}
-	return ctx, func() {
+	return ctx, cancel, func() {
 		cancel(nil)
 		if e != nil {
 			m.mu.Lock()
 			delete(e.conns, c)
 			m.mu.Unlock()
-			e.touch()
+			m.release(e)
 		}
 	}
 }

@@ -35,9 +35,10 @@ var ErrStopping = errors.New("the node is stopping")
 // Stop begins a graceful stop: it refuses new sessions from now on, waits
 // (until ctx ends) for the Go handlers running in the sessions — the
 // environment's tools — to finish, and closes every session's journal, so
-// that nothing that happens in memory from then on is stored or seen. It
-// returns once the journals are closed; call [Manager.Close] after the
-// connections have ended.
+// that nothing that happens in memory from then on is stored or seen;
+// then it ends the WebSocket connections (1001, "the node is stopping").
+// It returns once they are told; call [Manager.Close] after the other
+// requests (MCP) have ended.
 func (m *Manager) Stop(ctx context.Context) {
 	m.mu.Lock()
 	m.stopping = true
@@ -64,6 +65,19 @@ func (m *Manager) Stop(ctx context.Context) {
 	}
 	m.journals.mu.Unlock()
 	m.log.Info("sessions' journals closed for the stop")
+	// Then the WebSocket connections end, with 1001 (ws.go): they outlive
+	// their requests, so the end of the requests does not end them.
+	m.mu.Lock()
+	var conns []*conn
+	for _, e := range m.live {
+		for c := range e.conns {
+			conns = append(conns, c)
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range conns {
+		c.cancel(ErrStopping)
+	}
 }
 
 // Close ends a stop begun with [Manager.Stop]: every session leaves memory
