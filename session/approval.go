@@ -82,6 +82,7 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 	}
 	if !c.resumed {
 		s.requestLocked(c)
+		s.tellApprovalRequestedLocked(ctx, c) // invoker.go: an MCP host may ask its user
 	}
 	s.mu.Unlock()
 	timer := time.NewTimer(s.opts.ApprovalTimeout)
@@ -132,6 +133,12 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	}
 	switch {
 	case p.Side == SideClient || p.Side == SideOperator:
+	case p.Side == SideMCP && s.opts.MCPDecisions && m.InputDigest != "":
+		// The user of an MCP host answered the elicitation for this very
+		// request (invoker.go): trusted only when the kernel says so, and
+		// only bound to the digest the user was shown.
+	case p.Side == SideMCP:
+		return protocol.Errorf(protocol.CodeForbidden, "%s may not %s calls here: decisions through MCP elicitation are off (approvals.mcp_elicitation), or the decision carries no inputDigest", p, verb(m.Decision))
 	case p.Side == SideRuntime && m.Decision == protocol.DecisionRejected:
 		// Trusted code in the kernel's process (a policy) may refuse a call;
 		// it never approves one, since it may be the invoker.
