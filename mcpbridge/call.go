@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -56,11 +57,26 @@ func (srv *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 			_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: p.Done, Total: p.Total, Message: p.Message})
 		})
 	}
+	// An elicitation still open when the call ends is withdrawn before the
+	// result goes out: afterwards its notifications/cancelled could only
+	// go to a stream that no longer exists, and the host would go on
+	// asking its user about a call that is over.
+	elicitCtx, withdraw := context.WithCancel(ctx)
+	defer withdraw()
+	var asking sync.WaitGroup
 	if srv.elicit && req.Session != nil && canElicit(req.Session) {
 		ss, caller := req.Session, callerOf(req)
 		callCtx = session.WithApprovalRequested(callCtx, func(actx context.Context, r session.ApprovalRequest) {
-			srv.askApproval(actx, ctx, ss, caller, r)
+			asking.Add(1)
+			defer asking.Done()
+			srv.askApproval(actx, elicitCtx, ss, caller, r)
 		})
+	}
+	finished := func(out protocol.Outcome) (*mcp.CallToolResult, error) {
+		cancel()
+		withdraw()
+		asking.Wait()
+		return resultOf(out), nil
 	}
 
 	started := make(chan session.Started, 1)
@@ -69,18 +85,15 @@ func (srv *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	go func() { done <- srv.s.Invoke(callCtx, protocol.AudienceLLM, req.Params.Name, arguments(req)) }()
 	select {
 	case out := <-done:
-		cancel()
-		return resultOf(out), nil
+		return finished(out)
 	case <-srv.closing:
 		select {
 		case out := <-done:
-			cancel()
-			return resultOf(out), nil
+			return finished(out)
 		case st := <-started:
 			select {
 			case <-st.Done: // it has just ended (a Delete cancels first): deliver that
-				cancel()
-				return resultOf(<-done), nil
+				return finished(<-done)
 			default:
 			}
 		default:

@@ -1941,6 +1941,12 @@ func (c *streamableServerConn) Write(ctx context.Context, msg jsonrpc.Message) e
 		if streamID, ok := c.requestStreams[relatedRequest]; ok {
 			s = c.streams[streamID]
 		}
+		if _, isReq := msg.(*jsonrpc.Request); s == nil && isReq && !c.stateless && c.sessionID != "" {
+			// BRAIN PATCH: a message about a request that has been answered
+			// (the notifications/cancelled withdrawing an elicitation the
+			// answer made moot) goes to the standalone stream, not nowhere.
+			s = c.streams[""]
+		}
 	} else {
 		// In stateless mode there will always be only one stream per connection.
 		// If that stream was open to listen for subscription notifications,
