@@ -99,6 +99,7 @@ type Server struct {
 	// by expMu, which restored also takes.
 	expMu    sync.Mutex
 	exported map[string]exportedTool
+	renders  map[string]bool // exported tools that are render capabilities (apps.go); guarded by expMu
 	applied  applied // how far follow has applied the session's events
 
 	elicit bool
@@ -166,6 +167,7 @@ func NewServer(s *session.Session, opts *ServerOptions) *Server {
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
 		exported: map[string]exportedTool{},
+		renders:  map[string]bool{},
 	}
 	// Everything after seq is replayed onto the listed state; applying a
 	// registration or removal twice converges, so nothing is missed.
@@ -173,7 +175,7 @@ func NewServer(s *session.Session, opts *ServerOptions) *Server {
 	srv.syncAll(s.List(protocol.AudienceLLM))
 	srv.applied.set(seq)
 	srv.sub = s.Subscribe(seq)
-	srv.mcp.AddReceivingMiddleware(srv.catchUp)
+	srv.mcp.AddReceivingMiddleware(srv.catchUp, srv.appsMiddleware)
 	go srv.follow()
 	return srv
 }
@@ -316,6 +318,13 @@ func (srv *Server) tryExport(c *protocol.Capability) error {
 		return err
 	}
 	srv.exported[c.Name] = exportedTool{fp: string(fp), tool: t}
+	if c.Render != nil { // apps.go: its MCP App, for hosts that draw them
+		srv.exportApp(c)
+		srv.renders[c.Name] = true
+	} else if srv.renders[c.Name] {
+		delete(srv.renders, c.Name)
+		srv.mcp.RemoveResources(appURI(c.Name))
+	}
 	return nil
 }
 
@@ -333,6 +342,10 @@ func (srv *Server) unexport(names ...string) {
 		if _, ok := srv.exported[n]; ok {
 			delete(srv.exported, n)
 			gone = append(gone, n)
+		}
+		if srv.renders[n] {
+			delete(srv.renders, n)
+			srv.mcp.RemoveResources(appURI(n))
 		}
 	}
 	if len(gone) > 0 {
