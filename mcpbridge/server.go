@@ -100,7 +100,7 @@ type Server struct {
 	expMu    sync.Mutex
 	exported map[string]exportedTool
 	renders  map[string]bool // exported tools that are render capabilities (apps.go); guarded by expMu
-	applied  applied // how far follow has applied the session's events
+	applied  applied         // how far follow has applied the session's events
 
 	elicit bool
 
