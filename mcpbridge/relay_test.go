@@ -132,4 +132,3 @@ func TestRelayRefused(t *testing.T) {
 		t.Fatalf("err = %v, want the 401", err)
 	}
 }
-
