@@ -52,6 +52,7 @@ step "go test" go_tests
 # race detector (it allocates on its own), so they run here without it.
 step "allocation bounds" go test -count=1 -run 'Allocs$' ./protocol/ ./server/
 step "TypeScript client" clients/ts/test.sh
+step "MCP with the npm SDK" mcpbridge/npmtest/test.sh
 
 echo
 if [ ${#failed_steps[@]} -eq 0 ]; then
