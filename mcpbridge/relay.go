@@ -113,8 +113,7 @@ type relay struct {
 	posts sync.WaitGroup
 }
 
-// send POSTs one message from the host, on its own goroutine (a call may
-// wait a long time for its approval).
+// send POSTs one message from the host.
 func (r *relay) send(msg []byte) {
 	var head struct {
 		ID     json.RawMessage `json:"id"`
@@ -130,7 +129,7 @@ func (r *relay) send(msg []byte) {
 		r.mu.Unlock()
 	}
 	r.posts.Add(1)
-	go func() {
+	do := func() {
 		defer r.posts.Done()
 		err := r.post(msg)
 		if err != nil && len(head.ID) > 0 && head.Method != "" && r.ctx.Err() == nil {
@@ -142,7 +141,17 @@ func (r *relay) send(msg []byte) {
 		if head.Method == "notifications/initialized" {
 			r.listen()
 		}
-	}()
+	}
+	// The handshake and notifications go out in order, before what follows
+	// them (a server refuses tools/list before initialized; a cancellation
+	// must not overtake its call); requests and responses go out at once,
+	// each on its own goroutine, since a call may wait a long time for its
+	// approval while the host answers the elicitation about it.
+	if head.Method == "initialize" || (head.Method != "" && len(head.ID) == 0) {
+		do()
+		return
+	}
+	go do()
 }
 
 func mustMarshal(v any) []byte {

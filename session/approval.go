@@ -23,7 +23,9 @@ import (
 //     every decision of a call restored from a journal that holds one, is
 //     refused;
 //   - only the client and operators decide, never the invoker (the model,
-//     the runtime, an MCP caller), an app or an environment; the decision
+//     the runtime, an MCP caller), an app or an environment — except, with
+//     Options.MCPDecisions, the user of the MCP host that made the call,
+//     answering its elicitation (SideMCP, digest required); the decision
 //     records who decided as the connection authenticated, and what the
 //     frame's decidedBy claimed;
 //   - a request expires after Options.ApprovalTimeout, and ends cancelled
@@ -113,7 +115,9 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 }
 
 // Approve delivers a capability_approve from peer p. Only the client and
-// operators decide; the runtime may reject (a policy) but never approve. It fails, changing nothing, for an unknown or finished
+// operators decide (and SideMCP with Options.MCPDecisions and the
+// request's inputDigest); the runtime may reject (a policy) but never
+// approve. It fails, changing nothing, for an unknown or finished
 // call, a call that needs no approval or was already decided (the first
 // decision wins, also across restarts), an unknown decision, an approval
 // with another request's inputDigest (stale_approval). An approval without inputDigest — the seed's
