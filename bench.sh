@@ -21,7 +21,9 @@ brain_bench() { # package regexp
 
 : > "$out/brain.txt"
 brain_bench ./session/ '^BenchmarkInvoke$'
-brain_bench ./host/ '^BenchmarkEchoArtifact$'
+brain_bench ./host/ '^Benchmark(EchoArtifact|ProvisionWarmCache)$'
+brain_bench ./host/jshost/ '^Benchmark(EchoScript|ProvisionScriptWarmCache|NewSessionScript|IdleRealm)$'
+brain_bench ./internal/jsvm/ '^Benchmark(RunSmall|New)$'
 brain_bench ./server/ '^Benchmark(WSRoundTrip(Journaled)?|FloorWSEchoJournaled)$'
 brain_bench ./mcpbridge/ '^BenchmarkMCPCallToolHTTP$'
 brain_bench ./store/ '^BenchmarkAppend$'

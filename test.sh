@@ -3,8 +3,9 @@
 # (Debian's chromium for the page handle), then gofmt, go vet, staticcheck,
 # go test -race over every package (the docs test included: it runs the
 # shell blocks of README.md and docs/*.md), the allocation bounds without
-# the race detector, and the TypeScript client's
-# tests. Every step runs even if an earlier one failed; the last lines name
+# the race detector, the TypeScript client's tests, and the TypeScript
+# tool SDK's and example tools' type checks (their npm dependencies are
+# installed first, with npm ci). Every step runs even if an earlier one failed; the last lines name
 # what failed (steps, then failing tests, one per line). Exit status 0 only
 # if everything passed. This is the single command CI runs (.ci/run).
 set -uo pipefail
@@ -44,14 +45,33 @@ go_tests() {
   CI=true go test -race -timeout 10m -json ./... | go run ./internal/testsummary -o "$failed_tests"
 }
 
+# The TypeScript example tools' npm dependencies, before go test: the Go
+# tests of build/ and examples/tools build examples/ts-tools with brain
+# build (which needs no Node, only the packages) and run the result.
+ts_tools_deps() {
+  (cd examples/ts-tools && npm ci --no-audit --no-fund --loglevel=error)
+}
+# The TypeScript tools type-checked with tsc --strict against the SDK.
+ts_tools_check() {
+  (cd examples/ts-tools && npx tsc -p tsconfig.json)
+}
+
+step "TypeScript tools: npm ci" ts_tools_deps
 step gofmt check_gofmt
 step "go vet" go vet ./...
 step staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+# The docs test builds brain and runs the docs' commands with -trimpath
+# (internal/docstest), a build configuration of its own: on a fresh clone
+# that compile took 11 minutes on two loaded cores, inside go test's
+# 10-minute timeout. Building every package so first keeps it out.
+step "build" go build -trimpath -o /dev/null ./...
 step "go test" go_tests
 # The allocation bounds of the WebSocket hot path skip themselves under the
 # race detector (it allocates on its own), so they run here without it.
 step "allocation bounds" go test -count=1 -run 'Allocs$' ./protocol/ ./server/
 step "TypeScript client" clients/ts/test.sh
+step "TypeScript tool SDK" sdk/ts/test.sh
+step "TypeScript tools: tsc" ts_tools_check
 step "MCP with the npm SDK" mcpbridge/npmtest/test.sh
 
 echo

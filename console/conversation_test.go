@@ -250,7 +250,7 @@ func TestConsoleConversation(t *testing.T) {
 		b.do("approve", chromedp.Click(chromedp.CSS(`.card.tool[data-name="fs.delete"] .approve`)))
 		b.until("it ran", card+`.dataset.state === 'ok' && `+card+`.querySelector('.outcome.ok').textContent.includes('deleted')`)
 		turnEnded(b, 2, "completed")
-		b.until("the header and the badge count no approval", `document.querySelector('#session-status').dataset.awaiting === '0' && document.querySelector('#inbox-count').hidden`)
+		b.until("the header and the badge count no approval", `document.querySelector('#session-status').dataset.awaiting === '0' && getComputedStyle(document.querySelector('#inbox-count')).display === 'none'`)
 	})
 
 	run("reject a call inline with feedback; the model reads it", func(t *testing.T) {

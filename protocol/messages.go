@@ -128,6 +128,12 @@ type CapabilityCancel struct {
 // this registration of the capability (Revision): an approving
 // capability_approve must echo it. Both are omitted only in events journaled
 // before they existed.
+//
+// Detached says that nobody waits in the kernel for the call's outcome: it
+// reaches its invoker as a capability_outcome event (a capability_invoke);
+// otherwise a caller waits in the kernel (an MCP request, the model loop),
+// and a call restored after a restart or a handover, whose caller went
+// with the kernel that had it, ends cancelled once approved.
 type ApprovalRequested struct {
 	CallID      string          `json:"callId"`
 	Name        string          `json:"name"`
@@ -135,6 +141,7 @@ type ApprovalRequested struct {
 	Invoker     Audience        `json:"invoker"`
 	InputDigest string          `json:"inputDigest,omitempty"`
 	Revision    string          `json:"revision,omitempty"`
+	Detached    bool            `json:"detached,omitempty"`
 }
 
 // Decider is who decided an approval, as the kernel authenticated the

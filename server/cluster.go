@@ -289,7 +289,7 @@ func (m *Manager) watchLease(e *managed) {
 		}
 		m.mu.Unlock()
 		for _, c := range conns {
-			c.cancel()
+			c.cancel(errMoved)
 		}
 		if !mine {
 			return
@@ -301,6 +301,11 @@ func (m *Manager) watchLease(e *managed) {
 		m.log.Warn("session lease lost: no longer serving it", slog.String("session", e.id), slog.Int("connections", len(conns)))
 	}()
 }
+
+// errMoved ends the connections of a session this node stopped serving
+// (its lease lost, or its journal failed): they close with code 1012 and
+// a reason, and reconnect — to the session's next owner.
+var errMoved = errors.New("the session moved: this node no longer owns it")
 
 // dropLease releases e's lease, if it has one.
 func (m *Manager) dropLease(e *managed) {

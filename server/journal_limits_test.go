@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -61,7 +62,11 @@ func storedKernel(t *testing.T, dir string) (*tenantKernel, func()) {
 func TestNoEventPoisonsTheJournal(t *testing.T) {
 	dir := t.TempDir()
 	k, stop := storedKernel(t, dir)
-	ctx := testutil.Context(t)
+	// 2 MiB of MCP arguments are read, decoded and measured under the race
+	// detector on a loaded machine: seconds, past testutil's 5 s; a minute
+	// bounds a hang without flaking on load.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	c := k.dial(tenantAClient, "big", "?after=0")
 	app := k.dial(tenantAApp, "big", "?after=0")
 	big := appCapOf("cal", "cal.big")

@@ -73,9 +73,10 @@ func quotaError(format string, args ...any) *protocol.Error {
 // journal itself when it can (package store's Bytes), so that no event is
 // encoded twice, and otherwise counted here.
 type countingJournal struct {
-	j     session.Journal
-	sized sizedJournal // nil: count in Append
-	bytes atomic.Int64 // at restore, plus appends when sized is nil
+	closed atomic.Bool // a stop: nothing more is stored
+	j      session.Journal
+	sized  sizedJournal // nil: count in Append
+	bytes  atomic.Int64 // at restore, plus appends when sized is nil
 }
 
 // sizedJournal is a journal that reports the bytes it stored.
@@ -88,7 +89,11 @@ func newCountingJournal(j session.Journal) *countingJournal {
 }
 
 // Append journals e and, without a sized journal, counts its encoded size.
+// Once the journal is closed (a stop: shutdown.go) it stores nothing.
 func (c *countingJournal) Append(e session.Event) error {
+	if c.closed.Load() {
+		return session.ErrJournalClosed
+	}
 	if err := c.j.Append(e); err != nil {
 		return err
 	}

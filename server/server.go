@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/session"
@@ -136,9 +137,10 @@ func (srv *Server) handleWS(w http.ResponseWriter, r *http.Request, s *session.S
 		return
 	}
 	p := pr.Peer
-	ctx, done := srv.opts.Manager.connect(r.Context(), s.ID(), p.Side) // counted in the sessions list; Delete ends it
+	var delivered atomic.Uint64
+	ctx, done := srv.opts.Manager.connect(r.Context(), s.ID(), p.Side, &delivered) // counted in the sessions list; Delete ends it
 	defer done()
-	srv.serveWS(ctx, w, r, s, p)
+	srv.serveWS(ctx, w, r, s, p, &delivered)
 }
 
 func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal) {

@@ -53,8 +53,9 @@ type Manager struct {
 	opts ManagerOptions
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	live map[string]*managed
+	mu       sync.Mutex
+	live     map[string]*managed
+	stopping bool // Stop or Close was called: no session is opened (shutdown.go)
 
 	inbox inbox // pending approvals across sessions, for the console
 
@@ -79,8 +80,9 @@ type managed struct {
 
 // conn is one WebSocket connection to a managed session.
 type conn struct {
-	side   session.PeerSide
-	cancel context.CancelFunc
+	side      session.PeerSide
+	cancel    context.CancelCauseFunc
+	delivered *atomic.Uint64 // the last seq its writer has read of the session's log (ws.go)
 }
 
 // NewManager returns a manager.
@@ -128,6 +130,10 @@ func (m *Manager) acquire(ctx context.Context, id string, create bool) (s *sessi
 		return nil, nil, false, fmt.Errorf("invalid session id %q: use 1 to 128 of A-Z a-z 0-9 _ -", id)
 	}
 	m.mu.Lock()
+	if m.stopping {
+		m.mu.Unlock()
+		return nil, nil, false, ErrStopping
+	}
 	e, ok := m.live[id]
 	if !ok {
 		e = &managed{id: id, ready: make(chan struct{}), conns: map[*conn]struct{}{}}

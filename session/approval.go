@@ -67,7 +67,7 @@ func canonicalInput(input []byte) (json.RawMessage, error) {
 func (s *Session) requestLocked(c *call) {
 	c.requested = true
 	s.emitLocked(entry{typ: protocol.TypeApprovalRequested, owner: &c.reg.owner, msg: &protocol.ApprovalRequested{
-		CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, InputDigest: c.digest, Revision: c.reg.rev,
+		CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, InputDigest: c.digest, Revision: c.reg.rev, Detached: c.detached,
 	}})
 }
 
@@ -94,6 +94,11 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 		if d.Decision == protocol.DecisionApproved {
 			if ctx.Err() != nil { // approved, but nobody waits for the result any more
 				s.finish(c, protocol.Fail(protocol.CodeCancelled, "the call was approved after its caller had gone; it did not run"))
+				return false
+			}
+			if c.callerGone {
+				s.finish(c, protocol.Fail(protocol.CodeCancelled,
+					"the call was approved after a restart or a handover, and the caller that made it (an MCP request, the model loop) went with the kernel that had it; it did not run: invoke it again"))
 				return false
 			}
 			return true

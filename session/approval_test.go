@@ -513,3 +513,61 @@ func TestSeedShapedApprovalAfterReissueAndRestart(t *testing.T) {
 		t.Fatalf("the digest of the latest request: %v", err)
 	}
 }
+
+// TestCallerGoneAcrossARestart: a call awaiting approval is still pending
+// and decidable after the session is restored. One its caller waited for
+// in the kernel (Invoke: an MCP request, the model loop) ends cancelled
+// once approved, without running — its caller went with the kernel that
+// stopped (the red team saw such a call run on the new owner with nobody
+// to receive the result); a detached one (Start: a user's invocation,
+// whose outcome is an event) runs.
+func TestCallerGoneAcrossARestart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		invoke  func(t *testing.T, s *session.Session) string
+		outcome protocol.Code // "" for a run
+	}{
+		{"invoked: the caller waited in the kernel", func(t *testing.T, s *session.Session) string {
+			sub := watch(t, s)
+			go s.Invoke(context.Background(), protocol.AudienceLLM, "fs.delete", textInput)
+			req, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
+			return req.CallID
+		}, protocol.CodeCancelled},
+		{"started: the outcome is an event", func(t *testing.T, s *session.Session) string {
+			id, perr := s.Start(protocol.AudienceLLM, "fs.delete", textInput)
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			return id
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &memJournal{}
+			s := session.New("gone", &session.Options{Journal: j})
+			countingCap(t, s, "fs.delete")
+			sub := watch(t, s)
+			id := tc.invoke(t, s)
+			waitFor(t, sub, func(r *protocol.ApprovalRequested) bool { return r.CallID == id })
+
+			var ran *atomic.Int32
+			r, err := session.Restore("gone", j.events(t), &session.Options{Journal: &memJournal{}}, func(r *session.Session) error {
+				ran, _ = countingCap(t, r, "fs.delete")
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rsub := watch(t, r)
+			if err := r.Approve(session.Client, &protocol.CapabilityApprove{CallID: id, Decision: protocol.DecisionApproved, DecidedBy: "ada"}); err != nil {
+				t.Fatalf("the restored request is not decidable: %v", err)
+			}
+			o, _ := waitFor(t, rsub, func(o *protocol.CapabilityOutcome) bool { return o.CallID == id })
+			switch {
+			case tc.outcome == "" && (!o.Outcome.IsOK() || ran.Load() != 1):
+				t.Fatalf("outcome %+v, runs %d, want a run", o.Outcome, ran.Load())
+			case tc.outcome != "" && (o.Outcome.Err == nil || o.Outcome.Err.Code != tc.outcome || ran.Load() != 0):
+				t.Fatalf("outcome %+v, runs %d, want %s without a run", o.Outcome, ran.Load(), tc.outcome)
+			}
+		})
+	}
+}

@@ -70,6 +70,8 @@ type call struct {
 	decided          bool
 	dispatched       bool // capability_invoked is out
 	resumed          bool // restored from a journal: its request events are out already
+	callerGone       bool // resumed, and its caller waited in the kernel that stopped (Invoke): approved, it ends cancelled
+	detached         bool // made by Start: nobody waits in the kernel, the outcome is an event
 	finished         bool
 	outcome          protocol.Outcome // read without the lock only after done is closed
 
@@ -112,6 +114,7 @@ func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMe
 	if c == nil {
 		return "", fail.Err
 	}
+	c.detached = true // before run publishes anything of it
 	s.observe(CallStarted, c, nil)
 	go s.run(context.Background(), c)
 	return c.id, nil

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -9,6 +10,14 @@ import (
 
 	"github.com/brainrt/brain/protocol"
 )
+
+// ErrJournalClosed is what a [Journal] returns (wrapped) once it takes no
+// more events, such as when the process is stopping: the event is dropped
+// before anyone sees it, and so is every later one. A stop is not an
+// event: what happens in a stopping session in memory — a caller going
+// away, its tools leaving — is never journaled, and the session is
+// restored as it was.
+var ErrJournalClosed = errors.New("session: the journal is closed")
 
 // Journal persists a session's events. Append is called for every event, in
 // seq order, before any subscriber can read it, with the session's lock
@@ -28,6 +37,10 @@ func (s *Session) emitLocked(e entry) {
 		seq := s.events.last + 1
 		e.msg = e.message() // made once: the log keeps it for its subscribers
 		if err := j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
+			if errors.Is(err, ErrJournalClosed) {
+				s.logDebug("event dropped: the journal is closed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)))
+				return
+			}
 			if tl, ok := journalTooLarge(err); ok {
 				if !s.replaceTooLargeLocked(j, seq, &e, tl) {
 					return // never visible: the journal and the log stay the same
@@ -74,8 +87,8 @@ func (s *Session) emitDurableLocked(e entry) error {
 		e.msg = e.message()
 		if err = j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
 			s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
-			if _, ok := journalTooLarge(err); ok {
-				return err // refused, not kept: nothing to show (its inputs are bounded before, so this is a bug's backstop)
+			if _, ok := journalTooLarge(err); ok || errors.Is(err, ErrJournalClosed) {
+				return err // refused, not kept: nothing to show
 			}
 		}
 	}
@@ -165,7 +178,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			if p := byID[m.CallID]; p != nil { // reissued after a re-registration
 				p.rev = revs[m.Name]
 			} else {
-				p := &restoredCall{id: m.CallID, name: m.Name, input: m.Input, invoker: m.Invoker, approval: true, rev: revs[m.Name]}
+				p := &restoredCall{id: m.CallID, name: m.Name, input: m.Input, invoker: m.Invoker, approval: true, rev: revs[m.Name], detached: m.Detached}
 				calls, byID[m.CallID] = append(calls, p), p
 			}
 		case *protocol.ApprovalDecided:
@@ -266,6 +279,7 @@ type restoredCall struct {
 	rev      string // of the registration the call was made to ("" if unknown)
 	approval bool   // still awaiting approval
 	reissued bool   // its request was withdrawn and issued again
+	detached bool   // nobody waited for it in the kernel (ApprovalRequested.Detached)
 	decision *protocol.ApprovalDecided
 	invoked  bool
 }
@@ -278,7 +292,12 @@ func (s *Session) resume(p *restoredCall) {
 	s.mu.Lock()
 	r := s.caps[name]
 	s.mu.Unlock()
-	c := &call{id: id, name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(), resumed: true}
+	c := &call{id: id, name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(), resumed: true,
+		// A detached call (Start) reports its outcome as an event, which
+		// any peer that comes back receives; any other waited for Invoke to
+		// return, in the process that stopped. (Journals from before
+		// "detached" existed: a user's invocations were the detached ones.)
+		callerGone: !p.detached && invoker != protocol.AudienceUser, detached: p.detached}
 	if r == nil {
 		c.reg = &registration{logKey: "capability:?:" + name, timeout: s.opts.DefaultCallTimeout}
 	} else {

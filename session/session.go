@@ -194,3 +194,19 @@ func (s *Session) PendingCalls() int {
 	defer s.mu.Unlock()
 	return len(s.calls)
 }
+
+// RunningHandlers counts the calls whose Go handler (an agent-side
+// capability of the runtime, such as an environment's tool) is running: a
+// graceful stop waits for them, and not for calls awaiting an approval or
+// a peer's result, which a restored session resumes.
+func (s *Session) RunningHandlers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if c.dispatched && c.reg.handler != nil && !c.finished {
+			n++
+		}
+	}
+	return n
+}

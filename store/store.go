@@ -118,16 +118,16 @@ func (o *Options) withDefaults() (Options, error) {
 // Store keeps session events in JetStream. Its methods are safe for
 // concurrent use.
 type Store struct {
-	opts    Options
-	log     *slog.Logger
-	ns      *server.Server // nil with an external server
-	nc      *nats.Conn
+	opts Options
+	log  *slog.Logger
+	ns   *server.Server // nil with an external server
+	nc   *nats.Conn
 	// maxEvent is the largest event a journal stores (MaxEventBytes).
 	maxEvent int
-	js      jetstream.JetStream
-	stream  jetstream.Stream
-	owners  jetstream.KeyValue // who created each session (owners.go)
-	replies replySlots         // where journal appends wait for acknowledgements (reply.go)
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	owners   jetstream.KeyValue // who created each session (owners.go)
+	replies  replySlots         // where journal appends wait for acknowledgements (reply.go)
 	// msgIDs: journal appends carry a message id (Nats-Msg-Id), so that
 	// the stream drops a repeated publish. Only on an external server: the
 	// embedded one stores a session's messages one at a time, in order, so

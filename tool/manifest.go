@@ -34,9 +34,15 @@ type Manifest struct {
 	// Runtime names what runs the payload and the version of its ABI,
 	// "<kind>/<version>": "wasm/2" for WebAssembly payloads of ABI 2
 	// (docs/abi.md). Every artifact names one; native tools have none. A
-	// host refuses, at attach, a runtime it does not implement.
+	// host refuses, at attach, a runtime it does not implement. "js/1"
+	// ([RuntimeJS]) is a JavaScript payload, <name>.mjs.
 	Runtime string `json:"runtime,omitempty"`
 }
+
+// RuntimeJS is the runtime of a JavaScript payload: an ES module, the
+// bundle `brain build` makes of a TypeScript or JavaScript tool, hosted by
+// package host/jshost (docs/tools-typescript.md).
+const RuntimeJS = "js/1"
 
 // Validate checks a manifest read from outside: the format, a name, an
 // object input schema, known handles without duplicates, bindings with

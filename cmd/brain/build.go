@@ -14,7 +14,9 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet("build", "build [packages] -o DIR",
 		`Builds each tool package (one that exports a Tool made with tool.New) into a
 WebAssembly payload and its tool/v1 manifest, and prints name, payload digest
-and manifest path per tool. Packages default to ".".`,
+and manifest path per tool. Packages default to ".". A directory with a
+package.json is a TypeScript or JavaScript project: each *.tool.ts file in it
+becomes <name>.mjs and its manifest (docs/tools-typescript.md).`,
 		"brain build ./examples/tools/... -o artifacts")
 	out := fs.String("o", "", "directory to write <name>.tool.json and <name>.wasm to (required)")
 	flags, pkgs := splitFlags(args)
@@ -29,10 +31,29 @@ and manifest path per tool. Packages default to ".".`,
 		pkgs = []string{"."}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	arts, err := build.Build(ctx, pkgs, build.Options{Out: *out, Logger: logger})
-	if err != nil {
-		fmt.Fprintln(stderr, "brain build:", err)
-		return exitFail
+	// A directory with a package.json is a TypeScript or JavaScript
+	// project (build.BuildScripts); the other patterns are Go packages.
+	var arts []build.Artifact
+	var goPkgs []string
+	for _, p := range pkgs {
+		if !build.IsScriptProject(p) {
+			goPkgs = append(goPkgs, p)
+			continue
+		}
+		a, err := build.BuildScripts(ctx, p, build.Options{Out: *out, Logger: logger})
+		if err != nil {
+			fmt.Fprintln(stderr, "brain build:", err)
+			return exitFail
+		}
+		arts = append(arts, a...)
+	}
+	if len(goPkgs) > 0 {
+		a, err := build.Build(ctx, goPkgs, build.Options{Out: *out, Logger: logger})
+		if err != nil {
+			fmt.Fprintln(stderr, "brain build:", err)
+			return exitFail
+		}
+		arts = append(arts, a...)
 	}
 	for _, a := range arts {
 		fmt.Fprintf(stdout, "%s\t%s\t%s\n", a.Manifest.Name, a.Manifest.Payload, a.ManifestPath)

@@ -82,7 +82,7 @@ workspace that does not load, 2 for bad usage.`,
 		return 1
 	}
 	defer h.Close(context.WithoutCancel(ctx))
-	art, err := h.LoadManifest(rest[0])
+	art, err := loadArtifact(rest[0], h, &scriptHost{cacheDir: *cacheDir})
 	if err != nil { // a missing, malformed or tampered artifact: the job failed
 		fmt.Fprintln(stderr, "brain run:", err)
 		return exitFail

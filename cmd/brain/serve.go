@@ -42,6 +42,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	nodeID := fs.String("node-id", "", "run as this node of a cluster sharing --nats (docs/cluster.md)")
 	advertise := fs.String("advertise", "", "cluster: this node's URL for the other nodes (default: http(s)://--addr)")
 	leaseTTL := fs.Duration("lease-ttl", 0, "cluster: session lease TTL, the same on every node (default 10s)")
+	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "on SIGTERM, stop within this long: running tools get until then to finish; calls awaiting approvals or peers are left for the next start")
 	config := fs.String("config", "", "environment config (docs/serve.md); default: the example tools over ./workspace")
 	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS and WSS with this PEM certificate (chain) file; needs --tls-key")
@@ -64,6 +65,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	a := serveArgs{addr: *addr, data: *data, nats: *natsURL, config: *config, idle: *idle, tlsCert: *tlsCert, tlsKey: *tlsKey, consoleAddr: *consoleAddr}
 	a.nodeID, a.advertise, a.leaseTTL = *nodeID, *advertise, *leaseTTL // serve_cluster.go
+	a.shutdownTimeout = *shutdownTimeout
 	if err := checkClusterFlags(a); err != nil {
 		return usageError(stderr, "serve", "%v", err)
 	}
@@ -82,6 +84,7 @@ type serveArgs struct {
 	ready                    func(addr string) // tests: called once listening
 	nodeID, advertise        string            // cluster (serve_cluster.go)
 	leaseTTL                 time.Duration
+	shutdownTimeout          time.Duration // --shutdown-timeout; 0: the default
 }
 
 func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logger) error {
@@ -257,17 +260,62 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 			}
 		}
 	}()
-	// Requests inherit ctx, so that long-lived ones (WebSockets, MCP
-	// event streams) end when the server shuts down.
+	// Requests inherit connCtx, which a stop ends once the sessions'
+	// journals are closed (stopGracefully), so that long-lived ones
+	// (WebSockets, MCP requests waiting on a call) end then, and what their
+	// end causes is never journaled.
+	connCtx, endConns := context.WithCancelCause(context.Background())
+	defer endConns(nil)
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx },
+		BaseContext: func(net.Listener) context.Context { return connCtx },
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelDebug)} // TLS handshake noise and the like
-	err = server.Serve(ctx, hs, l)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		err = stopGracefully(a.shutdownTimeout, mgr, hs, endConns, logger)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	logger.Info("brain serve: stopped")
 	return err
+}
+
+// defaultShutdownTimeout is --shutdown-timeout's default.
+const defaultShutdownTimeout = 10 * time.Second
+
+// stopGracefully stops within bound (server/shutdown.go has the order):
+// no new sessions, running tools given until the bound to finish, the
+// sessions' journals closed; then the connections end (WebSockets with
+// 1001 and a reason) and the HTTP server shuts down; then every session
+// leaves memory and its lease, in a cluster, is released — all before the
+// deferred closes of the environment and the store. Calls awaiting an
+// approval or a peer's result are left as the journal holds them, for the
+// next start or owner to resume.
+func stopGracefully(bound time.Duration, mgr *server.Manager, hs *http.Server, endConns context.CancelCauseFunc, logger *slog.Logger) error {
+	if bound <= 0 {
+		bound = defaultShutdownTimeout
+	}
+	logger.Info("brain serve: stopping", slog.Duration("within", bound))
+	deadline := time.Now().Add(bound)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	mgr.Stop(ctx)
+	endConns(server.ErrStopping)
+	if err := hs.Shutdown(ctx); err != nil {
+		logger.Warn("brain serve: connections still open at the stop's bound: closing them", slog.String("error", err.Error()))
+		_ = hs.Close()
+	}
+	// Releasing leases gets a few seconds of its own even past the bound:
+	// a lease not released makes its session wait out the lease TTL.
+	rctx, rcancel := context.WithTimeout(context.Background(), max(time.Until(deadline), 3*time.Second))
+	defer rcancel()
+	if err := mgr.Close(rctx); err != nil {
+		logger.Warn("brain serve: release session leases", slog.String("error", err.Error()))
+	}
+	return nil
 }
 
 // buildEnvironment sets up the config's environment and attaches its tools
@@ -323,7 +371,8 @@ func buildEnvironment(ctx context.Context, cfg *serveConfig, data string, logger
 			return nil, nil, err
 		}
 		cfg.host = h // for the pool metrics
-		arts, err := h.LoadDir(cfg.path(cfg.Artifacts))
+		// JavaScript artifacts (runtime js/1) go to their own host (scripts.go).
+		arts, err := loadArtifactDir(cfg.path(cfg.Artifacts), h, &scriptHost{cacheDir: filepath.Join(data, "wazero"), log: logger})
 		if err != nil {
 			cleanup()
 			return nil, nil, err

@@ -61,9 +61,10 @@ func advertiseURL(a serveArgs, listen net.Addr, scheme string) (string, error) {
 
 // joinCluster makes this kernel one node of a cluster when --node-id is
 // set: it opens the session leases and returns the manager's lease
-// function. The leases are released — the node's sessions handed over — as
-// soon as ctx ends (SIGTERM), and by the returned close in any case.
-// Without --node-id it returns nil and a no-op.
+// function. The leases are renewed until the returned close, which
+// releases whatever the stop (the manager's Close) did not release; it
+// runs before the store closes. Without --node-id it returns nil and a
+// no-op.
 func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.Addr, scheme string, logger *slog.Logger) (server.LeaseFunc, func(), error) {
 	if a.nodeID == "" {
 		return nil, func() {}, nil
@@ -76,12 +77,6 @@ func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.A
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: %w", err)
 	}
-	stop := context.AfterFunc(ctx, func() {
-		if err := leases.Close(); err != nil {
-			logger.Warn("cluster: release leases", slog.String("error", err.Error()))
-		}
-		logger.Info("cluster: sessions handed over", slog.String("node", a.nodeID))
-	})
 	logger.Info("cluster: joined", slog.String("node", a.nodeID), slog.String("advertise", addr), slog.Duration("lease_ttl", leases.TTL()))
 	lease := func(ctx context.Context, id string) (server.Lease, error) {
 		x, err := leases.Acquire(ctx, id)
@@ -90,5 +85,10 @@ func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.A
 		}
 		return x, nil
 	}
-	return lease, func() { stop(); _ = leases.Close() }, nil
+	return lease, func() {
+		if err := leases.Close(); err != nil {
+			logger.Warn("cluster: release leases", slog.String("error", err.Error()))
+		}
+		logger.Info("cluster: sessions handed over", slog.String("node", a.nodeID))
+	}, nil
 }

@@ -3,13 +3,13 @@
 // #/approvals. The operator token is posted once to /console/signin and
 // exchanged for an HttpOnly cookie and a CSRF token (dom.js); this code
 // never stores the operator token. The Approvals badge is live on every
-// page (one approvals feed per sign-in).
+// page (one approvals feed per sign-in). The session's views (session.js
+// and what it imports, markdown-it among them) are loaded right after the
+// first view, not before it.
 import { h, api, setCsrf, fill } from './dom.js';
 import { sessionsView } from './sessions.js';
 import { approvalsView, ApprovalsFeed } from './approvals.js';
-import { SessionView } from './session.js';
 import { Palette } from './palette.js';
-import { markdownNode } from './markdown.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -74,18 +74,39 @@ async function boot() {
   fill(who, h('span', { class: 'who-name' }, 'operator ', h('strong', { id: 'operator-name' }, me.name)), ' ',
     h('button', { class: 'small', type: 'button', onclick: async () => { try { await api('POST', '/console/signout'); } catch { /* signed out anyway */ } location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
   route();
-  // The markdown parser's first runs are its slowest (the engine compiles
-  // it as it goes): run it once while the browser is idle, so that a
-  // conversation's first view does not pay for that.
-  const warm = () => markdownNode('warm **up**: `code`, [a link](https://example.com), a list:\n\n- one\n- two\n\n> quote');
-  if (window.requestIdleCallback) requestIdleCallback(warm, { timeout: 2000 }); else setTimeout(warm, 200);
+  // The session's views (and markdown-it, most of the console's bytes)
+  // load after the first view, while the browser is idle; the markdown
+  // parser runs once then too, since its first runs are its slowest (the
+  // engine compiles it as it goes): a session opens without paying for
+  // either.
+  const warm = () => import('./markdown.js')
+    .then((md) => md.markdownNode('warm **up**: `code`, [a link](https://example.com), a list:\n\n- one\n- two\n\n> quote'))
+    .catch(() => { /* loaded again when a session opens */ });
+  requestAnimationFrame(() => setTimeout(() => {
+    sessionModule().catch(() => { /* loaded again when a session opens */ });
+    if (window.requestIdleCallback) requestIdleCallback(warm, { timeout: 2000 }); else setTimeout(warm, 200);
+  }, 0));
 }
 
-function route() {
+let sessionMod = null;
+// sessionModule loads session.js (and what it imports) once.
+function sessionModule() {
+  if (!sessionMod) sessionMod = import('./session.js').catch((e) => { sessionMod = null; throw e; });
+  return sessionMod;
+}
+
+async function route() {
   if (!me) return;
   const parts = location.hash.replace(/^#\/?/, '').split('/').map((p) => { try { return decodeURIComponent(p); } catch { return ''; } });
   if (parts[0] === 's' && parts[1]) {
     const callId = parts[2] === 'call' ? parts[3] : null;
+    let SessionView;
+    try { ({ SessionView } = await sessionModule()); } catch (e) {
+      main.replaceChildren(h('p', { class: 'error' }, 'The console cannot load its session view: ', String(e.message || e)));
+      return;
+    }
+    const now = location.hash.replace(/^#\/?/, '').split('/').map((p) => { try { return decodeURIComponent(p); } catch { return ''; } });
+    if (now[0] !== 's' || now[1] !== parts[1] || !me) return; // navigated elsewhere meanwhile
     if (!sessionView || sessionView.id !== parts[1]) {
       stop();
       sessionView = new SessionView(parts[1], me, palette);
@@ -105,7 +126,7 @@ function route() {
   if (!performance.getEntriesByName('brain:first-view').length) performance.mark('brain:first-view');
 }
 
-window.addEventListener('hashchange', route);
+window.addEventListener('hashchange', () => { route(); });
 // Any 401 of the console's API means the sign-in ended (signed out
 // elsewhere, the token revoked): back to the sign-in form.
 window.addEventListener('brain:signed-out', () => { if (me) signInView('Your sign-in ended: sign in again.'); });

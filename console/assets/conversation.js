@@ -52,7 +52,6 @@ export class ConversationView {
     this.list = h('div', { class: 'conv-list', role: 'log', 'aria-label': 'conversation' });
     this.empty = h('p', { class: 'muted conv-empty' }, 'No messages yet.');
     this.turns = new Map();      // turn → {el, body, end, step}
-    this.cards = [];             // every tool card, in order
     this.open = [];              // tool cards not yet bound to a call, nor answered
     this.byCall = new Map();     // session call id → card
     this.byToolCall = new Map(); // turn/tool call id → card
@@ -276,7 +275,6 @@ export class ConversationView {
   toolCard(n, tc, streamed) {
     const cap = this.sv.caps.get(tc.name);
     const card = new ToolCard(this, n, tc, cap);
-    this.cards.push(card);
     this.byToolCall.set(n + '/' + tc.id, card);
     if (streamed) {
       for (const [callId, p] of streamed.cards) {

@@ -100,6 +100,7 @@ export class Palette {
       submit.disabled = true;
       fill(status, h('span', { class: 'muted' }, 'invoking…'));
       try {
+        if (!ctx.conn) throw new Error('not connected to the session yet: try again in a moment');
         const reply = await ctx.conn.send({ type: 'capability_invoke', name: cap.name, input });
         if (reply.msg.type === 'error') {
           fill(status, h('div', { class: 'outcome err' }, h('strong', {}, reply.msg.code), ': ', reply.msg.message));

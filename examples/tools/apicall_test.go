@@ -76,7 +76,7 @@ func noToken(t testing.TB, out protocol.Outcome) {
 }
 
 func TestAPIGet(t *testing.T) {
-	envs := harness.NewEnvs(t, []kernel.Provider{netProvider(siteGrants())}, nil)
+	envs := newBoth(t, []kernel.Provider{netProvider(siteGrants())}, nil)
 	envs.MustAttach(t, kernel.Attachment{Tool: apicall.Tool, Bindings: bindings(apiToken, siteURL("/api/v1"))})
 	cases := []toolstest.Case{
 		{Name: "authenticated", Input: `{"path":"/me"}`, Want: `{"status":200,"json":{"user":"ada"}}`},
@@ -99,7 +99,7 @@ func TestAPIGet(t *testing.T) {
 
 func TestAPIGetBindings(t *testing.T) {
 	t.Run("attach failures", func(t *testing.T) {
-		envs := harness.NewEnvs(t, []kernel.Provider{netProvider(siteGrants())}, nil)
+		envs := newBoth(t, []kernel.Provider{netProvider(siteGrants())}, nil)
 		for _, tt := range []struct {
 			name     string
 			bindings map[string]json.RawMessage
@@ -127,14 +127,14 @@ func TestAPIGetBindings(t *testing.T) {
 		}
 	})
 	t.Run("wrong token", func(t *testing.T) {
-		envs := harness.NewEnvs(t, []kernel.Provider{netProvider(siteGrants())}, nil)
+		envs := newBoth(t, []kernel.Provider{netProvider(siteGrants())}, nil)
 		envs.MustAttach(t, kernel.Attachment{Tool: apicall.Tool, Bindings: bindings("not-the-token", siteURL("/api/v1"))})
 		envs.Run(t, []toolstest.Case{
 			{Name: "refused", Tool: "api.get", Input: `{"path":"/me"}`, Want: `{"status":401,"json":{"error":"invalid token"}}`},
 		})
 	})
 	t.Run("base_url host not allowed", func(t *testing.T) {
-		envs := harness.NewEnvs(t, []kernel.Provider{netProvider(siteGrants())}, nil)
+		envs := newBoth(t, []kernel.Provider{netProvider(siteGrants())}, nil)
 		envs.MustAttach(t, kernel.Attachment{Tool: apicall.Tool, Bindings: bindings(apiToken, "http://evil.test/api")})
 		envs.Run(t, []toolstest.Case{
 			{Name: "denied", Tool: "api.get", Input: `{"path":"/me"}`, WantCode: protocol.CodeDenied, Check: noToken},

@@ -21,7 +21,7 @@ func TestExecRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	envs := harness.NewEnvs(t, []kernel.Provider{execProvider(proc.Grants{Root: ws, Allow: []string{"echo", "true", "sh"}, MaxOutputBytes: 64})}, nil)
+	envs := newBoth(t, []kernel.Provider{execProvider(proc.Grants{Root: ws, Allow: []string{"echo", "true", "sh"}, MaxOutputBytes: 64})}, nil)
 	envs.MustAttach(t, kernel.Attachment{Tool: execrun.Tool})
 	ok := func(exit int, stdout, stderr string) map[string]any {
 		return map[string]any{"exit_code": exit, "stdout": stdout, "stderr": stderr, "truncated": false}

@@ -28,7 +28,7 @@ func TestFSRead(t *testing.T) {
 	if err := os.Symlink("../secret.txt", filepath.Join(ws, "link.txt")); err != nil {
 		t.Fatal(err)
 	}
-	envs := harness.NewEnvs(t, []kernel.Provider{fsProvider(fsroot.Grants{Root: ws, MaxFileBytes: 1024})}, nil)
+	envs := newBoth(t, []kernel.Provider{fsProvider(fsroot.Grants{Root: ws, MaxFileBytes: 1024})}, nil)
 	envs.MustAttach(t, kernel.Attachment{Tool: fsread.Tool})
 	noSecret := func(t testing.TB, out protocol.Outcome) {
 		if strings.Contains(string(out.Value), "outside") || (out.Err != nil && (strings.Contains(out.Err.Message, "outside the workspace") || strings.Contains(out.Err.Message, base))) {

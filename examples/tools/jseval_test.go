@@ -14,7 +14,7 @@ import (
 )
 
 func TestJSEval(t *testing.T) {
-	envs := harness.NewEnvs(t, []kernel.Provider{jsProvider(script.Grants{Timeout: 500 * time.Millisecond, MaxScriptBytes: 4096})}, nil)
+	envs := newBoth(t, []kernel.Provider{jsProvider(script.Grants{Timeout: 500 * time.Millisecond, MaxScriptBytes: 4096})}, nil)
 	envs.MustAttach(t, kernel.Attachment{Tool: jseval.Tool})
 	envs.Run(t, []toolstest.Case{
 		{Name: "sum", Tool: "js.eval", Input: `{"source":"(args) => args.a + args.b","args":{"a":1,"b":2}}`, Want: `{"result":3}`},

@@ -13,7 +13,7 @@ import (
 
 func TestPageText(t *testing.T) {
 	b := sharedBrowser(t)
-	envs := harness.NewEnvs(t, []kernel.Provider{pageProvider(b)}, nil)
+	envs := newBoth(t, []kernel.Provider{pageProvider(b)}, nil)
 	envs.MustAttach(t, kernel.Attachment{Tool: pagetext.Tool})
 	port := site.Listener.Addr().(*net.TCPAddr).Port
 	page := siteURL("/page.html")

@@ -74,6 +74,19 @@ func run(m *testing.M) int {
 	}
 	defer h.Close()
 	harness = h
+	twinDir, err := os.MkdirTemp("", "brain-twins-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(twinDir)
+	ctx, cancel = context.WithTimeout(context.Background(), 4*time.Minute)
+	err = buildTwins(ctx, twinDir)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building the TypeScript twins of the example tools:", err)
+		return 1
+	}
 	if testing.Verbose() {
 		fmt.Fprintf(os.Stderr, "built %d example artifacts in %v\n", len(h.Built()), time.Since(start).Round(time.Millisecond))
 	}

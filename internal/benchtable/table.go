@@ -98,6 +98,14 @@ var Rows = []Row{
 	{Path: "agent-side invoke", Brain: "BenchmarkInvoke", TargetNs: 3000, TargetAlloc: 10},
 	{Path: "agent-side invoke vs JSON floor", Brain: "BenchmarkInvoke", Floor: "BenchmarkFloorJSONFuncCall"},
 	{Path: "js handle small call", Brain: "BenchmarkCallSmall", TargetNs: 30000},
+	// Issue 22: TypeScript tools on brain's JavaScript engine (QuickJS).
+	{Path: "TypeScript tool warm invoke", Brain: "BenchmarkEchoScript", TargetNs: 100000},
+	{Path: "TypeScript tool warm invoke vs the Go artifact", Brain: "BenchmarkEchoScript", Floor: "BenchmarkEchoArtifact", TargetRatio: 5},
+	{Path: "TypeScript tool warm invoke vs wazero call", Brain: "BenchmarkEchoScript", Floor: "BenchmarkWazeroCall"},
+	{Path: "TypeScript tool provisioning, warm cache", Brain: "BenchmarkProvisionScriptWarmCache", TargetNs: 50e6},
+	{Path: "TypeScript tool: a new session's realm", Brain: "BenchmarkNewSessionScript"},
+	{Path: "JavaScript engine small call (QuickJS, a reused realm)", Brain: "BenchmarkRunSmall", TargetNs: 50000},
+	{Path: "JavaScript engine: a fresh VM", Brain: "BenchmarkNew"},
 	{Path: "native tool invoke vs JSON floor", Brain: "BenchmarkInvokeNative", Floor: "BenchmarkFloorJSONFuncCall"},
 	{Path: "journal append (default sync)", Brain: "BenchmarkAppend/default"},
 }

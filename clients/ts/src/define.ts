@@ -1,34 +1,8 @@
 import { BrainError, isIdentifierCode } from "./errors.js";
+import { toJSONSchema, type Infer, type InferInput, type StandardResult, type StandardSchemaV1 } from "./schema.js";
 import type { Capability, CapabilityOrigin } from "./types.js";
 
-/**
- * StandardSchemaV1 is the Standard Schema interface (standardschema.dev),
- * which zod 4 implements: the package reads a schema through it, so that it
- * never imports zod at run time. Copied from the specification, as it asks.
- */
-export interface StandardSchemaV1<Input = unknown, Output = Input> {
-  readonly "~standard": {
-    readonly version: 1;
-    readonly vendor: string;
-    readonly validate: (value: unknown) => StandardResult<Output> | Promise<StandardResult<Output>>;
-    readonly types?: { readonly input: Input; readonly output: Output } | undefined;
-    /** Standard JSON Schema (zod ≥ 4.2): the schema's own conversion. */
-    readonly jsonSchema?: {
-      readonly input: (options: { readonly target: string }) => Record<string, unknown>;
-      readonly output: (options: { readonly target: string }) => Record<string, unknown>;
-    };
-  };
-}
-
-/** The result of a Standard Schema validation. */
-export type StandardResult<Output> =
-  | { readonly value: Output; readonly issues?: undefined }
-  | { readonly issues: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined }> };
-
-/** The type a schema produces after validation. */
-export type Infer<S> = S extends StandardSchemaV1<unknown, infer O> ? O : unknown;
-/** The type a schema accepts. */
-export type InferInput<S> = S extends StandardSchemaV1<infer I, unknown> ? I : unknown;
+export type { Infer, InferInput, StandardResult, StandardSchemaV1 };
 
 /** What a handler gets besides its input. */
 export interface HandlerContext {
@@ -142,28 +116,6 @@ export function defineCapability<
       return validate(output as StandardSchemaV1, result, "invalid_output", "result");
     },
   };
-}
-
-function toJSONSchema(name: string, io: "input" | "output", schema: StandardSchemaV1): Record<string, unknown> {
-  const std = schema?.["~standard"];
-  if (std === undefined) {
-    throw new TypeError(`defineCapability ${name}: ${io} is not a schema (want zod 4 or another Standard Schema)`);
-  }
-  try {
-    if (std.jsonSchema !== undefined) {
-      return std.jsonSchema[io]({ target: "draft-2020-12" });
-    }
-    // zod 4.0 and 4.1: the schema's own method.
-    const own = (schema as unknown as { toJSONSchema?: (o: object) => Record<string, unknown> }).toJSONSchema;
-    if (typeof own === "function") {
-      return own.call(schema, { io, target: "draft-2020-12" });
-    }
-  } catch (err) {
-    throw new TypeError(`defineCapability ${name}: ${io} schema has no JSON Schema form: ${(err as Error).message}`, {
-      cause: err,
-    });
-  }
-  throw new TypeError(`defineCapability ${name}: the ${std.vendor} ${io} schema cannot convert itself to JSON Schema; pass ${io}Schema`);
 }
 
 async function validate(schema: StandardSchemaV1, value: unknown, code: string, what: string): Promise<unknown> {

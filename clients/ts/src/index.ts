@@ -9,6 +9,21 @@
 export * from "./types.js";
 export { isRenderCapability, isUserInvokable } from "./capability.js";
 export { BrainError, isIdentifierCode } from "./errors.js";
+export { CapabilityError, HANDLE_NAMES } from "./handles.js";
+export type {
+  CapabilityHandles,
+  ExecCommand,
+  ExecHandle,
+  ExecResult,
+  FetchRequest,
+  FetchResponse,
+  FileInfo,
+  FsHandle,
+  HandleName,
+  JsHandle,
+  NetHandle,
+  PageHandle,
+} from "./handles.js";
 export {
   defineCapability,
   errorEnvelope,

@@ -360,6 +360,11 @@ type Case struct {
 	Want any
 	// Check, when set, checks the outcome further; it runs once per mode.
 	Check func(t testing.TB, out protocol.Outcome)
+	// NoTwin, when set, says why the case is not run against the tool's
+	// twin in another language ([Twins]): what the languages cannot
+	// share, such as an error message of Go's own regular expression
+	// parser.
+	NoTwin string
 }
 
 // result is what one call did.

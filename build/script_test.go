@@ -1,0 +1,224 @@
+package build_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brainrt/brain/build"
+	"github.com/brainrt/brain/host/jshost"
+	"github.com/brainrt/brain/kernel"
+)
+
+// tsProject is the TypeScript project the golden test builds.
+const tsProject = "../examples/ts-tools"
+
+// golden is the committed artifact of examples/ts-tools/src/echo.tool.ts;
+// the JavaScript host's benchmarks run it.
+const golden = "../host/jshost/testdata"
+
+// npmCI installs the project's dependencies when they are missing, from
+// its committed package-lock.json.
+func npmCI(t testing.TB, dir string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
+		return
+	}
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v: %s", dir, err, out)
+	}
+}
+
+// TestBuildScriptsGolden builds examples/ts-tools twice: the two builds
+// give identical bytes (and so identities), echo's artifact is the golden
+// one, and it runs end to end on a hosting environment.
+func TestBuildScriptsGolden(t *testing.T) {
+	npmCI(t, tsProject)
+	ctx := context.Background()
+	dirs := []string{t.TempDir(), t.TempDir()}
+	var ids [2]map[string]string
+	for i, d := range dirs {
+		arts, err := build.BuildScripts(ctx, tsProject, build.Options{Out: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = map[string]string{}
+		for _, a := range arts {
+			ids[i][a.Manifest.Name] = a.Manifest.Payload
+			if len(a.Unused) > 0 {
+				t.Errorf("%s declares handles its code never names: %v", a.Manifest.Name, a.Unused)
+			}
+		}
+	}
+	if len(ids[0]) != 8 {
+		t.Fatalf("built %d tools, want 8 (the seven examples and echo): %v", len(ids[0]), ids[0])
+	}
+	files, _ := filepath.Glob(filepath.Join(dirs[0], "*"))
+	for _, f := range files {
+		a, _ := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(dirs[1], filepath.Base(f)))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs between two builds", filepath.Base(f))
+		}
+	}
+	for _, name := range []string{"echo.tool.json", "echo.mjs"} {
+		got, _ := os.ReadFile(filepath.Join(dirs[0], name))
+		if *update {
+			if err := os.WriteFile(filepath.Join(golden, name), got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(filepath.Join(golden, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from %s (go test ./build -run Golden -update rewrites it):\n%s", name, golden, got)
+		}
+	}
+	var m map[string]any
+	b, _ := os.ReadFile(filepath.Join(golden, "echo.tool.json"))
+	if err := json.Unmarshal(b, &m); err != nil || m["runtime"] != "js/1" || m["hosting"] != "provisioned" {
+		t.Fatalf("golden manifest %s: %v", b, err)
+	}
+	// End to end: the golden artifact on a hosting environment.
+	h, err := jshost.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := h.LoadManifest(filepath.Join(golden, "echo.tool.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := kernel.New(nil)
+	defer env.Close()
+	env.Setup(ctx)
+	if rec := env.Attach(ctx, kernel.Attachment{Tool: a}); !rec.OK() {
+		t.Fatalf("attach: %+v", rec.Failures)
+	}
+	out := env.Invoke(ctx, "echo", kernel.Call{Input: json.RawMessage(`{"message":"héllo"}`)})
+	if out.Err != nil || string(out.Value) != `{"message":"héllo"}` {
+		t.Fatalf("invoke: %s %+v", out.Value, out.Err)
+	}
+	out = env.Invoke(ctx, "echo", kernel.Call{Input: json.RawMessage(`{"message":1}`)})
+	if out.Err == nil || out.Err.Code != "invalid_input" {
+		t.Fatalf("invalid input: %s %+v", out.Value, out.Err)
+	}
+}
+
+// writeProject writes a script project of files (name → content) with an
+// empty package.json.
+func writeProject(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files["package.json"] = `{"name": "t", "private": true, "type": "module"}`
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// handWritten is a tool made without the SDK, as tool() makes one.
+func handWritten(name, requires, run string) string {
+	return `const t = {
+  name: ` + name + `, description: "d", requires: ` + requires + `, run: ` + run + `,
+  describe() { return { name: this.name, description: "d", input_schema: { type: "object" }, requires: this.requires, binding_names: [] }; },
+};
+const r = globalThis[Symbol.for("brain.register")];
+if (typeof r === "function") r(t);
+export default t;
+`
+}
+
+// TestUnusedHandles: build warns when a declared handle is never named by
+// the tool's own code — its name in requires (a string), in a comment or
+// in a dependency does not count — and never fails for it.
+func TestUnusedHandles(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"used.tool.js":   handWritten(`"t.used"`, `["fs", "exec"]`, `async ({ handles }) => { const { exec } = handles; await handles.fs.readFile("x"); return exec; }`),
+		"unused.tool.js": handWritten(`"t.unused"`, `["fs", "net"]`, `() => { /* handles.fs is not used */ return "fs net" }`),
+		"lib/dep.js":     `export const fs = 1;`,
+	})
+	var logs bytes.Buffer
+	arts, err := build.BuildScripts(context.Background(), dir, build.Options{Out: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range arts {
+		got[a.Manifest.Name] = fmt.Sprint(a.Unused)
+	}
+	if got["t.used"] != "[]" || got["t.unused"] != "[fs net]" {
+		t.Fatalf("unused handles %v, want none for t.used and fs,net for t.unused", got)
+	}
+	if !strings.Contains(logs.String(), "declared handle is never used") {
+		t.Fatalf("no warning logged: %s", logs.String())
+	}
+}
+
+// TestBuildScriptsErrors: what is wrong with a project is an error naming
+// it.
+func TestBuildScriptsErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		msg   string
+	}{
+		{name: "no tool file", files: map[string]string{"index.js": "export default 1"}, msg: "no tool file"},
+		{name: "syntax error", files: map[string]string{"a.tool.js": "export default {;"}, msg: "esbuild: a.tool.js:1:"},
+		{name: "no tool defined", files: map[string]string{"a.tool.js": "export default 1"}, msg: "defined no tool"},
+		{name: "throws at load", files: map[string]string{"a.tool.js": `throw new Error("at load")`}, msg: "at load"},
+		{name: "unknown handle", files: map[string]string{"a.tool.js": handWritten(`"t.a"`, `["disk"]`, `() => 1`)}, msg: `unknown handle "disk"`},
+		{name: "two files, one name", files: map[string]string{"a.tool.js": handWritten(`"t.same"`, `[]`, `() => 1`), "b.tool.js": handWritten(`"t.same"`, `[]`, `() => 2`)}, msg: `both define the tool "t.same"`},
+		{name: "loops forever", files: map[string]string{"a.tool.js": `for (;;) {}`}, msg: "deadline"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeProject(t, tc.files)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := build.BuildScripts(ctx, dir, build.Options{Out: t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("BuildScripts = %v, want an error containing %q", err, tc.msg)
+			}
+		})
+	}
+	if _, err := build.BuildScripts(context.Background(), t.TempDir(), build.Options{Out: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "has no package.json") {
+		t.Fatalf("a directory without package.json: %v", err)
+	}
+}
+
+// ExampleBuildScripts builds a JavaScript project of one tool (written by
+// hand, as @brainrt/sdk's tool() makes one, so that it needs no npm
+// packages) into its artifact.
+func ExampleBuildScripts() {
+	dir, _ := os.MkdirTemp("", "brain-example-")
+	defer os.RemoveAll(dir)
+	_ = os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"type": "module"}`), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "hello.tool.js"), []byte(handWritten(`"hello"`, `[]`, `() => "hello"`)), 0o644)
+	arts, err := build.BuildScripts(context.Background(), dir, build.Options{Out: filepath.Join(dir, "out")})
+	if err != nil {
+		panic(err)
+	}
+	for _, a := range arts {
+		fmt.Println(a.Manifest.Name, a.Manifest.Runtime, filepath.Base(a.ManifestPath), filepath.Base(a.PayloadPath))
+	}
+	// Output:
+	// hello js/1 hello.tool.json hello.mjs
+}

@@ -1,0 +1,268 @@
+package jshost
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/tool"
+)
+
+// Options configure a [Host]. A nil *Options means the defaults.
+type Options struct {
+	// CacheDir holds compiled bytecode, one sealed entry per payload
+	// identity; "" keeps it in memory only. The host refuses a directory
+	// group or others can write.
+	CacheDir string
+	// MemoryLimitMiB caps each realm's heap. Default 64.
+	MemoryLimitMiB int
+	// InitTimeout bounds evaluating the module and the tool's init, at
+	// attach and for each new session, within the deadline of the context
+	// given. Default 10 s.
+	InitTimeout time.Duration
+	// MaxSessions bounds the realms one attached tool keeps; past it the
+	// least recently used idle realm is freed (its session starts afresh
+	// at its next call). Default 256.
+	MaxSessions int
+	// Logger receives the host's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Host compiles and runs JavaScript payloads. It is safe for concurrent use.
+type Host struct {
+	opts  Options
+	log   *slog.Logger
+	cache *codeCache // nil without a CacheDir
+
+	mu       sync.Mutex
+	payloads map[string][]byte // identity → verified bytes
+	compiled map[string][]byte // identity → bytecode
+}
+
+// New returns a host.
+func New(opts *Options) (*Host, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MemoryLimitMiB <= 0 {
+		o.MemoryLimitMiB = 64
+	}
+	if o.InitTimeout <= 0 {
+		o.InitTimeout = 10 * time.Second
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 256
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Host{opts: o, log: o.Logger, payloads: map[string][]byte{}, compiled: map[string][]byte{}}
+	if o.CacheDir != "" {
+		c, err := openCache(o.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("jshost: %w", err)
+		}
+		h.cache = c
+	}
+	return h, nil
+}
+
+// Identity returns a payload's identity: "sha256:<hex>".
+func Identity(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// AddPayload registers payload bytes under identity, after checking that
+// they are what the identity names.
+func (h *Host) AddPayload(identity string, payload []byte) error {
+	if got := Identity(payload); got != identity {
+		return fmt.Errorf("payload does not match its identity: want %s, got %s", identity, got)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.payloads[identity] = payload
+	return nil
+}
+
+// Bounds on what ReadArtifact reads.
+const (
+	maxManifestBytes = 4 << 20
+	maxPayloadBytes  = 16 << 20 // a bundle with zod is about 0.5 MB
+)
+
+// PayloadPath returns where the payload of the manifest at path is:
+// <name>.mjs beside <name>.tool.json.
+func PayloadPath(manifestPath string) string {
+	return strings.TrimSuffix(manifestPath, ".tool.json") + ".mjs"
+}
+
+// ReadArtifact reads a JavaScript artifact — <name>.tool.json with runtime
+// "js/1" and its payload <name>.mjs beside it — strictly: unknown manifest
+// fields, an invalid manifest, another runtime and a payload that does not
+// match its identity are errors.
+func ReadArtifact(path string) (tool.Manifest, []byte, error) {
+	var m tool.Manifest
+	if !strings.HasSuffix(path, ".tool.json") {
+		return m, nil, fmt.Errorf("%s: an artifact is named <name>.tool.json", path)
+	}
+	b, err := readBounded(path, maxManifestBytes)
+	if err != nil {
+		return m, nil, err
+	}
+	if m, err = DecodeManifest(b); err != nil {
+		return m, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	payloadPath := PayloadPath(path)
+	payload, err := readBounded(payloadPath, maxPayloadBytes)
+	if err != nil {
+		return m, nil, fmt.Errorf("%s: payload: %w", path, err)
+	}
+	if got := Identity(payload); got != m.Payload {
+		return m, nil, fmt.Errorf("%s does not match its identity: the manifest names %s, the bytes are %s", payloadPath, m.Payload, got)
+	}
+	return m, payload, nil
+}
+
+// DecodeManifest decodes the tool.json of a JavaScript artifact strictly.
+func DecodeManifest(b []byte) (tool.Manifest, error) {
+	var m tool.Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return tool.Manifest{}, err
+	}
+	if dec.More() {
+		return tool.Manifest{}, errors.New("trailing data after the manifest")
+	}
+	if err := m.Validate(); err != nil {
+		return tool.Manifest{}, err
+	}
+	if m.Runtime != tool.RuntimeJS {
+		return tool.Manifest{}, fmt.Errorf("manifest %q: runtime %q, want %q: this host runs JavaScript payloads only", m.Name, m.Runtime, tool.RuntimeJS)
+	}
+	if !isIdentity(m.Payload) {
+		return tool.Manifest{}, fmt.Errorf("payload identity %q is not sha256:<64 lower-case hex digits>", m.Payload)
+	}
+	return m, nil
+}
+
+func isIdentity(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
+}
+
+// readBounded reads a regular file of at most limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s has %d bytes, more than the %d allowed", path, fi.Size(), limit)
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// LoadManifest reads an artifact (see [ReadArtifact]) and registers its
+// payload. The returned artifact is ready to attach.
+func (h *Host) LoadManifest(path string) (*Artifact, error) {
+	m, payload, err := ReadArtifact(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.AddPayload(m.Payload, payload); err != nil {
+		return nil, err
+	}
+	return h.Artifact(m), nil
+}
+
+// LoadDir loads every *.tool.json in dir.
+func (h *Host) LoadDir(dir string) ([]*Artifact, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.tool.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*Artifact
+	for _, p := range paths {
+		a, err := h.LoadManifest(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Artifact returns the attachable artifact of manifest m. Its payload is
+// looked up by identity at attach: an unknown identity fails the attach.
+func (h *Host) Artifact(m tool.Manifest) *Artifact { return &Artifact{h: h, m: m} }
+
+// Artifact is a JavaScript tool artifact. It implements tool.Attachable.
+type Artifact struct {
+	h *Host
+	m tool.Manifest
+}
+
+// Manifest returns the artifact's manifest.
+func (a *Artifact) Manifest() tool.Manifest { return a.m }
+
+// Provision verifies the payload, compiles it (or takes its bytecode from
+// the cache), and makes the first realm: the module evaluated, its tool
+// checked against the manifest, and its init run with the bindings and
+// the attach's handles. Every failure is returned here, so that it fails
+// the attach receipt.
+func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[string]json.RawMessage) (tool.Instance, error) {
+	a.h.mu.Lock()
+	payload, ok := a.h.payloads[a.m.Payload]
+	a.h.mu.Unlock()
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "unknown payload identity %q: the host holds no such payload", a.m.Payload)
+	}
+	if got := Identity(payload); got != a.m.Payload { // never compile bytes that are not what the manifest names
+		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "payload does not match its identity %s (got %s)", a.m.Payload, got)
+	}
+	code, err := a.h.bytecode(ctx, a.m.Payload, payload)
+	if err != nil {
+		return nil, err
+	}
+	if bindings == nil {
+		bindings = map[string]json.RawMessage{}
+	}
+	bj, err := json.Marshal(bindings)
+	if err != nil {
+		return nil, fmt.Errorf("bindings: %w", err)
+	}
+	p := newPool(a.h, a.m, code, bj)
+	first, err := p.newInstance(ctx, hs, nil)
+	if err != nil {
+		return nil, err
+	}
+	p.spare = first
+	return p, nil
+}

@@ -1,0 +1,24 @@
+package jshost
+
+import (
+	"context"
+
+	"github.com/brainrt/brain/tool"
+)
+
+// HeapOf returns the heap of session's realm of inst, for tests.
+func HeapOf(inst tool.Instance, session string) int64 {
+	p := inst.(*pool)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if in := p.sessions[session]; in != nil {
+		return in.vm.HeapBytes()
+	}
+	return -1
+}
+
+// Serve runs one host-function request on a call that holds no handles.
+func Serve(op, arg string) string {
+	cs := &callState{ctx: context.Background()}
+	return cs.serve(op, arg)
+}

@@ -1,0 +1,333 @@
+// The host's side of a JavaScript payload's realm, evaluated before the
+// payload's module. It is given the one host function of the realm, keeps
+// it in this closure (no global holds it), builds the handle objects a
+// call is given, and returns the dispatcher the Go host calls: nothing
+// else of the host is reachable from the payload. The payload's module
+// registers its tool through the symbol brain.register, which exists only
+// while the module evaluates. Why a prelude and not SDK code:
+// docs/RATIONALE.md, "Why does the host build the handle objects?".
+(function (host) {
+  "use strict";
+  const REGISTER = Symbol.for("brain.register");
+  const freeze = Object.freeze;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+
+  // CapabilityError is what a handle operation throws: the SDK's class
+  // when the payload registered it (so that instanceof works in the
+  // tool's code), else this one, with the same shape.
+  let CapabilityError = class CapabilityError extends Error {
+    constructor(code, message, where) {
+      super(message);
+      this.name = "CapabilityError";
+      this.code = code;
+      this.handle = where && where.handle;
+      this.op = where && where.op;
+    }
+  };
+
+  // base64, as Go's encoding/json writes []byte.
+  const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const DECODE = new Int16Array(128).fill(-1);
+  for (let i = 0; i < 64; i++) DECODE[ALPHABET.charCodeAt(i)] = i;
+  function toBytes(s) {
+    if (s == null) return new Uint8Array(0);
+    let n = s.length;
+    while (n > 0 && s[n - 1] === "=") n--;
+    const out = new Uint8Array((n * 3) >> 2);
+    let acc = 0, bits = 0, j = 0;
+    for (let i = 0; i < n; i++) {
+      acc = (acc << 6) | DECODE[s.charCodeAt(i) & 127];
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out[j++] = (acc >> bits) & 255;
+      }
+    }
+    return out;
+  }
+  function toBase64(b) {
+    if (typeof b === "string") b = utf8(b);
+    if (!(b instanceof Uint8Array)) throw new TypeError("want a Uint8Array or a string");
+    let s = "";
+    let i = 0;
+    for (; i + 2 < b.length; i += 3) {
+      const n = (b[i] << 16) | (b[i + 1] << 8) | b[i + 2];
+      s += ALPHABET[n >> 18] + ALPHABET[(n >> 12) & 63] + ALPHABET[(n >> 6) & 63] + ALPHABET[n & 63];
+    }
+    if (i < b.length) {
+      const n = (b[i] << 16) | ((i + 1 < b.length ? b[i + 1] : 0) << 8);
+      s += ALPHABET[n >> 18] + ALPHABET[(n >> 12) & 63] + (i + 1 < b.length ? ALPHABET[(n >> 6) & 63] : "=") + "=";
+    }
+    return s;
+  }
+  function utf8(s) {
+    const out = [];
+    for (let i = 0; i < s.length; i++) {
+      let c = s.codePointAt(i);
+      if (c > 0xffff) i++;
+      if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
+      if (c < 0x80) out.push(c);
+      else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
+      else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+      else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+    }
+    return new Uint8Array(out);
+  }
+
+  // call runs one handle operation on the Go side, synchronously.
+  function call(op, arg) {
+    const r = parse(host(op, stringify(arg === undefined ? null : arg)));
+    if (r.ok) return r.value;
+    const e = r.error;
+    throw new CapabilityError(e.code, e.message, { handle: e.handle, op: e.op });
+  }
+  const async = (f) => function () {
+    try {
+      return Promise.resolve(f.apply(undefined, arguments));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  };
+  const ms = (d) => (typeof d === "number" && d > 0 ? Math.round(d * 1e6) : 0); // ms → Go's nanoseconds
+  const info = (i) => freeze({ name: i.name, size: i.size, mode: i.mode, modTime: i.modTime, isDir: i.isDir });
+  const result = (r) => freeze({ exitCode: r.exitCode, stdout: toBytes(r.stdout), stderr: toBytes(r.stderr), truncated: !!r.truncated, durationMs: r.duration / 1e6 });
+  const SKIP = Symbol("skip");
+  const makers = {
+    exec: () => ({
+      run: async((cmd) => result(call("exec.run", {
+        program: cmd.program, args: cmd.args, dir: cmd.dir, env: cmd.env,
+        stdin: cmd.stdin === undefined ? undefined : toBase64(cmd.stdin),
+        timeout: ms(cmd.timeoutMs), maxOutput: cmd.maxOutput,
+      }))),
+    }),
+    fs: () => {
+      const fs = {
+        readFile: async((path) => toBytes(call("fs.readFile", { path }))),
+        writeFile: async((path, data) => { call("fs.writeFile", { path, data: toBase64(data) }); }),
+        readDir: async((path) => call("fs.readDir", { path }).map(info)),
+        stat: async((path) => info(call("fs.stat", { path }))),
+        mkdirAll: async((path) => { call("fs.mkdirAll", { path }); }),
+        remove: async((path) => { call("fs.remove", { path }); }),
+        rename: async((from, to) => { call("fs.rename", { from, to }); }),
+        symlink: async((target, link) => { call("fs.symlink", { target, link }); }),
+        link: async((target, link) => { call("fs.link", { target, link }); }),
+        glob: async((pattern) => call("fs.glob", { pattern })),
+        // walk visits path and everything under it in lexical order, as
+        // Go's Walk does, one readDir a directory; fn may return
+        // fs.SKIP_DIR (or a promise of it) to skip a directory.
+        walk: async(async (path, fn) => {
+          // The handle's own failures are the walk's, as Go's Walk reports
+          // them (op "walk"); fn's errors pass as they are.
+          const op = (f) => {
+            try {
+              return f();
+            } catch (e) {
+              if (e instanceof CapabilityError) throw new CapabilityError(e.code, e.message, { handle: e.handle, op: "walk" });
+              throw e;
+            }
+          };
+          const visit = async (p, i) => {
+            const r = await fn(p, i);
+            if (r === SKIP) return;
+            if (!i.isDir) return;
+            for (const e of op(() => call("fs.readDir", { path: p }))) {
+              await visit(p === "." ? e.name : p + "/" + e.name, info(e));
+            }
+          };
+          await visit(path, info(op(() => call("fs.stat", { path }))));
+        }),
+        SKIP_DIR: SKIP,
+      };
+      return fs;
+    },
+    net: () => ({
+      fetch: async((req) => {
+        const r = call("net.fetch", { method: req.method, url: req.url, header: req.header, body: req.body === undefined ? undefined : toBase64(req.body) });
+        return freeze({ status: r.status, header: r.header || {}, body: toBytes(r.body), url: r.url });
+      }),
+    }),
+    js: () => ({
+      call: async((source, args) => call("js.call", { source, args })),
+    }),
+    page: () => ({
+      navigate: async((url) => { call("page.navigate", { url }); }),
+      text: async((selector) => call("page.text", { selector: selector || "" })),
+      evaluate: async((expression) => call("page.evaluate", { expression })),
+      screenshot: async(() => toBytes(call("page.screenshot", null))),
+    }),
+  };
+
+  let tool = null;
+  globalThis[REGISTER] = (t, sdk) => {
+    if (tool !== null) throw new Error("the payload defines more than one tool");
+    if (t === null || typeof t !== "object" || typeof t.run !== "function") throw new TypeError("tool(): run must be a function");
+    tool = t;
+    if (sdk && typeof sdk.CapabilityError === "function") CapabilityError = sdk.CapabilityError;
+  };
+
+  let handles = null;
+  let bindings = freeze({});
+  let settled = null;
+  // The global object's own keys after init: what a call adds is deleted
+  // when it ends, so that no global passes from one call to the next
+  // (module scope is the place for state a tool keeps on purpose).
+  let baseline = null;
+  // tidy deletes the globals the call added; it reports false when one
+  // cannot be deleted, and the host then drops the realm.
+  //
+  // Own keys keep an order: integer keys first, then strings, then
+  // symbols, each by when they were added. The global object's keys
+  // after init have no integer key (fast) and one symbol
+  // (Symbol.toStringTag), so a few reads tell an untouched global object
+  // (see same), and only a changed one is walked.
+  function tidy() {
+    if (baseline === null) return true;
+    const keys = ownKeys(globalThis);
+    let clean = getProto(globalThis) === globalProto && isExtensible(globalThis);
+    if (fast && same(keys)) return clean;
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i];
+      if (!baseline.has(k) && !deleteProperty(globalThis, k)) clean = false;
+    }
+    return clean;
+  }
+  const ownKeys = Reflect.ownKeys;
+  const deleteProperty = Reflect.deleteProperty;
+  const getProto = Object.getPrototypeOf;
+  const isExtensible = Object.isExtensible;
+  let baseKeys = [];
+  let fast = false; // the baseline has no integer key: see tidy
+  let symbols = 0; // the baseline's symbol keys, which come last
+  // same reports whether keys, the global object's keys now, are the
+  // baseline's: the count, the first key, and the last string key with
+  // the symbols after it. A key added among the integers changes the
+  // first; among the strings, the last string (which is where a new one
+  // goes, also when another was deleted); among the symbols, the last.
+  function same(keys) {
+    const n = keys.length;
+    if (n !== baseKeys.length || keys[0] !== baseKeys[0]) return false;
+    for (let i = 1; i <= symbols + 1 && i <= n; i++) {
+      if (keys[n - i] !== baseKeys[n - i]) return false;
+    }
+    return true;
+  }
+  const globalProto = Object.getPrototypeOf(globalThis);
+
+  // The call's script is stopped at its deadline or cancellation with an
+  // exception no code catches, so the signal a call sees never fires.
+  const signal = freeze({ aborted: false, reason: undefined, onabort: null, addEventListener() {}, removeEventListener() {}, throwIfAborted() {} });
+  const options = freeze({});
+  function context(c) {
+    // Not frozen: a tool that changes its own context harms only itself,
+    // and freezing costs every call.
+    return ({
+      handles, bindings, signal,
+      deadline: c.deadline,
+      callId: c.id,
+      requestId: c.id,
+      workspace: c.workspace || undefined,
+      session: c.session || undefined,
+      options,
+      progress(done, total, message) {
+        call("progress", { done: +done || 0, total: +total || 0, message: message === undefined ? "" : String(message) });
+      },
+    });
+  }
+
+  function failure(e) {
+    if (e === null || e === undefined) return { ok: false, thrown: { null: e === null } };
+    const t = { name: "", message: "", code: "", stack: "", handle: "", op: "" };
+    try {
+      if (typeof e === "object" || typeof e === "function") {
+        t.name = typeof e.name === "string" ? e.name : "";
+        t.message = typeof e.message === "string" ? e.message : String(e);
+        t.code = typeof e.code === "string" ? e.code : "";
+        t.stack = typeof e.stack === "string" ? e.stack : "";
+        if (e instanceof CapabilityError) {
+          t.handle = String(e.handle);
+          t.op = String(e.op);
+        }
+      } else {
+        t.message = String(e);
+      }
+    } catch (x) {
+      t.message = "(the thrown value could not be read)";
+    }
+    return { ok: false, thrown: t };
+  }
+  const done = (v) => ({ ok: true, value: v === undefined ? null : v });
+  const encode = (r) => {
+    try {
+      if (r.ok) {
+        // The form the Go side reads without decoding: {"ok":true,"value":…}
+        const v = stringify(r.value);
+        return '{"ok":true,"value":' + (v === undefined ? "null" : v) + "}";
+      }
+      return stringify(r);
+    } catch (e) {
+      return stringify({ ok: false, thrown: { name: "TypeError", message: "the result cannot be encoded as JSON: " + String(e && e.message), code: "", stack: "" } });
+    }
+  };
+  // settle runs f and encodes its outcome, or leaves it to a promise:
+  // "" means pending (the Go side runs the jobs, then asks take).
+  function settle(f) {
+    settled = null;
+    let r;
+    try {
+      r = f();
+    } catch (e) {
+      return finish(failure(e));
+    }
+    if (r === null || (typeof r !== "object" && typeof r !== "function") || typeof r.then !== "function") return finish(done(r));
+    Promise.resolve(r).then((v) => { settled = finish(done(v)); }, (e) => { settled = finish(failure(e)); });
+    return "";
+  }
+  function finish(o) {
+    const s = encode(o);
+    if (!tidy()) return s.slice(0, -1) + ',"dirty":true}';
+    return s;
+  }
+
+  return function dispatch(op, arg) {
+    switch (op) {
+      case "seal": {
+        delete globalThis[REGISTER];
+        if (tool === null) return stringify({ ok: false, error: "the payload's module defined no tool: a payload calls tool() from @brainrt/sdk once" });
+        const req = Array.isArray(tool.requires) ? tool.requires.slice() : [];
+        const bn = tool.bindings && typeof tool.bindings === "object" ? Object.keys(tool.bindings) : [];
+        return stringify({ ok: true, name: String(tool.name), requires: req, bindings: bn });
+      }
+      case "init": {
+        const a = parse(arg);
+        bindings = freeze(a.bindings || {});
+        const hs = {};
+        for (const k of a.requires) hs[k] = freeze(makers[k]());
+        handles = freeze(hs);
+        if (typeof tool.init !== "function") return encode(done(null));
+        return settle(() => tool.init(context(a)));
+      }
+      case "baseline": {
+        baseKeys = ownKeys(globalThis);
+        baseline = new Set(baseKeys);
+        fast = true;
+        symbols = 0;
+        for (const k of baseKeys) {
+          if (typeof k === "symbol") symbols++;
+          else if (String(k >>> 0) === k) fast = false;
+        }
+        return "";
+      }
+      case "invoke": {
+        const a = parse(arg);
+        // The SDK's invoke parses the input with the tool's own schema
+        // (defaults, transforms) before run; a bare run gets it as it is.
+        const c = context(a);
+        return settle(() => (typeof tool.invoke === "function" ? tool.invoke(c, a.input) : tool.run(c, a.input)));
+      }
+      case "take":
+        return settled === null ? "" : settled;
+    }
+    throw new Error("unknown dispatch " + op);
+  };
+})

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// A stop is not an event. A graceful stop — SIGTERM, the end of
+// `brain serve` — never writes to a session's journal: a restarted node,
+// or the node that takes the session over, restores it exactly as it was,
+// with its approvals still pending, its peers' calls still waiting for
+// their results, and no register or deregister event from tools leaving
+// and coming back. The order (docs/operations.md, "Stopping"):
+//
+//  1. Stop: no session is opened or created any more (503, "the node is
+//     stopping": a client reconnects, in a cluster to the session's next
+//     owner); the tools that are running are given until the stop's bound
+//     to finish, and their outcomes are journaled as usual; then every
+//     session's journal is closed.
+//  2. The connections end — WebSockets with close code 1001 and a reason,
+//     MCP requests with their request — and whatever that causes in a
+//     session (a caller going away, a peer's tools leaving) is dropped
+//     with the closed journal: nobody sees it, nothing stores it.
+//  3. Close: every session leaves memory as a hibernating one does (its
+//     environment forgets it without deregistering anything) and, in a
+//     cluster, its lease is released — before the store's connection
+//     closes, so that another node takes it at once.
+
+// ErrStopping is the cause of a stop: requests and connections of a
+// stopping node end with it, and new ones are refused (503).
+var ErrStopping = errors.New("the node is stopping")
+
+// Stop begins a graceful stop: it refuses new sessions from now on, waits
+// (until ctx ends) for the Go handlers running in the sessions — the
+// environment's tools — to finish, and closes every session's journal, so
+// that nothing that happens in memory from then on is stored or seen. It
+// returns once the journals are closed; call [Manager.Close] after the
+// connections have ended.
+func (m *Manager) Stop(ctx context.Context) {
+	m.mu.Lock()
+	m.stopping = true
+	m.mu.Unlock()
+	for {
+		running := 0
+		for _, e := range m.liveEntries() {
+			running += e.s.RunningHandlers()
+		}
+		if running == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			m.log.Warn("stopping with tools still running: their calls end unavailable when the sessions are restored", slog.Int("running", running))
+		case <-time.After(20 * time.Millisecond): // polling a count for at most the stop's bound
+			continue
+		}
+		break
+	}
+	m.journals.mu.Lock()
+	for _, cj := range m.journals.by {
+		cj.closed.Store(true)
+	}
+	m.journals.mu.Unlock()
+	m.log.Info("sessions' journals closed for the stop")
+}
+
+// Close ends a stop begun with [Manager.Stop]: every session leaves memory
+// (ManagerOptions.Release, as for a hibernating one) and its lease, in a
+// cluster, is released within ctx. Release errors are returned joined.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.stopping = true
+	entries := make([]*managed, 0, len(m.live))
+	for id, e := range m.live {
+		select {
+		case <-e.ready:
+		default:
+			continue
+		}
+		delete(m.live, id)
+		if e.err == nil {
+			entries = append(entries, e)
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, e := range entries {
+		// Whoever still waits in this process for a call (an MCP request
+		// the transport keeps on its own connection, the model loop) is
+		// told the node is stopping; the journal is closed, so the call
+		// stays pending in it for the next start or owner.
+		for _, c := range e.s.Snapshot().PendingCalls {
+			_ = e.s.Cancel(c.CallID, "the node is stopping")
+		}
+		if m.opts.Release != nil {
+			m.opts.Release(e.s)
+		}
+		m.journals.untrack(e.s)
+		if e.lease != nil {
+			if err := e.lease.Release(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	m.log.Info("sessions released for the stop", slog.Int("sessions", len(entries)))
+	return errors.Join(errs...)
+}
+
+// liveEntries returns the sessions in memory and ready.
+func (m *Manager) liveEntries() []*managed {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*managed, 0, len(m.live))
+	for _, e := range m.live {
+		select {
+		case <-e.ready:
+			if e.err == nil {
+				out = append(out, e)
+			}
+		default:
+		}
+	}
+	return out
+}
