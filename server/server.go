@@ -124,6 +124,10 @@ func (srv *Server) withSession(create func(*http.Request) bool, h sessionHandler
 // deleted session is never created again by a connection (tenancy.go).
 func joinWS(*http.Request) bool { return true }
 
+// mcpCallerHeader is mcpbridge.CallerHeader (this package does not import
+// mcpbridge): the authenticated name of an MCP request's token.
+const mcpCallerHeader = "Brain-Mcp-Caller"
+
 // joinMCP: an MCP request creates its session when it never existed.
 func joinMCP(*http.Request) bool { return true }
 
@@ -153,6 +157,10 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 	// MCP side, counted beside the WebSocket ones.
 	srv.conns.add(sideMCP, 1)
 	defer srv.conns.add(sideMCP, -1)
+	// Who the caller is, as this kernel authenticated it: what an
+	// elicitation-answered approval records as decider (mcpbridge.CallerHeader).
+	// Never what the client sent.
+	r.Header.Set(mcpCallerHeader, pr.Peer.Name)
 	srv.opts.MCP(s).ServeHTTP(w, r)
 }
 
