@@ -165,8 +165,8 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 // as the returned context lives; Delete cancels it. The caller holds the
 // session (Acquire or Lookup) and calls done when the connection ends.
 func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	c := &conn{side: side, cancel: cancel}
+	ctx, end := context.WithCancelCause(ctx)
+	c := &conn{side: side, cancel: func() { end(nil) }, end: end}
 	m.mu.Lock()
 	e := m.live[id]
 	if e != nil {
@@ -177,10 +177,10 @@ func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide)
 		// The session left memory since the caller acquired it (deleted,
 		// or its lease lost: cluster.go): nothing would end this
 		// connection, so it ends now and the peer reconnects.
-		cancel()
+		c.cancel()
 	}
 	return ctx, func() {
-		cancel()
+		c.cancel()
 		if e != nil {
 			m.mu.Lock()
 			delete(e.conns, c)
@@ -274,6 +274,11 @@ func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id stri
 		httpError(w, http.StatusTooManyRequests, string(perr.Code), perr.Message)
 	case srv.forward(w, r, err): // owned by another node (cluster.go)
 	default:
+		if msg, ok := storeFaultOf(err); ok { // storefault.go
+			srv.log.Warn("acquire session: the store cannot serve", slog.String("session", id), slog.String("error", err.Error()))
+			storeUnavailable(w, msg)
+			return false
+		}
 		srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
 		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
 	}

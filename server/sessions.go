@@ -82,6 +82,7 @@ type managed struct {
 type conn struct {
 	side   session.PeerSide
 	cancel context.CancelFunc
+	end    context.CancelCauseFunc // cancel with a cause: a closeError gives a WebSocket its close code and reason (storefault.go)
 }
 
 // NewManager returns a manager.

@@ -69,6 +69,12 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	// a status and a reason (the close handshake), not dropped.
 	var readerDone atomic.Bool
 	stopClose := context.AfterFunc(ctx, func() {
+		if ce, ok := closeCause(context.Cause(ctx)); ok {
+			// This node stops serving the session (storefault.go): the
+			// peer is told why, with the close handshake.
+			go func() { _ = conn.Close(ce.code, ce.reason) }()
+			return
+		}
 		if errors.Is(context.Cause(ctx), ErrStopping) {
 			// A stop tells the peer why, with the close handshake (which
 			// ends the blocked read), so that it reconnects — in a cluster
@@ -99,6 +105,11 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	if errors.Is(reason, ErrStopping) {
 		_ = conn.Close(websocket.StatusGoingAway, stoppingReason)
+		return
+	}
+	if ce, ok := closeCause(reason); ok {
+		c.log.Info("peer disconnected", slog.String("reason", ce.reason))
+		_ = conn.Close(ce.code, ce.reason)
 		return
 	}
 	if reason == nil || errors.Is(reason, context.Canceled) || isNormalClose(reason) {
@@ -294,7 +305,7 @@ func (c *wsConn) send(f *protocol.Frame) {
 	// In a cluster, no reply before the journal has stored what it
 	// acknowledges (cluster.go; keep this gate: TestClusterLoad).
 	if c.fence != nil && !c.fence.admits(f) {
-		c.cancel(errUnjournaled)
+		c.cancel(c.fence.closeCause())
 		return
 	}
 	select {
@@ -432,7 +443,7 @@ func (c *wsConn) encodeEvent(ev session.Event) []byte {
 	// In a cluster, no event the journal has not stored; the connection
 	// ends (cluster.go; keep this gate: TestClusterLoad).
 	if c.fence != nil && !c.fence.shows(ev.Seq) {
-		c.cancel(errUnjournaled)
+		c.cancel(c.fence.closeCause())
 		return nil
 	}
 	if snap, ok := ev.Msg.(*protocol.Snapshot); ok {

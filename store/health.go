@@ -226,7 +226,8 @@ func (s *Store) probe() {
 		if !s.nc.IsConnected() {
 			what += ", the connection to NATS is down"
 		}
-		h.Message = fmt.Sprintf("the session store does not answer: %s (%d of %d NATS servers reachable: a leader election, or servers that cannot reach each other)", what, reachable, n)
+		// A leader election, or servers that cannot reach each other.
+		h.Message = fmt.Sprintf("the session store does not answer: %s (%d of %d NATS servers reachable)", what, reachable, n)
 	}
 	s.setHealth(h, err)
 }

@@ -494,18 +494,21 @@ func renewBackoff(n int) time.Duration {
 	return d - mrand.N(d/5)
 }
 
-// lapsed is the error of a lease not renewed within its validity.
+// lapsed is the error of a lease not renewed within its validity; when
+// the store is at fault it wraps an [*UnavailableError] saying what is
+// wrong with it.
 func (x *Lease) lapsed() error {
 	x.mu.Lock()
 	n, last := x.failures, x.lastErr
 	x.mu.Unlock()
-	why := ""
+	base := fmt.Sprintf("session %q: not renewed within %s (%d renewals failed)", x.id, x.l.validFor(), n)
 	if h := x.l.s.Health(); h.State != HealthOK {
-		why = ": " + h.Message
-	} else if last != nil {
-		why = ": " + last.Error()
+		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, base, &UnavailableError{Op: "renew the lease", Health: h, Err: last})
 	}
-	return fmt.Errorf("%w: session %q: not renewed within %s (%d renewals failed)%s", ErrLeaseLost, x.id, x.l.validFor(), n, why)
+	if last != nil {
+		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, base, x.l.s.unavailable("renew the lease", last))
+	}
+	return fmt.Errorf("%w: %s", ErrLeaseLost, base)
 }
 
 // isRevisionMismatch reports an update refused because the entry's
