@@ -157,6 +157,9 @@ func (j *journal) flushLocked() error {
 			}
 			return err
 		}
+		if j.lastStream == 0 {
+			j.s.idx.stored(j.id) // the session's first stored event (index.go)
+		}
 		j.lastStream, j.lastSeq = streamSeq, p.seq
 		j.appended.Add(int64(len(p.data)))
 		j.backlogLen -= len(p.data)
