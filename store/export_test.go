@@ -37,3 +37,21 @@ func FailNextPublish(s *Store, landed bool) {
 		return nil, ErrInjected
 	}
 }
+
+// ForgetCounts removes the owners bucket's counts, as a bucket made
+// before them has none (owned.go), and makes the store ask again.
+func ForgetCounts(ctx context.Context, s *Store) error {
+	keys, err := s.owners.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for k := range keys.Keys() {
+		if k == countsKey || len(k) > len(countPrefix) && k[:len(countPrefix)] == countPrefix {
+			if err := s.owners.Purge(ctx, k); err != nil {
+				return err
+			}
+		}
+	}
+	s.countsReady.Store(false)
+	return nil
+}

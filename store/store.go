@@ -132,6 +132,10 @@ type Store struct {
 	owners   jetstream.KeyValue // who created each session (owners.go)
 	replies  replySlots         // where journal appends wait for acknowledgements (reply.go)
 	idx      index              // the sessions with stored events, by id (index.go)
+	// countsReady: the owners bucket counts each owner's sessions
+	// (owned.go); countsMu serializes making the counts of an older one.
+	countsReady atomic.Bool
+	countsMu    sync.Mutex
 	// msgIDs: journal appends carry a message id (Nats-Msg-Id), so that
 	// the stream drops a repeated publish. Only on an external server: the
 	// embedded one stores a session's messages one at a time, in order, so
@@ -227,6 +231,9 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 		Replicas:    o.Replicas,
 	}); err != nil {
 		return nil, fmt.Errorf("store: create bucket %s: %w", ownersBucket, err)
+	}
+	if err := s.markCounted(rctx); err != nil {
+		return nil, err
 	}
 	if s.ns == nil {
 		go s.monitor() // health.go
