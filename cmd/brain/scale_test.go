@@ -322,6 +322,7 @@ type scaleFigures struct {
 type scaleClientsAtSize struct {
 	perClient
 	Result scaleclient.Result `json:"roundTrips"`
+	Load   string             `json:"loadAverage"` // after the round trips
 }
 
 // TestScaleClients is the connected-clients load of issue 21, run only
@@ -370,7 +371,7 @@ func TestScaleClients(t *testing.T) {
 		}
 		t.Logf("%d clients: %d round trips at %.0f/s: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms; %d failed, %d dropped (load %s)",
 			n, r.Sent, r.Achieved, r.P50, r.P99, r.P999, r.Max, r.Failed, r.Dropped, loadAverage())
-		figs.Sizes = append(figs.Sizes, scaleClientsAtSize{pc, r})
+		figs.Sizes = append(figs.Sizes, scaleClientsAtSize{pc, r, loadAverage()})
 	}
 	if *scaleJSON != "" {
 		b, _ := json.MarshalIndent(figs, "", "  ")
