@@ -7,6 +7,10 @@
 #
 #   ./scale.sh                       # the sizes below; about 15 minutes on 2 cores
 #   SCALE_CLIENTS=1000 SCALE_STORED=100000 SCALE_APPENDERS=100 ./scale.sh   # a quick look
+#   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients stored appenders floor binary
+#
+# A step that fails is reported and the others still run; the report says
+# which figures are missing.
 #
 # Take latency figures in a quiet moment: the report prints the load
 # average beside each. docs/performance.md ("Scale") has the latest run.
@@ -19,37 +23,54 @@ stored=${SCALE_STORED:-100000,300000,1000000}
 appenders=${SCALE_APPENDERS:-100,300,1000}
 count=${COUNT:-5}
 out=${SCALE_OUT:-scale-out}
+only=${SCALE_ONLY:-clients stored appenders floor binary}
 mkdir -p "$out"
-rm -f "$out"/*.json "$out"/floor.txt "$out"/sizes.txt
+status=0
+step() { # name: whether to run it (and forget its last figures)
+  case " $only " in *" $1 "*) ;; *) return 1 ;; esac
+  rm -f "$out/$1.json" "$out/$1.txt"
+}
+failed() { echo "scale.sh: $1 failed" >&2; status=1; }
 
-echo "scale.sh: connected clients ($clients) at $rate round trips/s for ${seconds}s each" >&2
-go test ./cmd/brain -run '^TestScaleClients$' -count 1 -timeout 60m -v \
-  -args -scale.clients "$clients" -scale.rate "$rate" -scale.seconds "$seconds" -scale.json "$PWD/$out/clients.json" >&2
+if step clients; then
+  echo "scale.sh: connected clients ($clients) at $rate round trips/s for ${seconds}s each" >&2
+  go test ./cmd/brain -run '^TestScaleClients$' -count 1 -timeout 60m -v \
+    -args -scale.clients "$clients" -scale.rate "$rate" -scale.seconds "$seconds" -scale.json "$PWD/$out/clients.json" >&2 || failed clients
+fi
 
-echo "scale.sh: stored sessions ($stored)" >&2
-go test ./store -run '^TestScaleStored$' -count 1 -timeout 60m -v \
-  -args -scale.stored "$stored" -scale.json "$PWD/$out/stored.json" >&2
+if step stored; then
+  echo "scale.sh: stored sessions ($stored)" >&2
+  go test ./store -run '^TestScaleStored$' -count 1 -timeout 60m -v \
+    -args -scale.stored "$stored" -scale.json "$PWD/$out/stored.json" >&2 || failed stored
+fi
 
-echo "scale.sh: busy sessions ($appenders)" >&2
-go test ./store -run '^TestScaleAppenders$' -count 1 -timeout 30m -v \
-  -args -scale.appenders "$appenders" -scale.json "$PWD/$out/appenders.json" >&2
+if step appenders; then
+  echo "scale.sh: busy sessions ($appenders)" >&2
+  go test ./store -run '^TestScaleAppenders$' -count 1 -timeout 30m -v \
+    -args -scale.appenders "$appenders" -scale.json "$PWD/$out/appenders.json" >&2 || failed appenders
+fi
 
-echo "scale.sh: the journaled round trip and its floor (-count $count)" >&2
-go test ./server -run '^$' -bench '^Benchmark(WSRoundTripJournaled|FloorWSEchoJournaled)$' -benchmem -count "$count" -timeout 30m \
-  | tee "$out/floor.txt" >&2
+if step floor; then
+  echo "scale.sh: the journaled round trip and its floor (-count $count)" >&2
+  go test ./server -run '^$' -bench '^Benchmark(WSRoundTripJournaled|FloorWSEchoJournaled)$' -benchmem -count "$count" -timeout 30m \
+    > "$out/floor.txt" || failed floor
+fi
 
-echo "scale.sh: the binary" >&2
-go build -o "$out/brain-dev" ./cmd/brain
-go build -trimpath -ldflags='-s -w' -o "$out/brain-release" ./cmd/brain
-go build -trimpath -ldflags='-s -w' -tags brain_nomodels -o "$out/brain-release-nomodels" ./cmd/brain
-{
-  echo "go-build $(stat -c %s "$out/brain-dev")"
-  echo "release $(stat -c %s "$out/brain-release")"
-  echo "release-nomodels $(stat -c %s "$out/brain-release-nomodels")"
-} > "$out/sizes.txt"
-rm -f "$out"/brain-dev "$out"/brain-release "$out"/brain-release-nomodels
+if step binary; then
+  echo "scale.sh: the binary" >&2
+  go build -o "$out/brain-dev" ./cmd/brain
+  go build -trimpath -ldflags='-s -w' -o "$out/brain-release" ./cmd/brain
+  go build -trimpath -ldflags='-s -w' -tags brain_nomodels -o "$out/brain-release-nomodels" ./cmd/brain
+  {
+    echo "go-build $(stat -c %s "$out/brain-dev")"
+    echo "release $(stat -c %s "$out/brain-release")"
+    echo "release-nomodels $(stat -c %s "$out/brain-release-nomodels")"
+  } > "$out/binary.txt"
+  rm -f "$out"/brain-dev "$out"/brain-release "$out"/brain-release-nomodels
+fi
 
 echo
 echo "scale.sh: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load average now $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 go run ./internal/scalereport "$out"
+exit "$status"

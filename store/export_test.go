@@ -66,8 +66,20 @@ func Fill(ctx context.Context, s *Store, n int, id func(i int) string, data []by
 		if err != nil {
 			return err
 		}
-		if _, err := s.js.PublishAsync(subj, data); err != nil {
-			return err
+		for {
+			_, err := s.js.PublishAsync(subj, data)
+			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				if err != nil {
+					return err
+				}
+				break
+			}
+			// Too many in flight: let them land, then go on.
+			select {
+			case <-s.js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	select {

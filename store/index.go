@@ -213,13 +213,19 @@ func (x *index) count() int {
 // scanBatch is how many subjects one fetch of scanSessions asks for.
 const scanBatch = 4096
 
+// scanTimeout bounds the creation of scanSessions' consumer (unless ctx
+// ends sooner, or Options.Timeout is longer).
+const scanTimeout = 2 * time.Minute
+
 // scanSessions reads the id of every session with stored events: one
 // message per subject, the last, headers only, through an ephemeral
 // consumer — the server walks its per-subject state once, in stream
 // order (a stream info listing subjects would sort them all for every
 // hundred thousand).
 func (s *Store) scanSessions(ctx context.Context) ([]string, error) {
-	rctx, cancel := s.requestContext(ctx)
+	// The server counts the subjects before it answers the consumer's
+	// creation: seconds for a million, more than a request's timeout.
+	rctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, scanTimeout))
 	cons, err := s.stream.CreateConsumer(rctx, jetstream.ConsumerConfig{
 		FilterSubject:     subjectPrefix + "*",
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
@@ -275,14 +281,15 @@ func (s *Store) loadIndex(ctx context.Context) error {
 	if s.ns == nil {
 		maxAge = externalIndexAge
 	}
+	// Not retried as a request is (store/retry.go bounds the whole to
+	// Options.Timeout on the embedded server): the read of a million
+	// subjects takes longer than that, and a failed one is read again by
+	// the next request.
 	err := s.idx.ready(ctx, maxAge, func(ctx context.Context) ([]string, error) {
-		var ids []string
-		err := s.retry(ctx, "list sessions", func(ctx context.Context) error {
-			var err error
-			ids, err = s.scanSessions(ctx)
-			return err
-		})
-		return ids, err
+		if h := s.failing(); h != nil {
+			return nil, &UnavailableError{Op: "list sessions", Health: *h}
+		}
+		return s.scanSessions(ctx)
 	})
 	if errors.Is(err, ErrUnavailable) {
 		return err

@@ -180,7 +180,9 @@ func TestScaleStored(t *testing.T) {
 		fig.RSSPerSession = (float64(r1) - float64(r0)) / float64(n)
 
 		start = time.Now()
-		ids, more, err := st.SessionsPage(ctx(t), "", 100)
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // the index's read: seconds at a million
+		ids, more, err := st.SessionsPage(pctx, "", 100)
+		cancel()
 		fig.FirstPageMs = ms(time.Since(start))
 		if err != nil || len(ids) != 100 || !more {
 			t.Fatalf("first page: %d ids, more %v, %v", len(ids), more, err)

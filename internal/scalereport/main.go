@@ -5,7 +5,7 @@
 //
 // DIR holds clients.json (cmd/brain TestScaleClients), stored.json and
 // appenders.json (store TestScaleStored, TestScaleAppenders), floor.txt
-// (the journaled round trip's benchmarks) and sizes.txt (the release
+// (the journaled round trip's benchmarks) and binary.txt (the release
 // binaries' sizes); a missing file is reported as not run.
 package main
 
@@ -188,9 +188,9 @@ func floor(dir string) {
 
 func sizes(dir string) {
 	fmt.Println("The binary (goal: a release ≤ 80 MB)")
-	b, err := os.ReadFile(filepath.Join(dir, "sizes.txt"))
+	b, err := os.ReadFile(filepath.Join(dir, "binary.txt"))
 	if err != nil {
-		fmt.Printf("  (sizes.txt: not run)\n")
+		fmt.Printf("  (binary.txt: not run)\n")
 		return
 	}
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
