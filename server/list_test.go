@@ -83,9 +83,7 @@ func TestListSessionsPages(t *testing.T) {
 	// Stored sessions of nobody's tenant (an operator's to see), one of
 	// them also live.
 	st.extra = []string{"a-stored", "m03", "z-stored"}
-	for _, id := range []string{"a-stored", "z-stored"} {
-		all = append(all, id)
-	}
+	all = append(all, "a-stored", "z-stored")
 	for i := range 7 {
 		all = append(all, fmt.Sprintf("m%02d", i), fmt.Sprintf("o%02d", i))
 	}
