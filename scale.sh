@@ -7,7 +7,7 @@
 #
 #   ./scale.sh                       # the sizes below; about 15 minutes on 2 cores
 #   SCALE_CLIENTS=1000 SCALE_STORED=100000 SCALE_APPENDERS=100 ./scale.sh   # a quick look
-#   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients stored appenders floor binary
+#   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients stored appenders mcp floor binary
 #
 # A step that fails is reported and the others still run; the report says
 # which figures are missing.
@@ -21,9 +21,10 @@ rate=${SCALE_RATE:-2000}
 seconds=${SCALE_SECONDS:-10}
 stored=${SCALE_STORED:-100000,300000,1000000}
 appenders=${SCALE_APPENDERS:-100,300,1000}
+mcpclients=${SCALE_MCP:-100,300,1000}
 count=${COUNT:-5}
 out=${SCALE_OUT:-scale-out}
-only=${SCALE_ONLY:-clients stored appenders floor binary}
+only=${SCALE_ONLY:-clients stored appenders mcp floor binary}
 mkdir -p "$out"
 status=0
 step() { # name: whether to run it (and forget its last figures)
@@ -48,6 +49,12 @@ if step appenders; then
   echo "scale.sh: busy sessions ($appenders)" >&2
   go test ./store -run '^TestScaleAppenders$' -count 1 -timeout 30m -v \
     -args -scale.appenders "$appenders" -scale.json "$PWD/$out/appenders.json" >&2 || failed appenders
+fi
+
+if step mcp; then
+  echo "scale.sh: sessions each driven by its own MCP client ($mcpclients)" >&2
+  go test ./cmd/brain -run '^TestScaleMCP$' -count 1 -timeout 30m -v \
+    -args -scale.mcp "$mcpclients" -scale.mcpjson "$PWD/$out/mcp.json" >&2 || failed mcp
 fi
 
 if step floor; then

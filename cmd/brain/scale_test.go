@@ -199,8 +199,9 @@ func per(n int, base, at memSample) perClient {
 
 // scaleKernel runs `brain serve` in this process — the default tools over
 // a temporary workspace, its own data directory, no console, no quota of
-// sessions per token — and returns its address and a client token.
-func scaleKernel(t *testing.T) (addr, token string) {
+// sessions per token — and returns its address and data directory (its
+// tokens: tokenOf).
+func scaleKernel(t *testing.T) (addr, data string) {
 	t.Helper()
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "workspace")
@@ -214,10 +215,11 @@ func scaleKernel(t *testing.T) (addr, token string) {
 		}
 		return p
 	}
+	write("workspace/notes.txt", "the scale tests' file\n") // what TestScaleMCP's calls read
 	write("grants.yaml", "workspace: "+ws+"\nfs: {}\njs: {}\n")
 	cfg := write("brain.yaml", "grants: grants.yaml\ntools: [fs.read, fs.search, js.eval]\nlimits:\n  sessions_per_token: -1\n")
 	ctx, cancel := context.WithCancel(context.Background())
-	data := filepath.Join(dir, "data")
+	data = filepath.Join(dir, "data")
 	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: data, config: cfg, consoleAddr: "off", idle: time.Hour})
 	t.Cleanup(func() {
 		cancel()
@@ -227,23 +229,7 @@ func scaleKernel(t *testing.T) (addr, token string) {
 			t.Error("brain serve did not stop within a minute")
 		}
 	})
-	raw, err := os.ReadFile(filepath.Join(data, "tokens.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tf struct {
-		Tokens []struct{ Token, Side string }
-	}
-	if err := json.Unmarshal(raw, &tf); err != nil {
-		t.Fatal(err)
-	}
-	for _, tk := range tf.Tokens {
-		if tk.Side == "client" {
-			return addr, tk.Token
-		}
-	}
-	t.Fatal("no client token in tokens.json")
-	return "", ""
+	return addr, data
 }
 
 // startClients starts the clients' process against the kernel at addr.
@@ -276,8 +262,8 @@ func TestIdleClientMemory(t *testing.T) {
 	runtime.GC()
 	runtime.GC()
 	scaleclient.RaiseFileLimit()
-	addr, token := scaleKernel(t)
-	clients := startClients(t, addr, token)
+	addr, data := scaleKernel(t)
+	clients := startClients(t, addr, tokenOf(t, data, "client"))
 	g0 := runtime.NumGoroutine() // the kernel's own, and the test's: an idle client adds one
 	// The baseline has warm clients connected already, so that what the
 	// first sessions cost once (compiled schemas, pools, the store's
@@ -345,8 +331,8 @@ func TestScaleClients(t *testing.T) {
 	if need := uint64(sizes[len(sizes)-1]) + 256; limit < need {
 		t.Fatalf("the open-file limit is %d, %d clients need %d", limit, sizes[len(sizes)-1], need)
 	}
-	addr, token := scaleKernel(t)
-	clients := startClients(t, addr, token)
+	addr, data := scaleKernel(t)
+	clients := startClients(t, addr, tokenOf(t, data, "client"))
 	g0 := runtime.NumGoroutine()
 	if err := clients.Connect(1); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,8 @@
 //
 //	go run ./internal/scalereport DIR
 //
-// DIR holds clients.json (cmd/brain TestScaleClients), stored.json and
+// DIR holds clients.json and mcp.json (cmd/brain TestScaleClients,
+// TestScaleMCP), stored.json and
 // appenders.json (store TestScaleStored, TestScaleAppenders), floor.txt
 // (the journaled round trip's benchmarks) and binary.txt (the release
 // binaries' sizes); a missing file is reported as not run.
@@ -29,6 +30,7 @@ func main() {
 	clients(dir)
 	stored(dir)
 	appenders(dir)
+	mcpLoad(dir)
 	floor(dir)
 	sizes(dir)
 }
@@ -143,6 +145,29 @@ func appenders(dir string) {
 	fmt.Printf("  %9s  %12s  %28s  %s\n", "sessions", "events/s", "append p50 / p99 / max", "load")
 	for _, s := range f.Appenders {
 		fmt.Printf("  %9d  %12.0f  %8.2f / %7.2f / %7.1f ms  %s\n", s.N, s.Rate, s.P50, s.P99, s.Max, s.Load)
+	}
+	fmt.Println()
+}
+
+func mcpLoad(dir string) {
+	fmt.Println("Sessions each driven by its own MCP client (tools/call fs.read, as fast as each can)")
+	var f struct {
+		MCP []struct {
+			N      int     `json:"clients"`
+			Rate   float64 `json:"callsPerSecond"`
+			P50    float64 `json:"p50Ms"`
+			P99    float64 `json:"p99Ms"`
+			Max    float64 `json:"maxMs"`
+			Failed int64   `json:"failed"`
+			Load   string  `json:"loadAverage"`
+		} `json:"mcp"`
+	}
+	if !read(dir, "mcp.json", &f) {
+		return
+	}
+	fmt.Printf("  %9s  %12s  %28s  %7s  %s\n", "clients", "calls/s", "call p50 / p99 / max", "failed", "load")
+	for _, s := range f.MCP {
+		fmt.Printf("  %9d  %12.0f  %8.2f / %7.2f / %7.1f ms  %7d  %s\n", s.N, s.Rate, s.P50, s.P99, s.Max, s.Failed, s.Load)
 	}
 	fmt.Println()
 }
