@@ -102,7 +102,9 @@ func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after 
 	readerDone.Store(true)
 	cancel(nil)
 	c.endWriters()
-	c.sub.Close()
+	if c.sub != nil { // nil once closed (writeBatch)
+		c.sub.Close()
+	}
 	select {
 	case sub := <-c.subs:
 		sub.Close()
