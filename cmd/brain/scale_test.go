@@ -253,7 +253,10 @@ func startClients(t *testing.T, addr, token string) *scaleclient.Child {
 // the kernel's heap and goroutine stacks, idle and settled, and one round
 // trip each goes through.
 func TestIdleClientMemory(t *testing.T) {
-	const warm, n = 100, 200
+	warm, n := 100, 200
+	if testutil.RaceEnabled {
+		warm, n = 50, 100 // the race detector slows both processes about tenfold: half the clients
+	}
 	// The heap profile tells the store's write cache apart
 	// (storeCacheHeap); two collections empty the pools, so that what the
 	// store caches from here on is allocated, and profiled, afresh.
