@@ -119,8 +119,22 @@ func TestNoEventPoisonsTheJournal(t *testing.T) {
 		t.Fatalf("a normal result after the refused ones: %+v", out.Outcome)
 	}
 	c.send("w", &protocol.CapabilityInvoke{Name: "fs.write", Input: json.RawMessage(`{"path":"a"}`)})
-	wid := c.reply("w").Msg.(*protocol.Ack).CallID
-	req := c.until(ofType(protocol.TypeApprovalRequested)).Msg.(*protocol.ApprovalRequested)
+	// The ack and the approval request, in either order: the request is
+	// an event of the invoke, and the writer may send it before the ack
+	// (waiting for the ack first would skip it, and wait forever).
+	var wid string
+	var req *protocol.ApprovalRequested
+	for wid == "" || req == nil {
+		f := c.next()
+		switch m := f.Msg.(type) {
+		case *protocol.Ack:
+			if f.Ref == "w" {
+				wid = m.CallID
+			}
+		case *protocol.ApprovalRequested:
+			req = m
+		}
+	}
 	c.send("a", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
 	if r := c.reply("a"); r.Msg.MessageType() != protocol.TypeAck {
 		t.Fatalf("the approval after the refused events: %+v", r.Msg)
