@@ -32,7 +32,8 @@ import (
 //     events stream) while calls run: the election loses no lease, no
 //     call fails, no connection drops; the test reports the election and
 //     the longest call;
-//  4. SIGKILL of two nats-servers of three: within 2 s every node says
+//  4. SIGKILL of a nats-server leading neither: calls go on; then of a
+//     second, two of three gone: within 2 s every node says
 //     precisely that its store has no quorum (a new session's request is
 //     503 with it, /readyz too, /metrics shows it), a call that needs the
 //     store closes its connection with 1013 and that reason; once the
@@ -278,10 +279,47 @@ func TestServeClusterFaults(t *testing.T) {
 
 	t.Run("quorum loss is said precisely, and nothing is lost", func(t *testing.T) {
 		const want = "the session store has no quorum: 1 of 3 NATS servers reachable"
-		survivor := pc.Servers[0]
-		for _, s := range pc.Servers[1:] {
-			s.Kill()
+		// First a server that leads neither the lease bucket nor the events
+		// stream: nothing is visible but a call in flight on a connection
+		// to it, sent again.
+		leases, err := pc.StreamLeader(ctx, "KV_brain_session_leases")
+		if err != nil {
+			t.Fatal(err)
 		}
+		events, err := pc.StreamLeader(ctx, "BRAIN_EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []*natstest.Server // the follower first, the survivor last
+		for _, s := range pc.Servers {
+			if s.Name != leases && s.Name != events {
+				order = append([]*natstest.Server{s}, order...)
+			} else {
+				order = append(order, s)
+			}
+		}
+		stop := make(chan struct{})
+		out := make(chan result, callers)
+		runTraffic(stop, clients, out)
+		time.Sleep(time.Second) // calls running before the kill: the behaviour under test is traffic through it
+		order[0].Kill()
+		time.Sleep(3 * time.Second) // traffic after it: the behaviour under test is its passage
+		close(stop)
+		total, longest := 0, time.Duration(0)
+		for range callers {
+			r := <-out
+			if r.err != nil {
+				t.Fatalf("with one NATS server of three gone: %v", r.err)
+			}
+			total += r.calls
+			longest = max(longest, r.longest)
+		}
+		t.Logf("SIGKILL of %s, leading neither the lease bucket (%s) nor the events stream (%s): %d calls, none failed, the longest %s",
+			order[0].Name, leases, events, total, longest.Round(time.Millisecond))
+
+		// Then a second: the survivor has no quorum.
+		survivor := order[2]
+		order[1].Kill()
 		killed := time.Now()
 		// Every node says it, within 2 s of the kill (the bound asked of
 		// it: a probe every 500 ms, a write that fails at once or within
@@ -333,7 +371,7 @@ func TestServeClusterFaults(t *testing.T) {
 			t.Fatalf("a call without a quorum: the connection closed with %d %q %v, want 1013 %q", code, reason, err, want)
 		}
 
-		for _, s := range pc.Servers[1:] {
+		for _, s := range order[:2] {
 			if err := s.Start(); err != nil {
 				t.Fatal(err)
 			}
