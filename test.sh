@@ -60,6 +60,11 @@ step "TypeScript tools: npm ci" ts_tools_deps
 step gofmt check_gofmt
 step "go vet" go vet ./...
 step staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+# The docs test builds brain and runs the docs' commands with -trimpath
+# (internal/docstest), a build configuration of its own: on a fresh clone
+# that compile took 11 minutes on two loaded cores, inside go test's
+# 10-minute timeout. Building every package so first keeps it out.
+step "build" go build -trimpath -o /dev/null ./...
 step "go test" go_tests
 # The allocation bounds of the WebSocket hot path skip themselves under the
 # race detector (it allocates on its own), so they run here without it.
@@ -67,6 +72,7 @@ step "allocation bounds" go test -count=1 -run 'Allocs$' ./protocol/ ./server/
 step "TypeScript client" clients/ts/test.sh
 step "TypeScript tool SDK" sdk/ts/test.sh
 step "TypeScript tools: tsc" ts_tools_check
+step "MCP with the npm SDK" mcpbridge/npmtest/test.sh
 
 echo
 if [ ${#failed_steps[@]} -eq 0 ]; then

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/protocol"
@@ -139,8 +140,16 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 		}
 	}
 	m.mu.Unlock()
+	// Every connection is shown the calls' cancellations before it closes
+	// (bounded: a peer that does not read is cut anyway), then closes with
+	// a reason a client does not reconnect on.
+	last := s.LastSeq()
+	deadline := time.Now().Add(time.Second)
 	for _, c := range conns {
-		c.cancel()
+		for c.delivered != nil && c.delivered.Load() < last && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond) // polling a counter, for at most a second
+		}
+		c.cancel(ErrDeleted)
 	}
 	release()
 	m.dropLease(e) // cluster.go
@@ -164,9 +173,9 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 // connect records a connection of side to the live session id for as long
 // as the returned context lives; Delete cancels it. The caller holds the
 // session (Acquire or Lookup) and calls done when the connection ends.
-func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide) (context.Context, func()) {
-	ctx, end := context.WithCancelCause(ctx)
-	c := &conn{side: side, cancel: func() { end(nil) }, end: end}
+func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide, delivered *atomic.Uint64) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c := &conn{side: side, cancel: cancel, delivered: delivered}
 	m.mu.Lock()
 	e := m.live[id]
 	if e != nil {
@@ -177,10 +186,10 @@ func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide)
 		// The session left memory since the caller acquired it (deleted,
 		// or its lease lost: cluster.go): nothing would end this
 		// connection, so it ends now and the peer reconnects.
-		c.cancel()
+		cancel(nil)
 	}
 	return ctx, func() {
-		c.cancel()
+		cancel(nil)
 		if e != nil {
 			m.mu.Lock()
 			delete(e.conns, c)

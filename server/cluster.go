@@ -320,7 +320,7 @@ func (m *Manager) watchLease(e *managed) {
 		}
 		m.mu.Unlock()
 		for _, c := range conns {
-			c.end(cause)
+			c.cancel(cause)
 		}
 		if !mine {
 			return

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/session"
@@ -128,6 +129,10 @@ func (srv *Server) withSession(create func(*http.Request) bool, h sessionHandler
 // deleted session is never created again by a connection (tenancy.go).
 func joinWS(*http.Request) bool { return true }
 
+// mcpCallerHeader is mcpbridge.CallerHeader (this package does not import
+// mcpbridge): the authenticated name of an MCP request's token.
+const mcpCallerHeader = "Brain-Mcp-Caller"
+
 // joinMCP: an MCP request creates its session when it never existed.
 func joinMCP(*http.Request) bool { return true }
 
@@ -137,9 +142,10 @@ func (srv *Server) handleWS(w http.ResponseWriter, r *http.Request, s *session.S
 		return
 	}
 	p := pr.Peer
-	ctx, done := srv.opts.Manager.connect(r.Context(), s.ID(), p.Side) // counted in the sessions list; Delete ends it
+	var delivered atomic.Uint64
+	ctx, done := srv.opts.Manager.connect(r.Context(), s.ID(), p.Side, &delivered) // counted in the sessions list; Delete ends it
 	defer done()
-	srv.serveWS(ctx, w, r, s, p)
+	srv.serveWS(ctx, w, r, s, p, &delivered)
 }
 
 func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal) {
@@ -156,6 +162,10 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 	// MCP side, counted beside the WebSocket ones.
 	srv.conns.add(sideMCP, 1)
 	defer srv.conns.add(sideMCP, -1)
+	// Who the caller is, as this kernel authenticated it: what an
+	// elicitation-answered approval records as decider (mcpbridge.CallerHeader).
+	// Never what the client sent.
+	r.Header.Set(mcpCallerHeader, pr.Peer.Name)
 	srv.opts.MCP(s).ServeHTTP(w, r)
 }
 

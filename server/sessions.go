@@ -80,9 +80,9 @@ type managed struct {
 
 // conn is one WebSocket connection to a managed session.
 type conn struct {
-	side   session.PeerSide
-	cancel context.CancelFunc
-	end    context.CancelCauseFunc // cancel with a cause: a closeError gives a WebSocket its close code and reason (storefault.go)
+	side      session.PeerSide
+	cancel    context.CancelCauseFunc
+	delivered *atomic.Uint64 // the last seq its writer has read of the session's log (ws.go)
 }
 
 // NewManager returns a manager.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/coder/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brainrt/brain/internal/testutil"
@@ -56,7 +57,8 @@ func newTenantKernel(t *testing.T) *tenantKernel {
 	mgr := server.NewManager(server.ManagerOptions{Attach: func(s *session.Session) error {
 		return s.RegisterAgent(protocol.Capability{Name: "fs.write", Description: "Write a file.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`),
-			Side:        protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}, RequiresApproval: true},
+			Side:        protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}, RequiresApproval: true,
+			Audience: []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser}},
 			session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
 				runs.Add(1)
 				return c.Input, nil
@@ -295,5 +297,32 @@ func TestSeedShapedApproveOverWebSocket(t *testing.T) {
 	}
 	if err := testutil.Recv(t, result, "the MCP result"); err != nil || k.runs.Load() != 1 {
 		t.Fatalf("after the approval: %v, runs %d", err, k.runs.Load())
+	}
+}
+
+// TestDeleteIsFinal: deleting a session shows each of its WebSocket peers
+// the cancellation of every waiting call, then closes them with 4404 and a
+// reason (a client does not reconnect on it); the session's id is not
+// created again by a reconnect.
+func TestDeleteIsFinal(t *testing.T) {
+	k := newTenantKernel(t)
+	c := k.dial(tenantAClient, "doomed", "")
+	c.until(ofType(protocol.TypeSnapshot))
+	c.send("i", &protocol.CapabilityInvoke{Name: "fs.write", Input: json.RawMessage(`{"path":"a"}`)})
+	id := c.reply("i").Msg.(*protocol.Ack).CallID
+	c.until(ofType(protocol.TypeApprovalRequested))
+	if status, body := k.get("DELETE", "/v1/sessions/doomed", tenantAClient); status != http.StatusOK {
+		t.Fatalf("delete: %d %s", status, body)
+	}
+	out := c.until(ofType(protocol.TypeCapabilityOutcome)).Msg.(*protocol.CapabilityOutcome)
+	if out.CallID != id || out.Outcome.Err == nil || out.Outcome.Err.Code != protocol.CodeCancelled {
+		t.Fatalf("the waiting call ended %+v, want cancelled", out.Outcome)
+	}
+	_, _, err := c.conn.Read(c.ctx)
+	if websocket.CloseStatus(err) != server.StatusSessionDeleted || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("the connection ended with %v, want 4404 naming the delete", err)
+	}
+	if status, _ := k.dialStatusQuery(tenantAClient, "doomed", ""); status != http.StatusNotFound {
+		t.Fatalf("a reconnect to the deleted session: %d, want 404", status)
 	}
 }

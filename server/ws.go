@@ -31,7 +31,7 @@ const (
 // serveWS runs one WebSocket connection of peer p to session s until the
 // peer goes away or ctx ends. Query parameter "after" resumes from a seq;
 // without it the peer gets a snapshot first.
-func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
+func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer, delivered *atomic.Uint64) {
 	var cw *corkedWriter
 	if _, ok := w.(http.Hijacker); ok {
 		cw = &corkedWriter{ResponseWriter: w}
@@ -45,7 +45,7 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan *protocol.Frame, replyQueue), cancel: cancel, cork: cw.corkConn(),
-		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()), done: ctx.Done(),
+		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()), done: ctx.Done(), delivered: delivered,
 		log: srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
 
 	after, err := parseAfter(r.URL.Query().Get("after"))
@@ -69,17 +69,12 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	// a status and a reason (the close handshake), not dropped.
 	var readerDone atomic.Bool
 	stopClose := context.AfterFunc(ctx, func() {
-		if ce, ok := closeCause(context.Cause(ctx)); ok {
-			// This node stops serving the session (storefault.go): the
-			// peer is told why, with the close handshake.
-			go func() { _ = conn.Close(ce.code, ce.reason) }()
-			return
-		}
-		if errors.Is(context.Cause(ctx), ErrStopping) {
-			// A stop tells the peer why, with the close handshake (which
-			// ends the blocked read), so that it reconnects — in a cluster
-			// to the session's next owner (shutdown.go).
-			go func() { _ = conn.Close(websocket.StatusGoingAway, stoppingReason) }()
+		if code, why, ok := closeReason(context.Cause(ctx)); ok {
+			// A stop, a delete or a move tells the peer why, with the close
+			// handshake (which ends the blocked read): it reconnects — in
+			// a cluster to the session's next owner — or not, for a deleted
+			// session (shutdown.go, api_sessions.go, cluster.go).
+			go func() { _ = conn.Close(code, why) }()
 			return
 		}
 		if !readerDone.Load() || c.writing.Load() {
@@ -103,13 +98,8 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	if werr, ok := c.writeErr.Load().(error); ok {
 		reason = werr
 	}
-	if errors.Is(reason, ErrStopping) {
-		_ = conn.Close(websocket.StatusGoingAway, stoppingReason)
-		return
-	}
-	if ce, ok := closeCause(reason); ok {
-		c.log.Info("peer disconnected", slog.String("reason", ce.reason))
-		_ = conn.Close(ce.code, ce.reason)
+	if code, why, ok := closeReason(reason); ok {
+		_ = conn.Close(code, why)
 		return
 	}
 	if reason == nil || errors.Is(reason, context.Canceled) || isNormalClose(reason) {
@@ -121,8 +111,26 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 }
 
-// stoppingReason is the close reason of a stopping node's connections.
-const stoppingReason = "the node is stopping: reconnect"
+// StatusSessionDeleted closes the connections of a deleted session: a
+// client does not reconnect on it (docs/protocol.md, "Connecting").
+const StatusSessionDeleted websocket.StatusCode = 4404
+
+// closeReason is the close code and reason of a connection the kernel
+// ends on purpose, by its cause.
+func closeReason(cause error) (websocket.StatusCode, string, bool) {
+	if ce, ok := closeCause(cause); ok {
+		// This node stops serving the session for the store's sake or
+		// another node's (storefault.go): the cause carries both.
+		return ce.code, ce.reason, true
+	}
+	switch {
+	case errors.Is(cause, ErrStopping):
+		return websocket.StatusGoingAway, "the node is stopping: reconnect", true
+	case errors.Is(cause, ErrDeleted):
+		return StatusSessionDeleted, "the session was deleted", true
+	}
+	return 0, "", false
+}
 
 // keptReadBuffer is the largest read buffer a connection keeps between
 // frames; a larger frame's buffer is left to the collector.
@@ -179,7 +187,8 @@ type wsConn struct {
 	// event and sent no reply the journal has not stored (cluster.go).
 	fence *fencedJournal
 
-	done <-chan struct{} // the connection's end (its context's Done)
+	done      <-chan struct{} // the connection's end (its context's Done)
+	delivered *atomic.Uint64  // the last seq of the log the writer has written (or filtered out)
 }
 
 // isNormalClose reports a peer closing the connection normally.
@@ -391,6 +400,7 @@ func (c *wsConn) writeBatch(ctx context.Context, wd *watchdog, subp **session.Su
 		n++
 	}
 	var wake <-chan struct{}
+	var read uint64 // the last seq read from the log in this batch
 gather:
 	for ; n < maxBatch; n++ {
 		select {
@@ -421,6 +431,7 @@ gather:
 				wake = w
 				break gather
 			}
+			read = ev.Seq
 			if b := c.encodeEvent(ev); b != nil {
 				if !c.writeFrame(wd, b) {
 					return nil, false
@@ -433,7 +444,13 @@ gather:
 	if n >= maxBatch {
 		wake = closedChan // more may be ready: the next batch starts at once
 	}
-	return wake, c.endBatch(wd)
+	if !c.endBatch(wd) {
+		return nil, false
+	}
+	if read > 0 && c.delivered != nil {
+		c.delivered.Store(read)
+	}
+	return wake, true
 }
 
 // encodeEvent returns the frame of an event for the peer, in the

@@ -97,6 +97,7 @@ func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name st
 	if c == nil {
 		return fail
 	}
+	tellStarted(ctx, c) // invoker.go
 	if s.opts.Observe != nil {
 		s.observe(CallStarted, c, func(e CallEvent) CallEvent { e.Context = ctx; return e })
 	}

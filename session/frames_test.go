@@ -153,13 +153,15 @@ func TestHandleFrame(t *testing.T) {
 		}, code: protocol.CodeForbidden}, // agent side: no peer answers it
 		{name: "approve", peer: session.Client, msg: func(fs ids) string {
 			return fmt.Sprintf(`{"type":"capability_approve","callId":%q,"decision":"approved","decidedBy":"ada","inputDigest":%q}`, fs.apprCall, fs.apprDigest)
-		}, check: func(t *testing.T, fs *frameSession, _ uint64, _ *protocol.Frame) {
+		}, check: func(t *testing.T, fs *frameSession, _ uint64, reply *protocol.Frame) {
+			decidedBefore(t, fs, reply)
 			o, _ := waitFor(t, fs.sub, func(o *protocol.CapabilityOutcome) bool { return o.CallID == fs.apprCall })
 			wantValue(t, o.Outcome, string(textInput))
 		}},
 		{name: "reject", peer: session.Client, msg: func(fs ids) string {
 			return fmt.Sprintf(`{"type":"capability_approve","callId":%q,"decision":"rejected","feedback":"no","decidedBy":"ada"}`, fs.apprCall)
-		}, check: func(t *testing.T, fs *frameSession, _ uint64, _ *protocol.Frame) {
+		}, check: func(t *testing.T, fs *frameSession, _ uint64, reply *protocol.Frame) {
+			decidedBefore(t, fs, reply)
 			o, _ := waitFor(t, fs.sub, func(o *protocol.CapabilityOutcome) bool { return o.CallID == fs.apprCall })
 			wantCode(t, o.Outcome, protocol.CodeRejected)
 		}},
@@ -245,8 +247,10 @@ func TestHandleFrame(t *testing.T) {
 					t.Errorf("reply v=%d ref=%q id=%q, want v=2 ref=%q", reply.V, reply.Ref, reply.ID, id)
 				}
 				// The reply's seq is the session's last seq when it replied:
-				// every effect of the command is at or before it.
-				if tt.name == "invoke" { // its call events run on after the ack
+				// every effect of the command is at or before it. An invoke
+				// and a decision hand the call to its own goroutine, whose
+				// events (the call's run, its outcome) may follow the ack.
+				if runsOn := tt.name == "invoke" || tt.name == "approve" || tt.name == "reject"; runsOn && tt.code == "" {
 					if reply.Seq < seq || reply.Seq > fs.s.LastSeq() {
 						t.Errorf("reply seq %d, want between %d and %d", reply.Seq, seq, fs.s.LastSeq())
 					}
@@ -281,6 +285,17 @@ func TestHandleFrame(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// decidedBefore checks that the approval_decided of fs's approval call is
+// at or before the seq of the reply to the decision: the decision is the
+// command's effect; the call's run and outcome come after, on its own.
+func decidedBefore(t *testing.T, fs *frameSession, reply *protocol.Frame) {
+	t.Helper()
+	_, seq := waitFor(t, fs.sub, func(d *protocol.ApprovalDecided) bool { return d.CallID == fs.apprCall })
+	if seq > reply.Seq {
+		t.Errorf("approval_decided at seq %d, after the reply's seq %d", seq, reply.Seq)
 	}
 }
 

@@ -187,7 +187,8 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 
 	imports := &importSet{cfg: cfg, log: logger, bySession: map[*session.Session][]*mcpbridge.Imported{}}
 	mcpHandler := mcpbridge.Handler(func(*http.Request) *session.Session { return nil },
-		&mcpbridge.ServerOptions{Admit: func(s *session.Session) *protocol.Error { return mgr.Admit(s) }})
+		&mcpbridge.ServerOptions{Admit: func(s *session.Session) *protocol.Error { return mgr.Admit(s) },
+			Elicitation: cfg.Approvals.MCPElicitation})
 	defer mcpHandler.Close()
 	sessionOpts := session.Options{Logger: logger, Observe: tel.Observe}
 	cfg.Limits.session(&sessionOpts)

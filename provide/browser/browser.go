@@ -149,6 +149,11 @@ func New(ctx context.Context, g Grants, opts *Options) (*Provider, error) {
 		chromedp.Flag("gcm-checkin-url", "https://127.0.0.1:1/checkin"),
 		chromedp.Flag("gcm-registration-url", "https://127.0.0.1:1/register"),
 		chromedp.Flag("gcm-mcs-endpoint", "https://127.0.0.1:1/"),
+		// Components installed on demand (Chromium 156 asks for the
+		// "Optimization Guide On Device Models Manifest" at start) check
+		// for updates whatever --disable-component-update says; the
+		// updater's URL is sent to the same refused port.
+		chromedp.Flag("component-updater", "url-source=https://127.0.0.1:1/update"),
 		// Every request goes through the proxy; "<-loopback>" removes the
 		// implicit bypass of localhost and 127.0.0.1, so loopback is
 		// checked like any other address. (In Chromium's namespace, the

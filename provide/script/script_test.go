@@ -3,6 +3,7 @@ package script_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/script"
@@ -45,7 +46,11 @@ func TestCallResults(t *testing.T) {
 }
 
 func TestCallErrors(t *testing.T) {
-	r := newRuntime(t, script.Grants{}, nil)
+	// The longest grant: no case is about time, and the stack overflows
+	// grow a goroutine stack of tens of MiB first, which under -race on
+	// two cores beside other tests took more than the default 5 s (0.6 s
+	// idle).
+	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, nil)
 	const bad = protocol.CodeInvalidArgument
 	tests := []jsCase{
 		{name: "syntax error", src: `(a) => a +* 2`, code: bad, msg: "syntax error at line 1, column 11: Unexpected token *"},
