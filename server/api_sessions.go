@@ -275,8 +275,7 @@ func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id stri
 	case errors.Is(err, ErrNotFound):
 		httpError(w, http.StatusNotFound, "not_found", "no session "+id)
 	case errors.Is(err, ErrStopping):
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, "unavailable", "the node is stopping: connect again (in a cluster, another node takes its sessions)")
+		notServed(w, "the node is stopping: connect again (in a cluster, another node takes its sessions)") // cluster_retry.go
 	case errors.Is(err, ErrDeleted):
 		httpError(w, http.StatusNotFound, "not_found", "session "+id+" was deleted; a new session of this id starts only by POST /v1/sessions")
 	case errors.As(err, &perr) && perr.Code == protocol.CodeQuotaExceeded:
@@ -285,11 +284,12 @@ func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id stri
 	default:
 		if msg, ok := storeFaultOf(err); ok { // storefault.go
 			srv.log.Warn("acquire session: the store cannot serve", slog.String("session", id), slog.String("error", err.Error()))
+			w.Header().Set(notServedHeader, "1")
 			storeUnavailable(w, msg)
 			return false
 		}
 		srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
-		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
+		notServed(w, "the session cannot be opened")
 	}
 	return false
 }

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -353,18 +355,23 @@ func (m *Manager) dropLease(e *managed) {
 // [*NotOwnerError]) by proxying it — WebSocket upgrades, MCP streams and
 // plain requests alike — to the owner's advertised address, headers,
 // token and query (resume by ?after=) unchanged. It reports whether err
-// was such an error; when forwarding is impossible (no address, or the
-// request was forwarded to this node already) it answers 503 unavailable,
-// which a client retries.
+// was such an error. When forwarding is impossible (no address: the
+// session is moving; or the request was forwarded to this node already)
+// or the owner did not serve the request, a client's request is sent
+// again within a bound (cluster_retry.go) and otherwise answered 503
+// unavailable, which a client retries.
 func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bool {
 	var no *NotOwnerError
 	if !errors.As(err, &no) {
 		return false
 	}
+	st := replayOf(r)
 	if no.Addr == "" || r.Header.Get(forwardedHeader) != "" {
+		if st.retry() {
+			return true
+		}
 		srv.log.Info("session owned elsewhere, not forwarding", slog.String("session", no.Session), slog.String("owner", no.Node))
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session is moving between nodes; retry")
+		notServed(w, "the session is moving between nodes; retry")
 		return true
 	}
 	target, perr := url.Parse(no.Addr)
@@ -377,19 +384,46 @@ func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bo
 	if node == "" {
 		node = "?"
 	}
+	st.readBody(r)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.URL.Path, pr.Out.URL.RawPath = r.URL.Path, r.URL.RawPath
 			pr.Out.Host = target.Host
 			pr.Out.Header.Set(forwardedHeader, node)
+			if st != nil && st.buffered && len(st.body) > 0 {
+				// The transport may send it again itself on a kept-alive
+				// connection that turns out closed before anything was
+				// written.
+				body := st.body
+				pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			}
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(notServedHeader) != "" && st != nil && st.buffered && !st.final {
+				_ = resp.Body.Close()
+				return errNotServed
+			}
+			return nil
 		},
 		FlushInterval: -1, // MCP streams and server-sent events pass through at once
 		ErrorLog:      nil,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+		ErrorHandler: func(w http.ResponseWriter, pr *http.Request, err error) {
+			if (errors.Is(err, errNotServed) || notDelivered(err) || idempotent(pr)) && pr.Context().Err() == nil && st.retry() {
+				srv.log.Debug("forward to the session's owner: sending it again", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
+				return
+			}
 			srv.log.Warn("forward to the session's owner", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
+			if errors.Is(err, errNotServed) || notDelivered(err) || idempotent(pr) {
+				notServed(w, "the session's owner cannot be reached; retry")
+				return
+			}
+			// The owner had the request and went away before answering: it
+			// may have been served (a tools/call may have run), so it is not
+			// sent again, and the caller is told where its outcome is.
 			w.Header().Set("Retry-After", "1")
-			httpError(w, http.StatusServiceUnavailable, "unavailable", "the session's owner cannot be reached; retry")
+			httpError(w, http.StatusServiceUnavailable, "unavailable",
+				"the session's owner went away before answering; the request may have been served (a call's outcome is in the session's log)")
 		},
 	}
 	rp.ServeHTTP(w, r)

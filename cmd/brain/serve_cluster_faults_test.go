@@ -28,6 +28,10 @@ import (
 //     and the approvals are pending on the next owner and complete there;
 //  2. a stop and restart of every node changes no session's log (the
 //     same last seq) and leaves the approvals pending, and they complete;
+//  2b. an MCP client connected to a node that does not own its session
+//     calls a tool of the session's environment steadily while the owner
+//     stops (SIGTERM): no call fails, every result arrives, the log holds
+//     exactly one outcome per call (mcpHandover);
 //  3. SIGKILL of the nats-server leading the lease bucket (and the
 //     events stream) while calls run: the election loses no lease, no
 //     call fails, no connection drops; the test reports the election and
@@ -161,6 +165,12 @@ func TestServeClusterFaults(t *testing.T) {
 		for i, id := range ids[10:] {
 			seqs[id] = decide(t, ctx, nodes[i%3], token, id, calls[id], digests[id], seqs[id])
 		}
+	})
+
+	t.Run("MCP calls through another node while the owner stops", func(t *testing.T) {
+		model := tokenOf(t, filepath.Join(a.dir, "data"), "model")
+		calls, longest := mcpHandover(t, ctx, pc.URL(), b, c, model, token)
+		t.Logf("the MCP handover: %d calls, 0 failed, the longest %s", calls, longest.Round(time.Millisecond))
 	})
 
 	// Traffic: a client per session making calls of a client-side
