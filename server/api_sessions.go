@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -451,6 +452,7 @@ func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, pr Princi
 			string(f.Msg.MessageType())+" needs a WebSocket connection: this endpoint takes capability_approve, capability_invoke and capability_cancel")
 		return
 	}
+	r.Body = io.NopCloser(bytes.NewReader(data)) // read again if the request is forwarded to the session's owner (cluster.go)
 	s, release, ok := srv.openSession(w, r, id, pr, false)
 	if !ok {
 		return
