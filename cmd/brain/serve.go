@@ -41,7 +41,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	natsURL := fs.String("nats", "", "use this NATS server (JetStream) instead of the embedded one")
 	nodeID := fs.String("node-id", "", "run as this node of a cluster sharing --nats (docs/cluster.md)")
 	advertise := fs.String("advertise", "", "cluster: this node's URL for the other nodes (default: http(s)://--addr)")
-	leaseTTL := fs.Duration("lease-ttl", 0, "cluster: session lease TTL, the same on every node (default 10s)")
+	leaseTTL := fs.Duration("lease-ttl", 0, "cluster: session lease TTL, the same on every node (default 20s)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "on SIGTERM, stop within this long: running tools get until then to finish; calls awaiting approvals or peers are left for the next start")
 	config := fs.String("config", "", "environment config (docs/serve.md); default: the example tools over ./workspace")
 	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
