@@ -28,15 +28,15 @@ import (
 //     and the approvals are pending on the next owner and complete there;
 //  2. a stop and restart of every node changes no session's log (the
 //     same last seq) and leaves the approvals pending, and they complete;
-//  2b. an MCP client connected to a node that does not own its session
+//  3. an MCP client connected to a node that does not own its session
 //     calls a tool of the session's environment steadily while the owner
 //     stops (SIGTERM): no call fails, every result arrives, the log holds
 //     exactly one outcome per call (mcpHandover);
-//  3. SIGKILL of the nats-server leading the lease bucket (and the
+//  4. SIGKILL of the nats-server leading the lease bucket (and the
 //     events stream) while calls run: the election loses no lease, no
 //     call fails, no connection drops; the test reports the election and
 //     the longest call;
-//  4. SIGKILL of a nats-server leading neither: calls go on; then of a
+//  5. SIGKILL of a nats-server leading neither: calls go on; then of a
 //     second, two of three gone: within 2 s every node says
 //     precisely that its store has no quorum (a new session's request is
 //     503 with it, /readyz too, /metrics shows it), a call that needs the
