@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,6 +183,15 @@ func TestServeClusterFaults(t *testing.T) {
 		longest time.Duration
 		err     error
 	}
+	var progress atomic.Int64 // calls that ended well, every caller's
+	// waitProgress waits until n more calls have ended well, for up to a
+	// minute.
+	waitProgress := func(n int64) {
+		want, deadline := progress.Load()+n, time.Now().Add(time.Minute)
+		for progress.Load() < want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // polling a count, for at most a minute
+		}
+	}
 	runTraffic := func(stop <-chan struct{}, clients []*wsClient, out chan<- result) {
 		for i, cl := range clients {
 			go func() {
@@ -201,6 +211,7 @@ func TestServeClusterFaults(t *testing.T) {
 					}
 					r.calls++
 					r.longest = max(r.longest, time.Since(start))
+					progress.Add(1)
 				}
 			}()
 		}
@@ -311,9 +322,9 @@ func TestServeClusterFaults(t *testing.T) {
 		stop := make(chan struct{})
 		out := make(chan result, callers)
 		runTraffic(stop, clients, out)
-		time.Sleep(time.Second) // calls running before the kill: the behaviour under test is traffic through it
+		waitProgress(2 * callers) // calls running before the kill
 		order[0].Kill()
-		time.Sleep(3 * time.Second) // traffic after it: the behaviour under test is its passage
+		waitProgress(50 * callers) // and after it (a connection to the killed server reconnects)
 		close(stop)
 		total, longest := 0, time.Duration(0)
 		for range callers {
