@@ -290,7 +290,7 @@ func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id stri
 			return false
 		}
 		srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
-		notServed(w, "the session cannot be opened")
+		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
 	}
 	return false
 }

@@ -29,8 +29,10 @@ import (
 //   - the owner closed the connection as idle (Go's http.Server does so
 //     only on a connection with no request being read);
 //   - the owner answered 503 with notServedHeader: it refused the request
-//     before reaching the session (it is stopping, its store cannot serve,
-//     the session is moving), which the owner says only then;
+//     before reaching the session because it is stopping, its store cannot
+//     serve, or the session is moving — what passes — which the owner says
+//     only then (not for a session that cannot be opened, which another
+//     try would not change);
 //   - or the request is a GET or HEAD, which serves nothing twice.
 //
 // A request that reached the owner and got no answer (the owner died

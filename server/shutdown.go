@@ -35,10 +35,10 @@ var ErrStopping = errors.New("the node is stopping")
 // Stop begins a graceful stop: it refuses new sessions from now on, waits
 // (until ctx ends) for the Go handlers running in the sessions — the
 // environment's tools — to finish and for the MCP requests being answered
-// to be answered (not those parked on an approval or a peer), and closes every session's journal, so
-// that nothing that happens in memory from then on is stored or seen. It
-// returns once the journals are closed; call [Manager.Close] after the
-// connections have ended.
+// to be answered (not those parked on an approval or a peer), and closes
+// every session's journal, so that nothing that happens in memory from
+// then on is stored or seen. It returns once the journals are closed; call
+// [Manager.Close] after the connections have ended.
 func (m *Manager) Stop(ctx context.Context) {
 	m.mu.Lock()
 	m.stopping = true
