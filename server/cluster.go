@@ -366,6 +366,7 @@ func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bo
 		return false
 	}
 	st := replayOf(r)
+	st.readBody(r) // kept for another try, whatever this one does
 	if no.Addr == "" || r.Header.Get(forwardedHeader) != "" {
 		if st.retry() {
 			return true
@@ -384,7 +385,6 @@ func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bo
 	if node == "" {
 		node = "?"
 	}
-	st.readBody(r)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)

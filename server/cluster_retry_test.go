@@ -162,6 +162,30 @@ func TestForwardRetry(t *testing.T) {
 		t.Logf("served by node a after %d lease attempts: %d %s", tries.Load(), resp.StatusCode, strings.TrimSpace(string(b)))
 	})
 
+	t.Run("the session is moving (a holder without an address): sent again", func(t *testing.T) {
+		var tries atomic.Int64
+		mgr3 := server.NewManager(server.ManagerOptions{Node: "a", Store: &failStore{events: map[string][]session.Event{}},
+			Lease: func(context.Context, string) (server.Lease, error) {
+				if tries.Add(1) < 3 {
+					return nil, &heldElsewhere{} // no address: between owners
+				}
+				return &soleLease{lost: make(chan struct{})}, nil
+			}})
+		hs3 := httptest.NewServer(server.New(server.Options{Tokens: tokens, Manager: mgr3}))
+		defer hs3.Close()
+		req, _ := http.NewRequest("POST", hs3.URL+"/v1/sessions/s7/frames", strings.NewReader(frame))
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "no session s7") || tries.Load() != 3 {
+			t.Fatalf("POST through node a after %d lease attempts: %d %s", tries.Load(), resp.StatusCode, b)
+		}
+	})
+
 	t.Run("the owner died with the request: not sent again", func(t *testing.T) {
 		setOwner(owner.URL)
 		reset(func(k int, body string, w http.ResponseWriter) { cut(w) })
