@@ -25,7 +25,8 @@ import (
 // node once it takes the session itself — until forwardRetryFor has passed.
 //
 // A request is sent again only when the owner certainly did not serve it:
-//   - the connection to the owner could not be made (a dial error);
+//   - the connection to the owner could not be made (a dial error), or
+//     the request could not be written whole on it (a broken pipe);
 //   - the owner closed the connection as idle (Go's http.Server does so
 //     only on a connection with no request being read);
 //   - the owner answered 503 with notServedHeader: it refused the request
@@ -162,11 +163,15 @@ func (st *replay) readBody(r *http.Request) {
 
 // notDelivered reports whether err, a proxy's failure to get an answer
 // from the owner, means the owner cannot have served the request: the
-// connection was never made, or the owner closed it as idle (Go's
-// http.Server closes only connections on which no request is being read).
+// connection was never made; the request could not be written whole (the
+// owner had closed the connection: a broken pipe, a reset — and a handler
+// acts on a whole request: the MCP endpoint decodes its body first); or
+// the owner closed the connection as idle (Go's http.Server closes only
+// connections on which no request is being read). An error reading the
+// answer is none of these: the owner had the request.
 func notDelivered(err error) bool {
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "write" || op.Op == "readfrom") {
 		return true
 	}
 	return strings.Contains(err.Error(), "server closed idle connection")

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -39,7 +40,19 @@ func TestForwardRetry(t *testing.T) {
 		bodies []string
 		serve  func(k int, body string, w http.ResponseWriter)
 	)
+	// cut ends the owner's connection without an answer: it died.
+	cut := func(w http.ResponseWriter) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = c.Close()
+		}
+	}
+	var cutEarly atomic.Int64 // the first this many requests are cut before their body is read
 	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cutEarly.Add(-1) >= 0 {
+			cut(w)
+			return
+		}
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		bodies = append(bodies, string(b))
@@ -57,13 +70,6 @@ func TestForwardRetry(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), bodies...)
-	}
-	// cut ends the owner's connection without an answer: it died.
-	cut := func(w http.ResponseWriter) {
-		c, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
-			_ = c.Close()
-		}
 	}
 
 	addr := atomic.Pointer[string]{} // the holder's address; nil: the lease is free
@@ -183,6 +189,21 @@ func TestForwardRetry(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "no session s7") || tries.Load() != 3 {
 			t.Fatalf("POST through node a after %d lease attempts: %d %s", tries.Load(), resp.StatusCode, b)
+		}
+	})
+
+	t.Run("a request the owner could not be sent whole is sent again", func(t *testing.T) {
+		setOwner(owner.URL)
+		reset(func(k int, body string, w http.ResponseWriter) { _, _ = io.WriteString(w, fmt.Sprint(len(body))) })
+		cutEarly.Store(1) // the owner closes the connection before reading the body: a broken pipe
+		defer cutEarly.Store(0)
+		big := strings.Repeat("x", 8<<20)
+		code, body, _ := do("POST", "/v1/sessions/s8/mcp", big)
+		if code != 200 || body != fmt.Sprint(len(big)) {
+			t.Fatalf("POST through node a: %d %.200s", code, body)
+		}
+		if b := got(); len(b) != 1 || len(b[0]) != len(big) {
+			t.Fatalf("the owner got %d whole requests, want 1", len(b))
 		}
 	})
 

@@ -44,6 +44,7 @@ func mcpHandover(t *testing.T, ctx context.Context, pcURL string, owner, via *br
 	}
 	seq0, _ := via.sessionRow(ctx, token, id, 20*time.Second)
 
+	logFrom := map[*brainNode]int{owner: len(owner.log()), via: len(via.log())}
 	mc := startMCPCallers(t, ctx, via.addr, model, id, content, 2)
 	mc.waitCalls(20, 30*time.Second) // calls running before the stop
 	before := mc.done.Load()
@@ -52,6 +53,10 @@ func mcpHandover(t *testing.T, ctx context.Context, pcURL string, owner, via *br
 	mc.waitCalls(mc.done.Load()+40, 30*time.Second) // and after it, on the next owner
 	failed, longest := mc.stop()
 	if len(failed) > 0 {
+		for n, from := range logFrom {
+			l := n.log()[from:]
+			t.Logf("node %s's warnings and errors during the step:\n%s\n%s", n.id, grepLines(l, "level=WARN"), grepLines(l, "level=ERROR"))
+		}
 		t.Fatalf("%d MCP calls through node %s failed across the stop of node %s (%d succeeded), the first: %s",
 			len(failed), via.id, owner.id, mc.done.Load(), failed[0])
 	}
