@@ -36,6 +36,11 @@ type Lease interface {
 // (package store's *LeasedError) naming where to forward.
 type LeaseFunc func(ctx context.Context, id string) (Lease, error)
 
+// HolderFunc names the node holding session id's lease, without taking
+// it; held is false when no node holds it (package store's
+// Leases.Holder).
+type HolderFunc func(ctx context.Context, id string) (node string, held bool, err error)
+
 // forwardedHeader marks a request forwarded by another node (its value is
 // that node's id): a node forwards a request at most once.
 const forwardedHeader = "Brain-Forwarded-By"
@@ -409,18 +414,23 @@ func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bo
 		FlushInterval: -1, // MCP streams and server-sent events pass through at once
 		ErrorLog:      nil,
 		ErrorHandler: func(w http.ResponseWriter, pr *http.Request, err error) {
-			if (errors.Is(err, errNotServed) || notDelivered(err) || idempotent(pr)) && pr.Context().Err() == nil && st.retry() {
+			unserved := errors.Is(err, errNotServed) || notDelivered(err) || idempotent(pr)
+			if !unserved && st.canRetry() && pr.Context().Err() == nil {
+				unserved = srv.ownerStopped(pr.Context(), no) // dropped by a stopping owner?
+			}
+			if unserved && pr.Context().Err() == nil && st.retry() {
 				srv.log.Debug("forward to the session's owner: sending it again", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
 				return
 			}
 			srv.log.Warn("forward to the session's owner", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
-			if errors.Is(err, errNotServed) || notDelivered(err) || idempotent(pr) {
+			if unserved {
 				notServed(w, "the session's owner cannot be reached; retry")
 				return
 			}
-			// The owner had the request and went away before answering: it
-			// may have been served (a tools/call may have run), so it is not
-			// sent again, and the caller is told where its outcome is.
+			// The owner had the request and went away before answering,
+			// keeping the lease: it may have been served (a tools/call may
+			// have run), so it is not sent again, and the caller is told
+			// where its outcome is.
 			w.Header().Set("Retry-After", "1")
 			httpError(w, http.StatusServiceUnavailable, "unavailable",
 				"the session's owner went away before answering; the request may have been served (a call's outcome is in the session's log)")

@@ -36,11 +36,15 @@ import (
 //     try would not change);
 //   - or the request is a GET or HEAD, which serves nothing twice.
 //
-// A request that reached the owner and got no answer (the owner died
-// while serving it) is not sent again — a tools/call may have run — and
-// is answered 503 saying so: its outcome is in the session's log (a call
-// whose handler died with its node ends unavailable there when the session
-// is restored).
+//   - or the owner dropped it unanswered and released the session's lease
+//     within a few seconds: it stopped gracefully, and a graceful stop
+//     answers every request it has read (ownerStopped).
+//
+// A request that reached the owner and got no answer while the owner
+// kept the lease (it died while serving it) is not sent again — a
+// tools/call may have run — and is answered 503 saying so: its outcome is
+// in the session's log (a call whose handler died with its node ends
+// unavailable there when the session is restored).
 //
 // WebSocket upgrades are not retried here: a WebSocket client reconnects
 // on a 503 by itself, resuming with ?after=, and a proxied WebSocket
@@ -127,10 +131,13 @@ func (srv *Server) serveRetrying(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// canRetry reports whether another try is allowed.
+func (st *replay) canRetry() bool { return st != nil && !st.final && st.buffered }
+
 // retry asks for r to be sent again, if it may be; it reports whether it
 // did (then nothing has been written to the response).
 func (st *replay) retry() bool {
-	if st == nil || st.final || !st.buffered {
+	if !st.canRetry() {
 		return false
 	}
 	st.again = true
@@ -176,6 +183,42 @@ func notDelivered(err error) bool {
 	}
 	return strings.Contains(err.Error(), "server closed idle connection")
 }
+
+// ownerStopped reports whether the owner named by no, which dropped a
+// request without answering it, released the session's lease within
+// releaseWait: it stopped gracefully. A graceful stop answers every
+// request it has read (it waits for those being answered, and refuses the
+// rest unserved), so such a request was never read — it crossed the
+// owner's listener closing, or a connection it closed as idle. An owner
+// that died keeps holding the lease until it lapses: the request may have
+// been served, and it is not sent again.
+func (srv *Server) ownerStopped(ctx context.Context, no *NotOwnerError) bool {
+	holder := srv.opts.Manager.opts.Holder
+	if holder == nil {
+		return false
+	}
+	deadline := time.Now().Add(releaseWait)
+	for {
+		node, held, err := holder(ctx, no.Session)
+		if err == nil && (!held || node != no.Node) {
+			return true
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		t := time.NewTimer(50 * time.Millisecond) // polling the lease bucket, for at most releaseWait
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// releaseWait bounds how long a forwarding node waits for an owner that
+// dropped a request to release the session's lease: a stopping node
+// releases its leases right after its listener closes, in milliseconds.
+const releaseWait = 3 * time.Second
 
 // idempotent reports whether sending r twice serves nothing twice.
 func idempotent(r *http.Request) bool {

@@ -219,6 +219,40 @@ func TestForwardRetry(t *testing.T) {
 		}
 	})
 
+	t.Run("a POST a stopping owner dropped is sent again once it released the lease", func(t *testing.T) {
+		setOwner(owner.URL)
+		reset(func(k int, body string, w http.ResponseWriter) {
+			addr.Store(nil) // it stops: its listener closes on the request, then it releases the lease
+			cut(w)
+		})
+		var asked atomic.Int64
+		mgr4 := server.NewManager(server.ManagerOptions{Node: "a", Store: &failStore{events: map[string][]session.Event{}},
+			Lease: func(context.Context, string) (server.Lease, error) {
+				if a := addr.Load(); a != nil {
+					return nil, &heldElsewhere{addr: *a}
+				}
+				return &soleLease{lost: make(chan struct{})}, nil
+			},
+			Holder: func(context.Context, string) (string, bool, error) {
+				asked.Add(1)
+				return "b", addr.Load() != nil, nil
+			}})
+		hs4 := httptest.NewServer(server.New(server.Options{Tokens: tokens, Manager: mgr4}))
+		defer hs4.Close()
+		req, _ := http.NewRequest("POST", hs4.URL+"/v1/sessions/s9/frames", strings.NewReader(frame))
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// Served here, once the lease was free: the session has no past.
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "no session s9") || len(got()) != 1 || asked.Load() == 0 {
+			t.Fatalf("POST through node a: %d %s; the owner got %d, the holder was asked %d times", resp.StatusCode, b, len(got()), asked.Load())
+		}
+	})
+
 	t.Run("a GET the owner died with is sent again", func(t *testing.T) {
 		setOwner(owner.URL)
 		reset(func(k int, body string, w http.ResponseWriter) {

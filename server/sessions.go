@@ -44,6 +44,11 @@ type ManagerOptions struct {
 	Lease LeaseFunc
 	// Node is this node's id in a cluster, sent with forwarded requests.
 	Node string
+	// Holder, if set, names a session's lease holder without taking the
+	// lease: a forwarded request the owner dropped unanswered is sent
+	// again when the owner released the lease meanwhile, as a stopping
+	// node does (cluster_retry.go).
+	Holder HolderFunc
 }
 
 // Manager owns the sessions of a kernel: it creates a session on first use,

@@ -173,7 +173,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if tlsConfig != nil {
 		scheme = "https"
 	}
-	leaseFn, leaveCluster, err := joinCluster(ctx, a, st, l.Addr(), scheme, logger) // serve_cluster.go
+	leaseFn, holderFn, leaveCluster, err := joinCluster(ctx, a, st, l.Addr(), scheme, logger) // serve_cluster.go
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,8 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 			mcpHandler.Release(s)
 		},
 		Logger: logger,
-		Lease:  leaseFn, // nil unless --node-id (serve_cluster.go)
+		Lease:  leaseFn,  // nil unless --node-id (serve_cluster.go)
+		Holder: holderFn, // likewise
 		Node:   a.nodeID,
 	})
 	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler(),
