@@ -197,7 +197,7 @@ func (srv *Server) ownerStopped(ctx context.Context, no *NotOwnerError) bool {
 	if holder == nil {
 		return false
 	}
-	deadline := time.Now().Add(releaseWait)
+	deadline := time.Now().Add(releaseWait(srv.opts.Manager.opts.LeaseTTL))
 	for {
 		node, held, err := holder(ctx, no.Session)
 		if err == nil && (!held || node != no.Node) {
@@ -218,7 +218,15 @@ func (srv *Server) ownerStopped(ctx context.Context, no *NotOwnerError) bool {
 // releaseWait bounds how long a forwarding node waits for an owner that
 // dropped a request to release the session's lease: a stopping node
 // releases its leases right after its listener closes, in milliseconds.
-const releaseWait = 3 * time.Second
+// It stays under half the lease TTL: a holder renews every TTL/3, so the
+// lease of one that died when it dropped the request lapses no sooner
+// than 2/3 TTL later, and a lapse is never taken for a release.
+func releaseWait(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = 20 * time.Second // package store's default
+	}
+	return min(3*time.Second, ttl/2)
+}
 
 // idempotent reports whether sending r twice serves nothing twice.
 func idempotent(r *http.Request) bool {

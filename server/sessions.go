@@ -49,6 +49,10 @@ type ManagerOptions struct {
 	// again when the owner released the lease meanwhile, as a stopping
 	// node does (cluster_retry.go).
 	Holder HolderFunc
+	// LeaseTTL is the cluster's lease TTL, for Holder: a dropped request
+	// waits for the owner's release for less than a lease that its dead
+	// holder renewed last can take to lapse (cluster_retry.go).
+	LeaseTTL time.Duration
 }
 
 // Manager owns the sessions of a kernel: it creates a session on first use,

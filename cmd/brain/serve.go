@@ -173,7 +173,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if tlsConfig != nil {
 		scheme = "https"
 	}
-	leaseFn, holderFn, leaveCluster, err := joinCluster(ctx, a, st, l.Addr(), scheme, logger) // serve_cluster.go
+	cluster, leaveCluster, err := joinCluster(ctx, a, st, l.Addr(), scheme, logger) // serve_cluster.go
 	if err != nil {
 		return err
 	}
@@ -211,10 +211,11 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 			imports.release(s)
 			mcpHandler.Release(s)
 		},
-		Logger: logger,
-		Lease:  leaseFn,  // nil unless --node-id (serve_cluster.go)
-		Holder: holderFn, // likewise
-		Node:   a.nodeID,
+		Logger:   logger,
+		Lease:    cluster.lease, // nil unless --node-id (serve_cluster.go)
+		Holder:   cluster.holder,
+		LeaseTTL: cluster.ttl,
+		Node:     a.nodeID,
 	})
 	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler(),
 		Ready: storeReady(st)}) // serve_cluster.go

@@ -60,23 +60,30 @@ func advertiseURL(a serveArgs, listen net.Addr, scheme string) (string, error) {
 	return scheme + "://" + listen.String(), nil
 }
 
+// clusterJoin is what the manager of a cluster's node needs: its lease and
+// holder functions and the lease TTL (all zero without --node-id).
+type clusterJoin struct {
+	lease  server.LeaseFunc
+	holder server.HolderFunc
+	ttl    time.Duration
+}
+
 // joinCluster makes this kernel one node of a cluster when --node-id is
-// set: it opens the session leases and returns the manager's lease
-// and holder functions. The leases are renewed until the returned close, which
+// set: it opens the session leases and returns what the manager needs. The leases are renewed until the returned close, which
 // releases whatever the stop (the manager's Close) did not release; it
 // runs before the store closes. Without --node-id it returns nil and a
 // no-op.
-func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.Addr, scheme string, logger *slog.Logger) (server.LeaseFunc, server.HolderFunc, func(), error) {
+func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.Addr, scheme string, logger *slog.Logger) (*clusterJoin, func(), error) {
 	if a.nodeID == "" {
-		return nil, nil, func() {}, nil
+		return &clusterJoin{}, func() {}, nil
 	}
 	addr, err := advertiseURL(a, listen, scheme)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	leases, err := st.Leases(ctx, &store.LeaseOptions{Node: a.nodeID, Addr: addr, TTL: a.leaseTTL})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("cluster: %w", err)
+		return nil, nil, fmt.Errorf("cluster: %w", err)
 	}
 	logger.Info("cluster: joined", slog.String("node", a.nodeID), slog.String("advertise", addr), slog.Duration("lease_ttl", leases.TTL()))
 	lease := func(ctx context.Context, id string) (server.Lease, error) {
@@ -90,7 +97,7 @@ func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.A
 		h, held, err := leases.Holder(ctx, id)
 		return h.Node, held, err
 	}
-	return lease, holder, func() {
+	return &clusterJoin{lease: lease, holder: holder, ttl: leases.TTL()}, func() {
 		if err := leases.Close(); err != nil {
 			logger.Warn("cluster: release leases", slog.String("error", err.Error()))
 		}
