@@ -318,3 +318,44 @@ func TestProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestClientProgress (issue 20 item 3): a client capability's
+// capability_progress reaches the MCP caller that sent a progressToken.
+func TestClientProgress(t *testing.T) {
+	s := session.New("client-progress", nil)
+	c := agentCap("peer.slow")
+	c.Side, c.Origin = protocol.SideClient, protocol.Origin{Kind: protocol.OriginClient}
+	must(t, s.Register(session.Client, c))
+	sub := s.Subscribe(s.LastSeq())
+	t.Cleanup(sub.Close)
+	go func() { // the client: report, then answer
+		for {
+			ev, err := sub.Next(context.Background())
+			if err != nil {
+				return
+			}
+			if inv, ok := ev.Msg.(*protocol.CapabilityInvoked); ok {
+				_ = s.Progress(session.Client, &protocol.CapabilityProgress{CallID: inv.CallID, Progress: 1, Total: 1, Message: "read"})
+				_ = s.Result(session.Client, &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`"done"`)})
+			}
+		}
+	}()
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			got := make(chan *mcp.ProgressNotificationParams, 8)
+			cs := tr.connect(t, s, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				got <- r.Params
+			}})
+			p := &mcp.CallToolParams{Name: "peer.slow", Arguments: map[string]any{}}
+			p.SetProgressToken("tok-2")
+			res, err := cs.CallTool(waitCtx(t), p)
+			must(t, err)
+			if text(t, res) != `"done"` {
+				t.Fatalf("result %q", text(t, res))
+			}
+			if n := recv(t, got, "a progress notification"); n.ProgressToken != "tok-2" || n.Progress != 1 || n.Total != 1 || n.Message != "read" {
+				t.Fatalf("progress = %+v", n)
+			}
+		})
+	}
+}

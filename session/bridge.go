@@ -73,7 +73,12 @@ type call struct {
 	callerGone       bool // resumed, and its caller waited in the kernel that stopped (Invoke): approved, it ends cancelled
 	detached         bool // made by Start: nobody waits in the kernel, the outcome is an event
 	finished         bool
+	lastProgress     time.Time        // when the last capability_progress was passed on (progress.go)
 	outcome          protocol.Outcome // read without the lock only after done is closed
+	// The invoker's context and the withdrawal of what its approval hook
+	// was told (invoker.go): kept to tell it of a re-issued request.
+	askCtx      context.Context
+	withdrawAsk context.CancelFunc
 
 	approval chan protocol.CapabilityApprove // buffered 1; the first decision
 	done     chan struct{}                   // closed by finish
