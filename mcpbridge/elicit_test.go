@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -173,11 +174,11 @@ func TestElicitationReissued(t *testing.T) {
 	f, ns := elicitFixture(t)
 	asked := make(chan *mcp.ElicitParams, 2)
 	withdrawn := make(chan struct{}, 1)
-	var n int
+	var n atomic.Int32 // the host's handlers run concurrently
 	cs := ns.connect(t, &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-		n++
+		first := n.Add(1) == 1
 		asked <- r.Params
-		if n == 1 { // the first question stays open until the server withdraws it
+		if first { // the first question stays open until the server withdraws it
 			<-ctx.Done()
 			withdrawn <- struct{}{}
 			return nil, ctx.Err()
