@@ -1,0 +1,148 @@
+package jsvm
+
+import (
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"modernc.org/libc"
+	lib "modernc.org/libquickjs"
+	"modernc.org/quickjs"
+)
+
+// engine is what this package reads of a quickjs.VM that modernc.org/quickjs
+// does not export: the runtime's C pointer and the libc.TLS that every call
+// into the transpiled engine takes. The layout is that of the versions
+// go.mod pins; TestHeap and TestOutOfMemoryStops check it.
+type engine struct {
+	tls *libc.TLS
+	rt  *lib.TJSRuntime
+	ok  bool
+}
+
+// engineOf returns q's engine, or ok false when the layout is not the one
+// expected.
+func engineOf(q *quickjs.VM) (e engine, ok bool) {
+	rt := reflect.ValueOf(q).Elem().FieldByName("state").FieldByName("runtime")
+	if !rt.IsValid() || rt.Kind() != reflect.Pointer || rt.IsNil() {
+		return e, false
+	}
+	c, ok := rt.Type().Elem().FieldByName("cRuntime")
+	if !ok || c.Type.Kind() != reflect.Uintptr {
+		return e, false
+	}
+	t, ok := rt.Type().Elem().FieldByName("tls")
+	if !ok || t.Type != reflect.TypeFor[*libc.TLS]() {
+		return e, false
+	}
+	base := unsafe.Pointer(rt.Pointer())
+	cr := *(*uintptr)(unsafe.Add(base, c.Offset))
+	if cr == 0 {
+		return e, false
+	}
+	// cr is the address of C memory the engine owns (not Go memory), kept
+	// as a uintptr by the transpiled code; read it as a pointer without a
+	// uintptr-to-pointer conversion.
+	e.rt = *(**lib.TJSRuntime)(unsafe.Pointer(&cr))
+	e.tls = *(**libc.TLS)(unsafe.Add(base, t.Offset))
+	e.ok = e.tls != nil
+	return e, e.ok
+}
+
+// rtAddr is the runtime's address as the transpiled code passes it.
+func (e engine) rtAddr() uintptr { return uintptr(unsafe.Pointer(e.rt)) }
+
+// GC runs the engine's garbage collector, which frees the cycles that
+// reference counting leaves (a function and its prototype object are one).
+// Call it between Runs, from the goroutine that owns the VM; it does
+// nothing on a VM that is gone or closed, or whose engine cannot be read.
+func (v *VM) GC() {
+	v.mu.Lock()
+	dead := v.gone || v.closed || v.busy
+	v.mu.Unlock()
+	if dead || !v.eng.ok {
+		return
+	}
+	lib.XJS_RunGC(v.eng.tls, v.eng.rtAddr())
+}
+
+// The allocator hook. The engine allocates through function pointers in
+// its runtime (malloc_ctx.mf), which the default allocator fills; the
+// default one returns NULL for an allocation that would pass the memory
+// limit, and the engine then throws an out-of-memory InternalError that a
+// script may catch. A VM made with Limits.OutOfMemoryStops has hookMalloc
+// and hookRealloc in their place: they call the default functions and, on
+// a failure, mark the VM and interrupt it, so that the script is stopped
+// at the engine's next poll whatever it catches.
+var (
+	hookOnce    sync.Once
+	hookOK      bool    // the defaults were found and may be wrapped
+	defMalloc   uintptr // the default functions, as the engine calls them
+	defRealloc  uintptr
+	hookedState sync.Map // uintptr (a runtime's malloc state) → *VM
+)
+
+// cfunc returns the C function pointer of f, a top-level Go function with
+// the C signature, as the transpiled code represents function pointers: a
+// pointer to the func value, which for a top-level function is static.
+func cfunc(f any) uintptr {
+	type iface [2]uintptr
+	return (*iface)(unsafe.Pointer(&f))[1]
+}
+
+type mallocFunc = func(*libc.TLS, uintptr, lib.Tsize_t) uintptr
+type reallocFunc = func(*libc.TLS, uintptr, uintptr, lib.Tsize_t) uintptr
+
+func hookMalloc(tls *libc.TLS, s uintptr, size lib.Tsize_t) uintptr {
+	p := (*(*mallocFunc)(unsafe.Pointer(&struct{ uintptr }{defMalloc})))(tls, s, size)
+	if p == 0 && size != 0 {
+		outOfMemory(s)
+	}
+	return p
+}
+
+func hookRealloc(tls *libc.TLS, s, ptr uintptr, size lib.Tsize_t) uintptr {
+	p := (*(*reallocFunc)(unsafe.Pointer(&struct{ uintptr }{defRealloc})))(tls, s, ptr, size)
+	if p == 0 && size != 0 {
+		outOfMemory(s)
+	}
+	return p
+}
+
+// outOfMemory marks the VM whose malloc state is s and interrupts it. It
+// runs on the engine's goroutine, inside an allocation.
+func outOfMemory(s uintptr) {
+	if x, ok := hookedState.Load(s); ok {
+		v := x.(*VM)
+		v.oom.Store(true)
+		v.q.Interrupt()
+	}
+}
+
+// hookAllocator puts the hooks in v's runtime; it reports false when the
+// runtime's allocator is not the default one this package knows.
+func (v *VM) hookAllocator() bool {
+	if !v.eng.ok {
+		return false
+	}
+	mf := &v.eng.rt.Fmalloc_ctx.Fmf
+	hookOnce.Do(func() {
+		defMalloc, defRealloc = mf.Fjs_malloc, mf.Fjs_realloc
+		hookOK = defMalloc != 0 && defRealloc != 0
+	})
+	if !hookOK || mf.Fjs_malloc != defMalloc || mf.Fjs_realloc != defRealloc {
+		return false
+	}
+	hookedState.Store(uintptr(unsafe.Pointer(v.heap)), v)
+	mf.Fjs_malloc = cfunc(hookMalloc)
+	mf.Fjs_realloc = cfunc(hookRealloc)
+	return true
+}
+
+// unhookAllocator forgets v before its engine is freed (the hooks stay in
+// place until then: freeing calls only js_free).
+func (v *VM) unhookAllocator() {
+	if v.hooked {
+		hookedState.Delete(uintptr(unsafe.Pointer(v.heap)))
+	}
+}
