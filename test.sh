@@ -72,6 +72,7 @@ step "allocation bounds" go test -count=1 -run 'Allocs$' ./protocol/ ./server/
 step "TypeScript client" clients/ts/test.sh
 step "TypeScript tool SDK" sdk/ts/test.sh
 step "TypeScript tools: tsc" ts_tools_check
+step "MCP with the npm SDK" mcpbridge/npmtest/test.sh
 
 echo
 if [ ${#failed_steps[@]} -eq 0 ]; then

@@ -427,6 +427,12 @@ func (d *Driver) resolve(names *nameMap, tc protocol.ToolCall, step, i int) pend
 	}
 	if n, ok := names.capability(tc.Name); ok {
 		pc.call.Name, pc.known = n, true
+	} else if len(tc.Name) > protocol.MaxNameBytes {
+		// No capability has such a name, and the conversation keeps it
+		// twice (the call, its result): it is kept cut, marked, so that
+		// the model still sees which call failed and no event carries
+		// hundreds of KiB of it.
+		pc.call.Name = cutName(tc.Name)
 	}
 	// The reply is the driver's: its arguments are kept, not copied.
 	in := json.RawMessage(bytes.TrimSpace(tc.Input))
@@ -479,4 +485,15 @@ func (d *Driver) invoke(ctx context.Context, s *session.Session, c *pendingCall)
 func tooLarge(err error) bool {
 	var c protocol.Coder
 	return errors.As(err, &c) && c.ErrorCode() == protocol.CodeTooLarge
+}
+
+// cutName is a name longer than any capability's, cut to fit one.
+func cutName(n string) string {
+	const keep = protocol.MaxNameBytes - 32
+	for i := keep; i > 0; i-- {
+		if utf8.RuneStart(n[i]) {
+			return n[:i] + "…(" + strconv.Itoa(len(n)) + " bytes)"
+		}
+	}
+	return "…(" + strconv.Itoa(len(n)) + " bytes)"
 }

@@ -1,6 +1,8 @@
 package driver_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +70,46 @@ func TestStreamBounds(t *testing.T) {
 				t.Fatalf("turn ended %s: %q, want an error naming %q", ended.Reason, ended.Error, tc.want)
 			}
 		})
+	}
+}
+
+// TestHugeToolName: a model that calls a tool by a 300 KB name (the red
+// team's hostile model server) gets not_found for it, the turn goes on,
+// and every event the session journals stays small: the name is cut in
+// messages, the journal keeps working for the next step.
+func TestHugeToolName(t *testing.T) {
+	name := strings.Repeat("n", 300_000)
+	chunk := func(delta string) string {
+		return `data: {"id":"c1","object":"chat.completion.chunk","created":1767225600,"model":"stub-model","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
+	}
+	body := "-- response --\n\n" + chunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"`+name+`","arguments":"{}"}}]}`) +
+		`data: {"id":"c1","object":"chat.completion.chunk","created":1767225600,"model":"stub-model","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n" +
+		"data: [DONE]\n" +
+		"-- response --\n\n" + chunk(`{"role":"assistant","content":"sorry"}`) +
+		`data: {"id":"c2","object":"chat.completion.chunk","created":1767225600,"model":"stub-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+		"data: [DONE]\n"
+	path := filepath.Join(t.TempDir(), "huge_name.txt")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, openAI, path, nil)
+	if ended := f.turn("call it"); ended.Reason != protocol.TurnCompleted {
+		t.Fatalf("turn ended %s: %s", ended.Reason, ended.Error)
+	}
+	f.journal.mu.Lock()
+	defer f.journal.mu.Unlock()
+	for _, fr := range f.journal.frames {
+		if len(fr) > 400_000 {
+			t.Fatalf("a journaled event of %d bytes: the name was not cut", len(fr))
+		}
+	}
+	var tool *protocol.ChatMessage
+	for _, e := range f.journal.events {
+		if m, ok := e.Msg.(*protocol.ConversationMessage); ok && m.Message.Role == protocol.RoleTool {
+			tool = &m.Message
+		}
+	}
+	if tool == nil || tool.Outcome == nil || tool.Outcome.Err == nil || tool.Outcome.Err.Code != protocol.CodeNotFound {
+		t.Fatalf("the tool's result: %+v, want not_found", tool)
 	}
 }

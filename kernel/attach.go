@@ -312,7 +312,11 @@ type sessionHandler struct {
 }
 
 func (h sessionHandler) Handle(ctx context.Context, c *session.Call) (json.RawMessage, error) {
-	out := h.e.invoke(ctx, h.name, Call{ID: c.ID, Session: h.session, Input: c.Input}, false)
+	call := Call{ID: c.ID, Session: h.session, Input: c.Input}
+	if fn := session.ProgressFunc(ctx); fn != nil { // the invoker asked for progress (an MCP caller's progressToken)
+		call.Progress = func(p tool.Progress) { fn(session.Progress{Done: p.Done, Total: p.Total, Message: p.Message}) }
+	}
+	out := h.e.invoke(ctx, h.name, call, false)
 	if out.Err != nil {
 		return nil, out.Err
 	}

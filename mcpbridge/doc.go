@@ -19,7 +19,19 @@
 //	err := srv.MCP().Run(ctx, &mcp.StdioTransport{})
 //
 // [Handler] serves one Streamable HTTP endpoint for many sessions, chosen
-// per request.
+// per request. Its MCP session ids carry their own state, so any node of a
+// cluster (or a restarted kernel) serves an MCP session another opened. A
+// caller that goes away (notifications/cancelled, its HTTP request ended)
+// cancels its call; closing the export never waits for a call. A call's
+// progress reaches a caller that sent a progressToken; with
+// [ServerOptions.Elicitation] a host that announced elicitation is asked to
+// approve its own calls; render capabilities are offered as MCP Apps
+// (ui:// resources) to hosts that announced the extension.
+//
+// # A session over stdio
+//
+// [Relay] bridges a host on stdio to a session's endpoint, message for
+// message (`brain mcp --url`).
 //
 // # Export: an environment over stdio
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -94,4 +95,36 @@ func ExampleImport() {
 	// [greeter.greet]
 	// mcp/greeter agent
 	// {"greeting":"hello, ada"}
+}
+
+// Relay bridges a host on stdio to a session's Streamable HTTP endpoint,
+// as `brain mcp --url` does: here the host is three lines of JSON-RPC.
+func ExampleRelay() {
+	s := session.New("demo", nil)
+	h := mcpbridge.Handler(nil, nil)
+	defer h.Close()
+	ts := httptest.NewServer(h.Endpoint(s))
+	defer ts.Close()
+
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`)
+	var out strings.Builder
+	if err := mcpbridge.Relay(context.Background(), ts.URL, in, &out, nil); err != nil {
+		fmt.Println(err)
+	}
+	for line := range strings.Lines(out.String()) {
+		var m struct {
+			ID     int `json:"id"`
+			Result struct {
+				Tools []struct{ Name string } `json:"tools"`
+			} `json:"result"`
+		}
+		_ = json.Unmarshal([]byte(line), &m)
+		if m.ID == 2 {
+			fmt.Println(m.Result.Tools[0].Name)
+		}
+	}
+	// Output: __capabilities.list
 }

@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -26,7 +27,25 @@ type HTTPHandler struct {
 type endpoint struct {
 	srv *Server
 	h   *mcp.StreamableHTTPHandler
+
+	posts sync.WaitGroup // POSTs being served: Release lets them deliver
 }
+
+// serve serves one request on e, counting POSTs.
+func (e *endpoint) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		e.posts.Add(1)
+		defer e.posts.Done()
+	}
+	e.h.ServeHTTP(w, r)
+}
+
+// releaseGrace bounds how long Release waits for the POSTs in flight to
+// deliver their responses (calls that ended — a Delete cancels them first
+// — or that Close answered unavailable) before it closes the MCP sessions
+// under them: a response written after its session closed never reaches
+// the client.
+const releaseGrace = 2 * time.Second
 
 // Handler returns an http.Handler serving the Streamable HTTP transport for
 // the session getSession picks for each request, so that a kernel can mount
@@ -63,7 +82,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such session", http.StatusBadRequest)
 		return
 	}
-	e.h.ServeHTTP(w, r)
+	e.serve(w, r)
 }
 
 // Endpoint returns the Streamable HTTP handler of s, for a router that has
@@ -80,7 +99,7 @@ func (h *HTTPHandler) Endpoint(s *session.Session) http.Handler {
 			http.Error(w, "no such session", http.StatusBadRequest)
 			return
 		}
-		e.h.ServeHTTP(w, r)
+		e.serve(w, r)
 	})
 }
 
@@ -95,7 +114,21 @@ func (h *HTTPHandler) endpoint(s *session.Session) *endpoint {
 	e, ok := h.servers[s]
 	if !ok {
 		srv := NewServer(s, &h.opts)
-		e = &endpoint{srv: srv, h: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, h.opts.HTTP)}
+		var ho mcp.StreamableHTTPOptions
+		if h.opts.HTTP != nil {
+			ho = *h.opts.HTTP
+		}
+		// MCP session ids that any node can serve (sessionid.go).
+		id := s.ID()
+		ho.NewSessionID = func(_ *http.Request, p *mcp.InitializeParams) string { return newSessionID(id, p) }
+		ho.RestoreSession = func(r *http.Request, sid string) *mcp.ServerSessionState {
+			st := restoreState(id, r, sid)
+			if st != nil {
+				srv.restored()
+			}
+			return st
+		}
+		e = &endpoint{srv: srv, h: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &ho)}
 		h.servers[s] = e
 	}
 	return e
@@ -110,8 +143,23 @@ func (h *HTTPHandler) Release(s *session.Session) {
 	delete(h.servers, s)
 	h.mu.Unlock()
 	if e != nil {
-		_ = e.srv.Close()
+		e.release()
 	}
+}
+
+// release closes e's server, letting the POSTs in flight deliver first
+// (bounded by releaseGrace).
+func (e *endpoint) release() {
+	e.srv.detach() // handlers waiting on calls answer now
+	delivered := make(chan struct{})
+	go func() { e.posts.Wait(); close(delivered) }()
+	t := time.NewTimer(releaseGrace)
+	select {
+	case <-delivered:
+	case <-t.C:
+	}
+	t.Stop()
+	_ = e.srv.Close()
 }
 
 // Close releases every session; later requests are refused with 400 Bad
@@ -123,7 +171,7 @@ func (h *HTTPHandler) Close() error {
 	h.servers = nil
 	h.mu.Unlock()
 	for _, e := range servers {
-		_ = e.srv.Close()
+		e.release()
 	}
 	return nil
 }

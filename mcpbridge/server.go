@@ -38,6 +38,14 @@ type ServerOptions struct {
 	// (server.Manager.Admit: quota_exceeded once a session's journal is
 	// full). Default nil: every call is admitted.
 	Admit func(*session.Session) *protocol.Error
+	// Elicitation, if set, asks an MCP host that announced (form)
+	// elicitation to approve its own calls that need approval: the host's
+	// user answers, and the answer decides the call as {side: "mcp"}
+	// (session.SideMCP). The session must take such decisions
+	// (session.Options.MCPDecisions); otherwise they are refused and the
+	// call waits as before. Default off: hosts wait for the client or an
+	// operator to decide.
+	Elicitation bool
 }
 
 func (o *ServerOptions) withDefaults() ServerOptions {
@@ -86,12 +94,44 @@ type Server struct {
 	sub   *session.Subscription
 	done  chan struct{} // closed when follow returns
 
-	// exported maps each tool name to the JSON of the tool as last added.
-	// Owned by NewServer, then by the follow goroutine.
-	exported map[string]string
-	applied  applied // how far follow has applied the session's events
+	// exported maps each tool name to the tool as last added (and its
+	// JSON). Changed by NewServer, then by the follow goroutine; guarded
+	// by expMu, which restored also takes.
+	expMu    sync.Mutex
+	exported map[string]exportedTool
+	renders  map[string]bool // exported tools that are render capabilities (apps.go); guarded by expMu
+	applied  applied         // how far follow has applied the session's events
 
+	elicit bool
+
+	// closing is closed by Close: in-flight calls stop being waited for.
+	closing   chan struct{}
+	mu        sync.Mutex
+	inflight  int           // tools/call handlers running
+	idle      chan struct{} // closed when inflight drops to 0 after Close
 	closeOnce sync.Once
+}
+
+// enter counts a tools/call handler in; false once the server is closing.
+func (srv *Server) enter() bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	select {
+	case <-srv.closing:
+		return false
+	default:
+	}
+	srv.inflight++
+	return true
+}
+
+func (srv *Server) exit() {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.inflight--; srv.inflight == 0 && srv.idle != nil {
+		close(srv.idle)
+		srv.idle = nil
+	}
 }
 
 // NewServer returns a Server for s. Its MCP server lists every capability
@@ -123,8 +163,11 @@ func NewServer(s *session.Session, opts *ServerOptions) *Server {
 		mcp:      newMCPServer(&o, true),
 		log:      o.Logger.With(slog.String(keySession, s.ID())),
 		admit:    o.Admit,
+		elicit:   o.Elicitation,
+		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
-		exported: map[string]string{},
+		exported: map[string]exportedTool{},
+		renders:  map[string]bool{},
 	}
 	// Everything after seq is replayed onto the listed state; applying a
 	// registration or removal twice converges, so nothing is missed.
@@ -132,7 +175,7 @@ func NewServer(s *session.Session, opts *ServerOptions) *Server {
 	srv.syncAll(s.List(protocol.AudienceLLM))
 	srv.applied.set(seq)
 	srv.sub = s.Subscribe(seq)
-	srv.mcp.AddReceivingMiddleware(srv.catchUp)
+	srv.mcp.AddReceivingMiddleware(srv.catchUp, srv.appsMiddleware)
 	go srv.follow()
 	return srv
 }
@@ -142,16 +185,58 @@ func NewServer(s *session.Session, opts *ServerOptions) *Server {
 func (srv *Server) MCP() *mcp.Server { return srv.mcp }
 
 // Close stops following the registry and closes every MCP session connected
-// to the server. It is safe to call more than once.
+// to the server. It never waits for a call: a tools/call still in flight
+// is answered at once with unavailable, and the call itself is left as it
+// is in the session — pending, to finish there or be resumed by the
+// session's next owner — so that closing (a stop, a handover) writes
+// nothing to the session. A call that had already finished is answered
+// with its outcome. It is safe to call more than once.
 func (srv *Server) Close() error {
 	srv.closeOnce.Do(func() {
+		srv.detach()
+		srv.mu.Lock()
+		var idle chan struct{}
+		if srv.inflight > 0 {
+			idle = make(chan struct{})
+			srv.idle = idle
+		}
+		srv.mu.Unlock()
 		srv.sub.Close()
 		<-srv.done
+		if idle != nil {
+			<-idle // handlers return at once once closing is closed
+		}
 		for ss := range srv.mcp.Sessions() {
 			_ = ss.Close()
 		}
 	})
 	return nil
+}
+
+// detach makes every tools/call handler stop waiting for its call (see
+// Close), and refuses new ones.
+func (srv *Server) detach() {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	select {
+	case <-srv.closing:
+	default:
+		close(srv.closing)
+	}
+}
+
+// restored is told that an MCP session opened elsewhere (another node,
+// before a restart) was restored here. Its client may have missed a
+// list_changed in between, while no node served it: the tool list is
+// announced as changed to the server's sessions (a client lists again;
+// one more notification than needed is harmless).
+func (srv *Server) restored() {
+	srv.expMu.Lock()
+	defer srv.expMu.Unlock()
+	for _, e := range srv.exported {
+		srv.mcp.AddTool(e.tool, srv.callTool) // replaced by itself: notifies
+		return
+	}
 }
 
 // follow applies registry changes until the subscription is closed.
@@ -196,11 +281,13 @@ func (srv *Server) syncAll(caps []protocol.Capability) {
 		srv.export(&caps[i])
 	}
 	var gone []string
+	srv.expMu.Lock()
 	for name := range srv.exported {
 		if !keep[name] {
 			gone = append(gone, name)
 		}
 	}
+	srv.expMu.Unlock()
 	srv.unexport(gone...)
 }
 
@@ -222,22 +309,43 @@ func (srv *Server) tryExport(c *protocol.Capability) error {
 	if err != nil {
 		return err
 	}
-	if old, ok := srv.exported[c.Name]; ok && old == string(fp) {
+	srv.expMu.Lock()
+	defer srv.expMu.Unlock()
+	if old, ok := srv.exported[c.Name]; ok && old.fp == string(fp) {
 		return nil
 	}
 	if err := addTool(srv.mcp, t, srv.callTool); err != nil {
 		return err
 	}
-	srv.exported[c.Name] = string(fp)
+	srv.exported[c.Name] = exportedTool{fp: string(fp), tool: t}
+	if c.Render != nil { // apps.go: its MCP App, for hosts that draw them
+		srv.exportApp(c)
+		srv.renders[c.Name] = true
+	} else if srv.renders[c.Name] {
+		delete(srv.renders, c.Name)
+		srv.mcp.RemoveResources(appURI(c.Name))
+	}
 	return nil
 }
 
+// exportedTool is a tool as last added, and its JSON.
+type exportedTool struct {
+	fp   string
+	tool *mcp.Tool
+}
+
 func (srv *Server) unexport(names ...string) {
+	srv.expMu.Lock()
+	defer srv.expMu.Unlock()
 	var gone []string
 	for _, n := range names {
 		if _, ok := srv.exported[n]; ok {
 			delete(srv.exported, n)
 			gone = append(gone, n)
+		}
+		if srv.renders[n] {
+			delete(srv.renders, n)
+			srv.mcp.RemoveResources(appURI(n))
 		}
 	}
 	if len(gone) > 0 {
@@ -255,16 +363,6 @@ func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
 	}()
 	s.AddTool(t, h)
 	return nil
-}
-
-// callTool runs one tools/call through the session's bridge.
-func (srv *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if srv.admit != nil {
-		if err := srv.admit(srv.s); err != nil {
-			return resultOf(protocol.Outcome{Err: err}), nil
-		}
-	}
-	return resultOf(srv.s.Invoke(ctx, protocol.AudienceLLM, req.Params.Name, arguments(req))), nil
 }
 
 // arguments returns the raw arguments of a call; absent or null means none.
@@ -383,4 +481,9 @@ const (
 	keyCapability = "capability"
 	keyServer     = "mcpServer"
 	keyTool       = "tool"
+	keyCall       = "call"
 )
+
+// uiExtension is the MCP Apps extension's identifier (SEP-1865), under
+// which a host announces it draws ui:// resources.
+const uiExtension = "io.modelcontextprotocol/ui"

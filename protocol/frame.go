@@ -48,7 +48,7 @@ func init() {
 	for _, m := range []Message{
 		&CapabilityRegister{}, &CapabilityDeregister{}, &CapabilityResult{},
 		&CapabilityApprove{}, &CapabilityInvoked{}, &RenderInvoked{},
-		&CapabilityInvoke{}, &CapabilityCancel{}, &ApprovalRequested{},
+		&CapabilityInvoke{}, &CapabilityCancel{}, &CapabilityProgress{}, &ApprovalRequested{},
 		&CapabilityOutcome{}, &Resume{}, &Snapshot{}, &Ack{}, &ErrorReply{},
 		&ApprovalDecided{}, &ApprovalWithdrawn{},
 		&TurnStart{}, &TurnEnd{}, &TurnCancel{}, &TurnStarted{}, &TurnEnded{}, // turn.go

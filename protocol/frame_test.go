@@ -55,7 +55,7 @@ func TestGoldenRoundTrip(t *testing.T) {
 	for _, typ := range []protocol.Type{
 		protocol.TypeCapabilityRegister, protocol.TypeCapabilityDeregister, protocol.TypeCapabilityResult,
 		protocol.TypeCapabilityApprove, protocol.TypeCapabilityInvoked, protocol.TypeRenderInvoked,
-		protocol.TypeCapabilityInvoke, protocol.TypeCapabilityCancel, protocol.TypeApprovalRequested,
+		protocol.TypeCapabilityInvoke, protocol.TypeCapabilityCancel, protocol.TypeCapabilityProgress, protocol.TypeApprovalRequested,
 		protocol.TypeCapabilityOutcome, protocol.TypeResume, protocol.TypeSnapshot, protocol.TypeAck, protocol.TypeError,
 		protocol.TypeApprovalDecided, protocol.TypeApprovalWithdrawn,
 	} {

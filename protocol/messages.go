@@ -19,16 +19,17 @@ const (
 // Extension message types: ours, documented in docs/protocol.md as
 // extensions. They never change a seed message's shape.
 const (
-	TypeCapabilityInvoke  Type = "capability_invoke"  // peer → kernel: a user invocation
-	TypeCapabilityCancel  Type = "capability_cancel"  // peer → kernel: cancel one call
-	TypeApprovalRequested Type = "approval_requested" // kernel → peer: show a confirm UI
-	TypeApprovalDecided   Type = "approval_decided"   // kernel → peer: who decided an approval, journaled first
-	TypeApprovalWithdrawn Type = "approval_withdrawn" // kernel → peer: an approval request that can no longer be decided
-	TypeCapabilityOutcome Type = "capability_outcome" // kernel → peer: a call's terminal outcome
-	TypeResume            Type = "resume"             // peer → kernel: replay after a seq
-	TypeSnapshot          Type = "snapshot"           // kernel → peer: state when replay is impossible
-	TypeAck               Type = "ack"                // kernel → peer: reply to a command
-	TypeError             Type = "error"              // kernel → peer: reply to a command that failed
+	TypeCapabilityInvoke   Type = "capability_invoke"   // peer → kernel: a user invocation
+	TypeCapabilityCancel   Type = "capability_cancel"   // peer → kernel: cancel one call
+	TypeCapabilityProgress Type = "capability_progress" // peer → kernel: how far a call it answers has come
+	TypeApprovalRequested  Type = "approval_requested"  // kernel → peer: show a confirm UI
+	TypeApprovalDecided    Type = "approval_decided"    // kernel → peer: who decided an approval, journaled first
+	TypeApprovalWithdrawn  Type = "approval_withdrawn"  // kernel → peer: an approval request that can no longer be decided
+	TypeCapabilityOutcome  Type = "capability_outcome"  // kernel → peer: a call's terminal outcome
+	TypeResume             Type = "resume"              // peer → kernel: replay after a seq
+	TypeSnapshot           Type = "snapshot"            // kernel → peer: state when replay is impossible
+	TypeAck                Type = "ack"                 // kernel → peer: reply to a command
+	TypeError              Type = "error"               // kernel → peer: reply to a command that failed
 )
 
 // Message is one message carried by a [Frame]: a seed message or an
@@ -119,6 +120,19 @@ type CapabilityInvoke struct {
 type CapabilityCancel struct {
 	CallID string `json:"callId"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// CapabilityProgress (extension) reports how far a call has come, from the
+// peer that answers it (a client or app handling a capability_invoked).
+// The kernel passes it to the call's invoker when the invoker asked for
+// progress (an MCP caller's progressToken: notifications/progress) and
+// journals nothing: progress is a hint, and reports arriving faster than
+// the invoker needs are coalesced. Total is 0 when unknown.
+type CapabilityProgress struct {
+	CallID   string  `json:"callId"`
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"`
+	Message  string  `json:"message,omitempty"`
 }
 
 // ApprovalRequested (extension) tells peers that a call waits for a
@@ -256,6 +270,7 @@ func (*CapabilityInvoked) MessageType() Type    { return TypeCapabilityInvoked }
 func (*RenderInvoked) MessageType() Type        { return TypeRenderInvoked }
 func (*CapabilityInvoke) MessageType() Type     { return TypeCapabilityInvoke }
 func (*CapabilityCancel) MessageType() Type     { return TypeCapabilityCancel }
+func (*CapabilityProgress) MessageType() Type   { return TypeCapabilityProgress }
 func (*ApprovalRequested) MessageType() Type    { return TypeApprovalRequested }
 func (*ApprovalDecided) MessageType() Type      { return TypeApprovalDecided }
 func (*ApprovalWithdrawn) MessageType() Type    { return TypeApprovalWithdrawn }

@@ -283,6 +283,11 @@ func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id stri
 		httpError(w, http.StatusTooManyRequests, string(perr.Code), perr.Message)
 	case srv.forward(w, r, err): // owned by another node (cluster.go)
 	default:
+		if msg, ok := storeFaultOf(err); ok { // storefault.go
+			srv.log.Warn("acquire session: the store cannot serve", slog.String("session", id), slog.String("error", err.Error()))
+			storeUnavailable(w, msg)
+			return false
+		}
 		srv.log.Error("acquire session", slog.String("session", id), slog.String("error", err.Error()))
 		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session cannot be opened")
 	}

@@ -82,6 +82,14 @@ func (m *Manager) fence(e *managed, j session.Journal) session.Journal {
 	if e.lease == nil {
 		return j
 	}
+	if h, ok := j.(interface{ HoldWhile(func() bool) }); ok {
+		// An append rides out a stream between leaders (an election) for
+		// as long as the lease is valid, instead of handing the session
+		// over after the store's timeout: the lease rides the same
+		// election out (package store), and the store's expected last
+		// sequence keeps a stale append out whatever the lease says.
+		h.HoldWhile(e.lease.Valid)
+	}
 	return &fencedJournal{j: j, lease: e.lease, id: e.id, onFail: func(err error) { m.handOver(e, err) },
 		failedCh: make(chan struct{}), started: map[string]chan struct{}{}}
 }
@@ -118,6 +126,7 @@ type fencedJournal struct {
 	failed   atomic.Bool
 	once     sync.Once
 	failedCh chan struct{} // closed once failed
+	failErr  error         // the failure; set before failedCh closes
 
 	mu      sync.Mutex
 	started map[string]chan struct{} // call id → closed once an event of the call is stored
@@ -150,8 +159,23 @@ func (f *fencedJournal) Append(e session.Event) error {
 		return err // refused before anything was stored: the journal is as it was
 	}
 	f.failed.Store(true)
-	f.once.Do(func() { close(f.failedCh); go f.onFail(err) })
+	f.once.Do(func() { f.failErr = err; close(f.failedCh); go f.onFail(err) })
 	return err
+}
+
+// closeCause is what ends a connection that must not be shown more of
+// the session: the journal failed (why, storefault.go), or an ack waited
+// too long for its call's first event.
+func (f *fencedJournal) closeCause() *closeError { return leaveCause(f.failure()) }
+
+// failure returns why the journal failed, or nil.
+func (f *fencedJournal) failure() error {
+	select {
+	case <-f.failedCh:
+		return f.failErr
+	default:
+		return nil
+	}
 }
 
 // entry returns call id's channel, creating it open; f.mu is held.
@@ -244,9 +268,6 @@ func (m *Manager) moving(e *managed) error {
 	return nil
 }
 
-// errUnjournaled ends a connection whose session's journal failed.
-var errUnjournaled = errors.New("the session's journal failed; it moves to another node: reconnect with ?after=")
-
 // handOver gives up e's session after its journal failed: releasing the
 // lease closes Lost, so watchLease drops the session and closes its
 // connections, and another node (or this one, on the next connection)
@@ -278,6 +299,16 @@ func (m *Manager) watchLease(e *managed) {
 	}
 	go func() {
 		<-e.lease.Lost()
+		// Why: the journal's failure when it handed the session over, or
+		// the lease's own (lapsed, taken).
+		var why error
+		if f := m.fenceOf(e.s); f != nil {
+			why = f.failure()
+		}
+		if le, ok := e.lease.(interface{ Err() error }); ok && why == nil {
+			why = le.Err()
+		}
+		cause := leaveCause(why) // storefault.go: a code and a reason, never a bare drop
 		m.mu.Lock()
 		mine := m.live[e.id] == e
 		if mine {
@@ -289,7 +320,7 @@ func (m *Manager) watchLease(e *managed) {
 		}
 		m.mu.Unlock()
 		for _, c := range conns {
-			c.cancel(errMoved)
+			c.cancel(cause)
 		}
 		if !mine {
 			return
@@ -298,14 +329,13 @@ func (m *Manager) watchLease(e *managed) {
 		if m.opts.Release != nil {
 			m.opts.Release(e.s)
 		}
-		m.log.Warn("session lease lost: no longer serving it", slog.String("session", e.id), slog.Int("connections", len(conns)))
+		attrs := []any{slog.String("session", e.id), slog.Int("connections", len(conns))}
+		if why != nil {
+			attrs = append(attrs, slog.String("error", why.Error()))
+		}
+		m.log.Warn("session lease lost: no longer serving it", attrs...)
 	}()
 }
-
-// errMoved ends the connections of a session this node stopped serving
-// (its lease lost, or its journal failed): they close with code 1012 and
-// a reason, and reconnect — to the session's next owner.
-var errMoved = errors.New("the session moved: this node no longer owns it")
 
 // dropLease releases e's lease, if it has one.
 func (m *Manager) dropLease(e *managed) {

@@ -32,6 +32,9 @@ type Options struct {
 	// Metrics, if set, is served at GET /metrics to operator tokens only
 	// (internal/telemetry's Handler).
 	Metrics http.Handler
+	// Ready, if set, says whether the session store can serve (nil) or
+	// what is wrong with it, for GET /readyz (storefault.go).
+	Ready func() error
 }
 
 // Server is the kernel's HTTP handler:
@@ -40,6 +43,7 @@ type Options struct {
 //	     /v1/sessions/{id}/mcp   MCP (Streamable HTTP) for agent drivers
 //	GET  /v1/sessions/{id}       the session's snapshot (JSON)
 //	GET  /healthz                liveness, unauthenticated
+//	GET  /readyz                 readiness (stopping, the store), unauthenticated
 //	GET  /metrics                Prometheus metrics (Options.Metrics), operator token
 //
 // Every /v1 endpoint needs a token — "Authorization: Bearer <token>", or
@@ -63,6 +67,7 @@ func New(opts Options) *Server {
 	}
 	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	srv.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv.mux.HandleFunc("GET /readyz", srv.handleReady) // storefault.go
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(joinWS, srv.handleWS))
 	srv.routeSessionsAPI() // GET /v1/sessions[/{id}], DELETE, frames, approvals (api_sessions.go)
 	srv.mux.HandleFunc("/v1/sessions/{id}/mcp", srv.withSession(joinMCP, srv.handleMCP))
@@ -124,6 +129,10 @@ func (srv *Server) withSession(create func(*http.Request) bool, h sessionHandler
 // deleted session is never created again by a connection (tenancy.go).
 func joinWS(*http.Request) bool { return true }
 
+// mcpCallerHeader is mcpbridge.CallerHeader (this package does not import
+// mcpbridge): the authenticated name of an MCP request's token.
+const mcpCallerHeader = "Brain-Mcp-Caller"
+
 // joinMCP: an MCP request creates its session when it never existed.
 func joinMCP(*http.Request) bool { return true }
 
@@ -153,6 +162,10 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 	// MCP side, counted beside the WebSocket ones.
 	srv.conns.add(sideMCP, 1)
 	defer srv.conns.add(sideMCP, -1)
+	// Who the caller is, as this kernel authenticated it: what an
+	// elicitation-answered approval records as decider (mcpbridge.CallerHeader).
+	// Never what the client sent.
+	r.Header.Set(mcpCallerHeader, pr.Peer.Name)
 	srv.opts.MCP(s).ServeHTTP(w, r)
 }
 

@@ -118,13 +118,16 @@ const StatusSessionDeleted websocket.StatusCode = 4404
 // closeReason is the close code and reason of a connection the kernel
 // ends on purpose, by its cause.
 func closeReason(cause error) (websocket.StatusCode, string, bool) {
+	if ce, ok := closeCause(cause); ok {
+		// This node stops serving the session for the store's sake or
+		// another node's (storefault.go): the cause carries both.
+		return ce.code, ce.reason, true
+	}
 	switch {
 	case errors.Is(cause, ErrStopping):
 		return websocket.StatusGoingAway, "the node is stopping: reconnect", true
 	case errors.Is(cause, ErrDeleted):
 		return StatusSessionDeleted, "the session was deleted", true
-	case errors.Is(cause, errMoved):
-		return websocket.StatusServiceRestart, "the session moved to another node: reconnect", true
 	}
 	return 0, "", false
 }
@@ -311,7 +314,7 @@ func (c *wsConn) send(f *protocol.Frame) {
 	// In a cluster, no reply before the journal has stored what it
 	// acknowledges (cluster.go; keep this gate: TestClusterLoad).
 	if c.fence != nil && !c.fence.admits(f) {
-		c.cancel(errUnjournaled)
+		c.cancel(c.fence.closeCause())
 		return
 	}
 	select {
@@ -457,7 +460,7 @@ func (c *wsConn) encodeEvent(ev session.Event) []byte {
 	// In a cluster, no event the journal has not stored; the connection
 	// ends (cluster.go; keep this gate: TestClusterLoad).
 	if c.fence != nil && !c.fence.shows(ev.Seq) {
-		c.cancel(errUnjournaled)
+		c.cancel(c.fence.closeCause())
 		return nil
 	}
 	if snap, ok := ev.Msg.(*protocol.Snapshot); ok {

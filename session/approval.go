@@ -23,7 +23,9 @@ import (
 //     every decision of a call restored from a journal that holds one, is
 //     refused;
 //   - only the client and operators decide, never the invoker (the model,
-//     the runtime, an MCP caller), an app or an environment; the decision
+//     the runtime, an MCP caller), an app or an environment — except, with
+//     Options.MCPDecisions, the user of the MCP host that made the call,
+//     answering its elicitation (SideMCP, digest required); the decision
 //     records who decided as the connection authenticated, and what the
 //     frame's decidedBy claimed;
 //   - a request expires after Options.ApprovalTimeout, and ends cancelled
@@ -82,6 +84,7 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 	}
 	if !c.resumed {
 		s.requestLocked(c)
+		s.tellApprovalRequestedLocked(ctx, c) // invoker.go: an MCP host may ask its user
 	}
 	s.mu.Unlock()
 	timer := time.NewTimer(s.opts.ApprovalTimeout)
@@ -117,7 +120,9 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 }
 
 // Approve delivers a capability_approve from peer p. Only the client and
-// operators decide; the runtime may reject (a policy) but never approve. It fails, changing nothing, for an unknown or finished
+// operators decide (and SideMCP with Options.MCPDecisions and the
+// request's inputDigest); the runtime may reject (a policy) but never
+// approve. It fails, changing nothing, for an unknown or finished
 // call, a call that needs no approval or was already decided (the first
 // decision wins, also across restarts), an unknown decision, an approval
 // with another request's inputDigest (stale_approval). An approval without inputDigest — the seed's
@@ -137,6 +142,12 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	}
 	switch {
 	case p.Side == SideClient || p.Side == SideOperator:
+	case p.Side == SideMCP && s.opts.MCPDecisions && m.InputDigest != "":
+		// The user of an MCP host answered the elicitation for this very
+		// request (invoker.go): trusted only when the kernel says so, and
+		// only bound to the digest the user was shown.
+	case p.Side == SideMCP:
+		return protocol.Errorf(protocol.CodeForbidden, "%s may not %s calls here: decisions through MCP elicitation are off (approvals.mcp_elicitation), or the decision carries no inputDigest", p, verb(m.Decision))
 	case p.Side == SideRuntime && m.Decision == protocol.DecisionRejected:
 		// Trusted code in the kernel's process (a policy) may refuse a call;
 		// it never approves one, since it may be the invoker.

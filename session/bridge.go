@@ -73,6 +73,7 @@ type call struct {
 	callerGone       bool // resumed, and its caller waited in the kernel that stopped (Invoke): approved, it ends cancelled
 	detached         bool // made by Start: nobody waits in the kernel, the outcome is an event
 	finished         bool
+	lastProgress     time.Time        // when the last capability_progress was passed on (progress.go)
 	outcome          protocol.Outcome // read without the lock only after done is closed
 
 	approval chan protocol.CapabilityApprove // buffered 1; the first decision
@@ -97,6 +98,7 @@ func (s *Session) Invoke(ctx context.Context, invoker protocol.Audience, name st
 	if c == nil {
 		return fail
 	}
+	tellStarted(ctx, c) // invoker.go
 	if s.opts.Observe != nil {
 		s.observe(CallStarted, c, func(e CallEvent) CallEvent { e.Context = ctx; return e })
 	}

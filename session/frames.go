@@ -15,7 +15,8 @@ import (
 // Commands: capability_register, capability_deregister, capability_result,
 // capability_approve, and the extensions capability_invoke (a user
 // invocation, client only: the ack carries the call id and the outcome
-// arrives as a capability_outcome event) and capability_cancel. resume is
+// arrives as a capability_outcome event), capability_cancel and
+// capability_progress (progress.go). resume is
 // the transport's business (see [Session.Subscribe]); messages the kernel
 // sends are refused.
 func (s *Session) HandleFrame(p Peer, f *protocol.Frame) *protocol.Frame {
@@ -56,6 +57,8 @@ func (s *Session) apply(p Peer, m protocol.Message) (*protocol.Ack, error) {
 			return nil, protocol.Errorf(protocol.CodeForbidden, "%s may not cancel calls", p)
 		}
 		return &protocol.Ack{}, s.Cancel(m.CallID, m.Reason)
+	case *protocol.CapabilityProgress:
+		return &protocol.Ack{}, s.Progress(p, m) // progress.go
 	case *protocol.CapabilityInvoke:
 		if p.Side != SideClient && p.Side != SideOperator {
 			return nil, protocol.Errorf(protocol.CodeForbidden, "only the client or an operator invokes capabilities on a user's behalf, not %s", p)

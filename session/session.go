@@ -44,6 +44,11 @@ type Options struct {
 	// only request (a request withdrawn and issued again needs the
 	// digest).
 	RequireApprovalDigest bool
+	// MCPDecisions lets the user of an MCP host decide the approvals of the
+	// calls that host made, by answering an elicitation request (peer side
+	// SideMCP; the decision must carry the request's inputDigest). Off by
+	// default: it trusts whoever sits at the MCP host as a decider.
+	MCPDecisions bool
 	// PeerGrace is how long a call to a client, app or environment
 	// capability waits for its owning peer to reconnect when that peer has
 	// no live connection (see [Session.Attach]); after it the call ends

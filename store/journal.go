@@ -47,7 +47,21 @@ type journal struct {
 	enc        []byte      // reused to encode every event (a publish copies it)
 
 	appended atomic.Int64 // bytes of the events this journal stored (Bytes)
+
+	hold atomic.Pointer[func() bool] // HoldWhile's; nil: appends are bounded by Options.Timeout
 }
+
+// HoldWhile makes every later append ride out a stream without a leader
+// (a JetStream leader election), an unanswered publish or a new leader
+// not ready yet for as long as valid reports true — at most 30 s —
+// instead of giving up after Options.Timeout. package server passes its
+// lease's Valid: a session is not handed over because of an election its
+// lease outlives. Riding it out is safe whatever valid says: every append
+// expects the session's last stored event to be this journal's last (the
+// expected last subject sequence), so a stale owner's append is refused
+// once another owner has written. An append still fails at once when the
+// store is unreachable or has no quorum (an [*UnavailableError]).
+func (j *journal) HoldWhile(valid func() bool) { j.hold.Store(&valid) }
 
 // Bytes returns the bytes of the events this journal has stored (each
 // event's encoded frame, as the stream holds it), not counting what the
@@ -145,22 +159,25 @@ func (j *journal) flushLocked() error {
 // publish stores p after the journal's last event, and returns its stream
 // sequence.
 func (j *journal) publish(p *pending) (uint64, error) {
-	ack, err := j.s.publish(&nats.Msg{Subject: j.subject, Data: p.data, Header: j.header(p)})
+	var hold func() bool
+	if h := j.hold.Load(); h != nil {
+		hold = *h
+	}
+	ack, err := j.s.publishHeld(&nats.Msg{Subject: j.subject, Data: p.data, Header: j.header(p)}, hold)
 	if err == nil {
 		if ack.Duplicate {
-			ctx, cancel := context.WithTimeout(context.Background(), j.s.opts.Timeout)
-			defer cancel()
-			return j.duplicate(ctx, p, ack.Sequence)
+			return j.duplicate(context.Background(), p, ack.Sequence)
 		}
 		return ack.Sequence, nil
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-			ctx, cancel := context.WithTimeout(context.Background(), j.s.opts.Timeout)
-			defer cancel()
-			return j.resync(ctx, p)
+			return j.resync(context.Background(), p)
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return 0, fmt.Errorf("%w: session %q: event %d: %w", ErrTooLarge, j.id, p.seq, err)
 		}
@@ -189,7 +206,12 @@ func (j *journal) header(p *pending) nats.Header {
 // duplicate handles an acknowledgement saying that p's message id was
 // stored already, at stream sequence seq.
 func (j *journal) duplicate(ctx context.Context, p *pending, seq uint64) (uint64, error) {
-	m, err := j.s.stream.GetMsg(ctx, seq)
+	var m *jetstream.RawStreamMsg
+	err := j.s.retry(ctx, fmt.Sprintf("read event %d of session %q", p.seq, j.id), func(ctx context.Context) error {
+		var err error
+		m, err = j.s.stream.GetMsg(ctx, seq)
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		// The id is remembered from a deleted event (a session deleted and
@@ -211,7 +233,12 @@ func (j *journal) duplicate(ctx context.Context, p *pending, seq uint64) (uint64
 // earlier publish of p was stored and its acknowledgement lost, or another
 // owner wrote, or the session was deleted.
 func (j *journal) resync(ctx context.Context, p *pending) (uint64, error) {
-	last, err := j.s.last(ctx, j.subject)
+	var last lastEvent
+	err := j.s.retry(ctx, fmt.Sprintf("read the last event of session %q", j.id), func(ctx context.Context) error {
+		var err error
+		last, err = j.s.last(ctx, j.subject)
+		return err
+	})
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)

@@ -1,11 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -17,12 +20,30 @@ const (
 	// session id, value the holding node ([LeaseHolder], JSON). Its TTL is
 	// the lease TTL: an entry its holder stops renewing expires.
 	leaseBucket = "brain_session_leases"
-	// defaultLeaseTTL is LeaseOptions.TTL's default.
-	defaultLeaseTTL = 10 * time.Second
+	// defaultLeaseTTL is LeaseOptions.TTL's default: long enough that the
+	// window a lease rides out (electionWindow) covers a JetStream leader
+	// election, 4 to 9 s after the leader's last heartbeat (docs/cluster.md,
+	// "Choosing the lease TTL").
+	defaultLeaseTTL = 20 * time.Second
 	// minLeaseTTL is the shortest lease TTL (JetStream expires messages
 	// about once a second at best on a loaded server).
 	minLeaseTTL = 500 * time.Millisecond
+	// renewAttempt bounds one renewal's request: one sent to a leader that
+	// just died is never answered.
+	renewAttempt = time.Second
 )
+
+// ElectionTTL is the shortest lease TTL that rides out a JetStream leader
+// election: its window (23/40 of the TTL, electionWindow) covers 10 s —
+// nats-server's longest election timeout, 9 s after the leader's last
+// heartbeat, and a second to elect and answer.
+const ElectionTTL = 18 * time.Second
+
+// electionWindow is how long a lease of this TTL rides out a store that
+// stops answering at the worst moment (just before a renewal was due):
+// its validity (4/5 TTL) less the renewal period (TTL/5) and the renewal
+// loop's tick (TTL/40).
+func electionWindow(ttl time.Duration) time.Duration { return ttl*4/5 - ttl/5 - ttl/40 }
 
 var (
 	// ErrLeased reports a session whose lease another node holds; the
@@ -43,10 +64,15 @@ type LeaseOptions struct {
 	// (for example "http://10.0.0.5:8080"); recorded in each lease.
 	Addr string
 	// TTL is how long a lease lives without renewal, the same on every
-	// node (it is the bucket's). Default 10 s, at least 500 ms. The holder
-	// renews every TTL/3 and stops serving once 4/5 of the TTL has passed
-	// since it sent its last successful renewal, so it has stopped before
-	// the entry expires and another node can take it.
+	// node (it is the bucket's). Default 20 s, at least 500 ms. The holder
+	// renews every TTL/5 — a renewal that fails (a stream between leaders)
+	// is retried with backoff — and stops serving once 4/5 of the TTL has
+	// passed since it sent its last successful renewal, so it has stopped
+	// before the entry expires and another node can take it. A lease thus
+	// rides out a store that does not answer for 23/40 of the TTL (11.5 s
+	// of the default 20 s, 1.7 s of a 3 s TTL): at least [ElectionTTL]
+	// rides out a JetStream leader election. Zero means the lease
+	// bucket's TTL if it exists (every node must agree), 20 s if not.
 	TTL time.Duration
 }
 
@@ -54,6 +80,14 @@ type LeaseOptions struct {
 type LeaseHolder struct {
 	Node string `json:"node"`
 	Addr string `json:"addr,omitempty"`
+}
+
+// leaseEntry is a lease entry's value: the holder and the run of the
+// holder (random per [Leases]).
+type leaseEntry struct {
+	Node string `json:"node"`
+	Addr string `json:"addr,omitempty"`
+	Run  string `json:"run,omitempty"`
 }
 
 // LeasedError reports a session leased by another node. It matches
@@ -106,27 +140,49 @@ func (s *Store) Leases(ctx context.Context, opts *LeaseOptions) (*Leases, error)
 	if _, err := subjectFor(o.Node); err != nil {
 		return nil, fmt.Errorf("store: lease node id: %w", err)
 	}
-	if o.TTL == 0 {
-		o.TTL = defaultLeaseTTL
-	}
-	if o.TTL < minLeaseTTL {
+	if o.TTL != 0 && o.TTL < minLeaseTTL {
 		return nil, fmt.Errorf("store: lease TTL %s is shorter than %s", o.TTL, minLeaseTTL)
 	}
-	value, err := json.Marshal(LeaseHolder{Node: o.Node, Addr: o.Addr})
+	// The entry names this run of the node too: a renewal that finds the
+	// entry changed tells its own lost write (the same value) from a
+	// restart of the same node id, which takes the lease back.
+	value, err := json.Marshal(leaseEntry{Node: o.Node, Addr: o.Addr, Run: rand.Text()})
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := s.requestContext(ctx)
 	defer cancel()
-	kv, err := s.js.CreateOrUpdateKeyValue(rctx, jetstream.KeyValueConfig{
-		Bucket:      leaseBucket,
-		Description: "brain: which node owns each session",
-		TTL:         o.TTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.opts.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: create bucket %s: %w", leaseBucket, err)
+	var kv jetstream.KeyValue
+	if o.TTL == 0 {
+		// No TTL asked for: a cluster's bucket keeps the TTL it has (a
+		// cluster started before the default changed keeps its own, and
+		// every node agrees on it).
+		if kv, err = s.js.KeyValue(rctx, leaseBucket); err == nil {
+			st, serr := kv.Status(rctx)
+			if serr != nil {
+				return nil, fmt.Errorf("store: read bucket %s: %w", leaseBucket, serr)
+			}
+			o.TTL = st.TTL()
+		} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, fmt.Errorf("store: open bucket %s: %w", leaseBucket, err)
+		} else {
+			kv, o.TTL = nil, defaultLeaseTTL
+		}
+	}
+	if kv == nil {
+		if kv, err = s.js.CreateOrUpdateKeyValue(rctx, jetstream.KeyValueConfig{
+			Bucket:      leaseBucket,
+			Description: "brain: which node owns each session",
+			TTL:         o.TTL,
+			Storage:     jetstream.FileStorage,
+			Replicas:    s.opts.Replicas,
+		}); err != nil {
+			return nil, fmt.Errorf("store: create bucket %s: %w", leaseBucket, err)
+		}
+	}
+	if o.TTL < ElectionTTL {
+		s.log.Warn("session leases: a TTL this short does not ride out a NATS leader election (4-9 s): a crash of the NATS server leading the lease bucket loses leases",
+			slog.Duration("ttl", o.TTL), slog.Duration("rides_out", electionWindow(o.TTL)), slog.Duration("want_at_least", ElectionTTL))
 	}
 	l := &Leases{s: s, kv: kv, opts: o, value: value, held: map[string]*Lease{},
 		log:  s.log.With(slog.String("node", o.Node)),
@@ -151,12 +207,19 @@ type Lease struct {
 	validUntil time.Time
 	err        error // set once lost
 	lost       chan struct{}
+	// Renewal retries: failures since the last success, when the next
+	// attempt may go, and the last failure.
+	failures int
+	nextTry  time.Time
+	lastErr  error
 }
 
 // Acquire takes the session's lease for this node: it succeeds if no node
 // holds it (or its holder let it expire), or this node id holds it from
-// an earlier run. A lease held by another node is a [*LeasedError]. It
-// waits at most the TTL (or Options.Timeout, if shorter) for the cluster.
+// an earlier run. A lease held by another node is a [*LeasedError]. A
+// cluster between leaders is ridden out (up to 15 s, or ctx's deadline);
+// a store that is unreachable or has no quorum fails at once with an
+// [*UnavailableError].
 func (l *Leases) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if _, err := subjectFor(id); err != nil {
 		return nil, err
@@ -170,34 +233,46 @@ func (l *Leases) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if mine != nil && mine.Valid() {
 		return nil, fmt.Errorf("store: session %q: this node holds its lease already", id)
 	}
-	// Bounded by the TTL too: a node that cannot reach the cluster for
-	// that long could not keep the lease anyway, and answers quickly.
-	rctx, cancel := context.WithTimeout(ctx, min(l.opts.TTL, l.s.opts.Timeout))
-	defer cancel()
-	sent := time.Now()
-	rev, err := l.kv.Create(rctx, id, l.value)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		var e jetstream.KeyValueEntry
-		if e, err = l.kv.Get(rctx, id); errors.Is(err, jetstream.ErrKeyNotFound) {
-			// Expired or released in between: try once more.
-			sent = time.Now()
-			rev, err = l.kv.Create(rctx, id, l.value)
-		} else if err == nil {
-			var h LeaseHolder
-			if jerr := json.Unmarshal(e.Value(), &h); jerr != nil {
-				return nil, fmt.Errorf("store: session %q: lease entry does not decode: %w", id, jerr)
-			}
-			if h.Node != l.opts.Node {
-				return nil, &LeasedError{Session: id, Holder: h}
-			}
-			sent = time.Now()
-			rev, err = l.kv.Update(rctx, id, l.value, e.Revision())
+	var rev uint64
+	var sent time.Time
+	var leased *LeasedError
+	op := fmt.Sprintf("acquire the lease of session %q", id)
+	err := l.s.retry(ctx, op, func(ctx context.Context) error {
+		var err error
+		sent = time.Now()
+		rev, err = l.kv.Create(ctx, id, l.value)
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
 		}
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, fmt.Errorf("%w: session %q: taken by another node while acquiring", ErrLeased, id)
-	}
-	if err != nil {
+		// Held (by another node, by this node id from an earlier run, or
+		// by this very acquire whose earlier attempt's answer was lost).
+		e, err := l.kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return errAgain // expired or released in between
+		} else if err != nil {
+			return err
+		}
+		var h LeaseHolder
+		if jerr := json.Unmarshal(e.Value(), &h); jerr != nil {
+			return fmt.Errorf("store: session %q: lease entry does not decode: %w", id, jerr)
+		}
+		if h.Node != l.opts.Node {
+			leased = &LeasedError{Session: id, Holder: h}
+			return leased
+		}
+		sent = time.Now()
+		rev, err = l.kv.Update(ctx, id, l.value, e.Revision())
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("%w: session %q: taken by another node while acquiring", ErrLeased, id)
+		}
+		return err
+	})
+	switch {
+	case leased != nil && errors.Is(err, ErrLeased):
+		return nil, leased
+	case errors.Is(err, ErrLeased), errors.Is(err, ErrUnavailable):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("store: session %q: acquire lease: %w", id, err)
 	}
 	x := &Lease{l: l, id: id, rev: rev, validUntil: sent.Add(l.validFor()), lost: make(chan struct{})}
@@ -218,9 +293,12 @@ func (l *Leases) Holder(ctx context.Context, id string) (h LeaseHolder, ok bool,
 	if _, err := subjectFor(id); err != nil {
 		return h, false, err
 	}
-	rctx, cancel := l.s.requestContext(ctx)
-	defer cancel()
-	e, err := l.kv.Get(rctx, id)
+	var e jetstream.KeyValueEntry
+	err = l.s.retry(ctx, fmt.Sprintf("read the lease of session %q", id), func(ctx context.Context) error {
+		var err error
+		e, err = l.kv.Get(ctx, id)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return h, false, nil
 	}
@@ -235,6 +313,9 @@ func (l *Leases) Holder(ctx context.Context, id string) (h LeaseHolder, ok bool,
 
 // validFor is how long after sending a renewal this node trusts it.
 func (l *Leases) validFor() time.Duration { return l.opts.TTL * 4 / 5 }
+
+// renewAfter is how old a renewal is when the next one is sent.
+func (l *Leases) renewAfter() time.Duration { return l.opts.TTL / 5 }
 
 // Close stops renewing and releases every lease this node holds, so other
 // nodes can take its sessions at once. It is idempotent.
@@ -253,10 +334,10 @@ func (l *Leases) Close() error {
 	close(l.stop)
 	<-l.done
 	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), l.s.opts.Timeout)
+	defer cancel()
 	for _, x := range held {
-		ctx, cancel := context.WithTimeout(context.Background(), l.s.opts.Timeout)
 		errs = append(errs, x.Release(ctx))
-		cancel()
 	}
 	return errors.Join(errs...)
 }
@@ -275,11 +356,11 @@ func (l *Leases) abandon() {
 	<-l.done
 }
 
-// renewLoop renews each held lease every TTL/3 and marks lost those it
-// could not renew in time.
+// renewLoop renews each held lease every TTL/5, retrying failed renewals
+// with backoff, and marks lost those it could not renew in time.
 func (l *Leases) renewLoop() {
 	defer close(l.done)
-	tick := time.NewTicker(l.opts.TTL / 10)
+	tick := time.NewTicker(l.opts.TTL / 40)
 	defer tick.Stop()
 	for {
 		select {
@@ -299,6 +380,9 @@ func (l *Leases) renewLoop() {
 		sem := make(chan struct{}, renewConcurrency)
 		var wg sync.WaitGroup
 		for _, x := range held {
+			if !x.due(time.Now()) {
+				continue
+			}
 			select {
 			case <-l.stop:
 				wg.Wait()
@@ -315,10 +399,25 @@ func (l *Leases) renewLoop() {
 }
 
 // renewConcurrency bounds the renewals one node has in flight.
-const renewConcurrency = 32
+const renewConcurrency = 64
 
-// renew renews x if its last renewal is a third of the TTL old, and marks
-// it lost if it is past its validity.
+// due reports whether x needs the renewal loop's attention at now: its
+// last renewal is TTL/5 old and no backoff holds it back, or it is past
+// its validity.
+func (x *Lease) due(now time.Time) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.err != nil {
+		return false
+	}
+	return !now.Before(x.validUntil) ||
+		(x.validUntil.Sub(now) <= x.l.validFor()-x.l.renewAfter() && !now.Before(x.nextTry))
+}
+
+// renew renews x, and marks it lost if it is past its validity or another
+// node holds it. A renewal that fails for another reason (a stream
+// between leaders, no answer) is retried on a later tick, after a pause
+// growing from 100 ms to 1 s, for as long as the lease is valid.
 func (x *Lease) renew() {
 	x.mu.Lock()
 	rev, until, gone := x.rev, x.validUntil, x.err != nil
@@ -327,30 +426,97 @@ func (x *Lease) renew() {
 		return
 	}
 	now := time.Now()
-	if now.After(until) {
-		x.lose(fmt.Errorf("%w: session %q: not renewed within %s", ErrLeaseLost, x.id, x.l.validFor()), true)
+	if !now.Before(until) {
+		x.lose(x.lapsed(), true)
 		return
 	}
-	if until.Sub(now) > x.l.validFor()-x.l.opts.TTL/3 {
-		return // renewed recently
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), until.Sub(now))
+	kv := x.l.kv
+	ctx, cancel := context.WithTimeout(context.Background(), min(until.Sub(now), renewAttempt))
 	defer cancel()
-	newRev, err := x.l.kv.Update(ctx, x.id, x.l.value, rev)
-	var apiErr *jetstream.APIError
-	switch {
-	case err == nil:
-		x.mu.Lock()
-		if x.err == nil {
-			x.rev, x.validUntil = newRev, now.Add(x.l.validFor())
+	newRev, err := kv.Update(ctx, x.id, x.l.value, rev)
+	if isRevisionMismatch(err) {
+		// Another node holds it — or this node does, at a revision whose
+		// acknowledgement was lost (a renewal sent as the stream's leader
+		// died, stored by its successor): renew on the revision stored.
+		e, gerr := kv.Get(ctx, x.id)
+		switch {
+		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+			x.lose(fmt.Errorf("%w: session %q: the lease entry expired or was deleted", ErrLeaseLost, x.id), true)
+			return
+		case gerr != nil:
+			err = gerr
+		case !bytes.Equal(e.Value(), x.l.value):
+			var h LeaseHolder
+			_ = json.Unmarshal(e.Value(), &h)
+			x.lose(fmt.Errorf("%w: session %q: taken by node %q", ErrLeaseLost, x.id, h.Node), true)
+			return
+		default:
+			now = time.Now()
+			newRev, err = kv.Update(ctx, x.id, x.l.value, e.Revision())
+			if isRevisionMismatch(err) {
+				x.lose(fmt.Errorf("%w: session %q: taken by another node", ErrLeaseLost, x.id), true)
+				return
+			}
 		}
-		x.mu.Unlock()
-	case errors.Is(err, jetstream.ErrKeyExists),
-		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
-		x.lose(fmt.Errorf("%w: session %q: taken by another node", ErrLeaseLost, x.id), true)
-	default:
-		x.l.log.Warn("renew session lease", slog.String("session", x.id), slog.String(logKeyError, err.Error()))
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.err != nil {
+		return
+	}
+	if err == nil {
+		if x.failures > 0 {
+			x.l.log.Info("session lease renewed again", slog.String("session", x.id), slog.Int("failed_renewals", x.failures),
+				slog.Duration("left", until.Sub(now).Round(time.Millisecond)))
+		}
+		x.rev, x.validUntil = newRev, now.Add(x.l.validFor())
+		x.failures, x.nextTry, x.lastErr = 0, time.Time{}, nil
+		return
+	}
+	if x.failures == 0 {
+		x.l.log.Warn("renew session lease: retrying while it is valid", slog.String("session", x.id),
+			slog.Duration("valid_for", until.Sub(now).Round(time.Millisecond)), slog.String(logKeyError, err.Error()))
+	}
+	x.failures++
+	x.lastErr = err
+	x.nextTry = time.Now().Add(renewBackoff(x.failures))
+	x.l.s.kickHealth()
+}
+
+// renewBackoff is the pause after the nth failed renewal in a row: 100 ms
+// doubling to 1 s, less up to a fifth at random so that a node's renewals
+// do not all return at once.
+func renewBackoff(n int) time.Duration {
+	d := time.Second
+	if n < 5 {
+		d = 100 * time.Millisecond << (n - 1)
+	}
+	return d - mrand.N(d/5)
+}
+
+// lapsed is the error of a lease not renewed within its validity; when
+// the store is at fault it wraps an [*UnavailableError] saying what is
+// wrong with it.
+func (x *Lease) lapsed() error {
+	x.mu.Lock()
+	n, last := x.failures, x.lastErr
+	x.mu.Unlock()
+	base := fmt.Sprintf("session %q: not renewed within %s (%d renewals failed)", x.id, x.l.validFor(), n)
+	if h := x.l.s.Health(); h.State != HealthOK {
+		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, base, &UnavailableError{Op: "renew the lease", Health: h, Err: last})
+	}
+	if last != nil {
+		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, base, x.l.s.unavailable("renew the lease", last))
+	}
+	return fmt.Errorf("%w: %s", ErrLeaseLost, base)
+}
+
+// isRevisionMismatch reports an update refused because the entry's
+// revision is not the one given.
+func isRevisionMismatch(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) ||
+		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
 }
 
 // lose marks x lost with err, once.
@@ -399,6 +565,7 @@ func (x *Lease) Valid() bool {
 
 // Release gives the lease up (deleting the entry only if this node still
 // holds it), so another node can take the session at once. Lost is closed.
+// A cluster between leaders is ridden out within ctx.
 func (x *Lease) Release(ctx context.Context) error {
 	x.mu.Lock()
 	rev, wasLost := x.rev, x.err != nil
@@ -409,9 +576,14 @@ func (x *Lease) Release(ctx context.Context) error {
 	}
 	rctx, cancel := x.l.s.requestContext(ctx)
 	defer cancel()
-	err := x.l.kv.Delete(rctx, x.id, jetstream.LastRevision(rev))
-	var apiErr *jetstream.APIError
-	if err != nil && !(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
+	err := x.l.s.retry(rctx, fmt.Sprintf("release the lease of session %q", x.id), func(ctx context.Context) error {
+		err := x.l.kv.Delete(ctx, x.id, jetstream.LastRevision(rev))
+		if isRevisionMismatch(err) {
+			return nil // taken since, or deleted by an earlier attempt whose answer was lost
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("store: session %q: release lease: %w", x.id, err)
 	}
 	return nil

@@ -22,9 +22,10 @@ func (s *Store) SetSessionOwner(ctx context.Context, id, owner string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	rctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	if _, err := s.owners.PutString(rctx, id, owner); err != nil {
+	if err := s.retry(ctx, fmt.Sprintf("record the owner of session %q", id), func(ctx context.Context) error {
+		_, err := s.owners.PutString(ctx, id, owner)
+		return err
+	}); err != nil {
 		return fmt.Errorf("store: record the owner of session %q: %w", id, err)
 	}
 	return nil
@@ -39,9 +40,12 @@ func (s *Store) SessionOwner(ctx context.Context, id string) (owner string, ok b
 	if s.closed.Load() {
 		return "", false, ErrClosed
 	}
-	rctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	e, err := s.owners.Get(rctx, id)
+	var e jetstream.KeyValueEntry
+	err = s.retry(ctx, fmt.Sprintf("read the owner of session %q", id), func(ctx context.Context) error {
+		var err error
+		e, err = s.owners.Get(ctx, id)
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return "", false, nil
@@ -74,7 +78,9 @@ func (s *Store) SessionOwners(ctx context.Context) (map[string]string, error) {
 			if e == nil { // every current value has been delivered
 				return out, nil
 			}
-			out[e.Key()] = string(e.Value())
+			if e.Key() != probeKey { // health.go's, no session's
+				out[e.Key()] = string(e.Value())
+			}
 		case <-rctx.Done():
 			return nil, fmt.Errorf("store: list session owners: %w", rctx.Err())
 		}
@@ -83,7 +89,9 @@ func (s *Store) SessionOwners(ctx context.Context) (map[string]string, error) {
 
 // deleteOwner removes the owner record of session id; none is not an error.
 func (s *Store) deleteOwner(ctx context.Context, id string) error {
-	err := s.owners.Purge(ctx, id)
+	err := s.retry(ctx, fmt.Sprintf("delete the owner of session %q", id), func(ctx context.Context) error {
+		return s.owners.Purge(ctx, id)
+	})
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("store: delete the owner of session %q: %w", id, err)
 	}

@@ -26,42 +26,94 @@ const pubRetryWait = jetstream.DefaultPubRetryWait
 // id) make a repeat harmless.
 const pubAttempt = time.Second
 
-// request publishes m to the stream and waits at most timeout for its
-// acknowledgement: what jetstream.PublishMsg does, with the same errors,
-// minus what it costs per call that a journal does not need (a context
-// and its timer, the options, reflection over the acknowledgement): a
-// publish whose acknowledgement comes back on a reply slot (reply.go),
-// read by hand when it has the usual form.
-func (s *Store) request(m *nats.Msg, timeout time.Duration) (*jetstream.PubAck, error) {
+// maxAppendHold bounds how long an append rides out a stream without a
+// leader while its journal's hold (HoldWhile) says so: a lease valid that
+// long is being renewed, so only this stream is between leaders, and an
+// election takes a few seconds.
+const maxAppendHold = 30 * time.Second
+
+// request publishes m to the stream and waits for its acknowledgement:
+// what jetstream.PublishMsg does, with the same errors, minus what it
+// costs per call that a journal does not need (a context and its timer,
+// the options, reflection over the acknowledgement): a publish whose
+// acknowledgement comes back on a reply slot (reply.go), read by hand
+// when it has the usual form.
+//
+// A publish that meets no responders, goes unanswered, or is refused by
+// a stream between leaders is sent again until timeout has passed — or,
+// while hold reports true, until maxAppendHold has — unless the store
+// knows it is unreachable or has no quorum (health.go).
+func (s *Store) request(m *nats.Msg, timeout time.Duration, hold func() bool) (*jetstream.PubAck, error) {
 	sl, err := s.replies.take(s.nc)
 	if err != nil {
 		return nil, err
 	}
 	defer s.replies.give(sl)
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	// left is how long the retries may go on.
+	left := func() time.Duration {
+		d := timeout - time.Since(start)
+		if d <= 0 && hold != nil && hold() {
+			d = maxAppendHold - time.Since(start)
+		}
+		return d
+	}
+	var ack *jetstream.PubAck
 	resp, err := sl.request(s.nc, s.connClosed, m, min(timeout, pubAttempt))
-	for errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) {
-		left := time.Until(deadline)
-		if left <= 0 {
+	if err == nil {
+		ack, err = parsePubAck(resp.Data)
+	}
+	for err != nil && pubRetryable(err) {
+		wait := left()
+		if wait <= 0 {
 			break
 		}
-		if errors.Is(err, nats.ErrNoResponders) {
-			t := time.NewTimer(min(pubRetryWait, left))
-			<-t.C
-			if left = time.Until(deadline); left <= 0 {
-				err = nats.ErrTimeout
+		s.kickHealth()
+		if h := s.failing(); h != nil {
+			return nil, &UnavailableError{Op: "append an event", Health: *h, Err: err}
+		}
+		if !errors.Is(err, nats.ErrTimeout) {
+			// Answered at once (no responders, a new leader not ready):
+			// pause before sending again.
+			t := time.NewTimer(min(pubRetryWait, wait))
+			select {
+			case <-t.C:
+			case <-s.badChan():
+				t.Stop()
+			}
+			if wait = left(); wait <= 0 {
 				break
 			}
 		}
-		resp, err = sl.request(s.nc, s.connClosed, m, min(left, pubAttempt))
+		resp, err = sl.request(s.nc, s.connClosed, m, min(wait, pubAttempt))
+		if err == nil {
+			ack, err = parsePubAck(resp.Data)
+		}
 	}
 	switch {
+	case err == nil:
+		return ack, nil
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, jetstream.ErrNoStreamResponse
-	case err != nil:
-		return nil, err
 	}
-	return parsePubAck(resp.Data)
+	return nil, err
+}
+
+// pubRetryable reports a publish's error that a later attempt may not
+// meet: no responders (a stream without a leader), no answer, a new
+// leader not ready yet, or an earlier attempt still being replicated.
+func pubRetryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10163, // expected last sequence per subject temporarily unavailable (a new leader)
+			10008, // JetStream system temporarily unavailable
+			10158: // duplicate message id is in process (an earlier attempt not yet committed)
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout)
 }
 
 // parsePubAck reads a publish acknowledgement, or the error in its place.

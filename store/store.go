@@ -72,8 +72,13 @@ type Options struct {
 	// Replicas is the stream's replication factor on an external cluster
 	// (1 to 5). Default 1; the embedded server always uses 1.
 	Replicas int
-	// Timeout bounds every Append, and every request whose context has no
-	// deadline. Default 5 s.
+	// Timeout bounds every Append (unless its journal holds, see the
+	// journal's HoldWhile), and every request whose context has no
+	// deadline. Default 5 s. On an external server a request that meets a
+	// stream without a leader (an election) or no answer is sent again
+	// for up to 15 s (or Timeout, if longer) — unless the store knows its
+	// servers are unreachable or without a quorum ([Store.Health]): then
+	// it fails at once with an [*UnavailableError].
 	Timeout time.Duration
 	// Logger receives the store's and the embedded server's logs; nil
 	// discards them.
@@ -143,6 +148,10 @@ type Store struct {
 	// publishHook, set only by tests, replaces the journal's publish.
 	publishHook func(context.Context, *nats.Msg) (*jetstream.PubAck, error)
 
+	// health is what the store knows of its servers (health.go); probed
+	// on an external server only.
+	health *health
+
 	connClosed chan struct{}
 	closed     atomic.Bool
 	closeOnce  sync.Once
@@ -161,7 +170,7 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, log: o.Logger, connClosed: make(chan struct{})}
+	s := &Store{opts: o, log: o.Logger, connClosed: make(chan struct{}), health: newHealth()}
 	defer func() {
 		if err != nil {
 			s.shutdown()
@@ -219,6 +228,11 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 		Replicas:    o.Replicas,
 	}); err != nil {
 		return nil, fmt.Errorf("store: create bucket %s: %w", ownersBucket, err)
+	}
+	if s.ns == nil {
+		go s.monitor() // health.go
+	} else {
+		close(s.health.done)
 	}
 	return s, nil
 }
@@ -292,6 +306,14 @@ func (s *Store) Close() error {
 // shutdown releases whatever Open acquired.
 func (s *Store) shutdown() error {
 	var err error
+	select {
+	case <-s.health.stop:
+	default:
+		close(s.health.stop)
+	}
+	if s.owners != nil {
+		<-s.health.done // the monitor started, or done was closed
+	}
 	if s.nc != nil {
 		if derr := s.nc.Drain(); derr != nil {
 			s.nc.Close()
@@ -335,9 +357,11 @@ func (s *Store) Journal(sessionID string) (session.Journal, error) {
 		return nil, ErrClosed
 	}
 	j := &journal{s: s, id: sessionID, subject: subj, token: rand.Text()}
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	defer cancel()
-	last, err := s.last(ctx, subj)
+	var last lastEvent
+	err = s.retry(context.Background(), fmt.Sprintf("read the last event of session %q", sessionID), func(ctx context.Context) error {
+		last, err = s.last(ctx, subj)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: journal for session %q: %w", sessionID, err)
 	}
@@ -383,16 +407,21 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, er
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	events, err := s.load(ctx, subj)
+	var events []session.Event
+	err = s.retryEach(ctx, fmt.Sprintf("load session %q", sessionID), 0, func(ctx context.Context) error {
+		events, err = s.load(ctx, subj)
+		return err
+	})
 	// Replicated, the load's consumer may sit on a follower that has not
 	// applied the latest acknowledged events: load again until the events
 	// reach the last one the leader holds (a node taking a session over
 	// must restore everything its peers were shown).
 	for try := 0; err == nil && s.opts.Replicas > 1; try++ {
 		var last lastEvent
-		rctx, cancel := s.requestContext(ctx)
-		last, err = s.last(rctx, subj)
-		cancel()
+		err = s.retry(ctx, fmt.Sprintf("read the last event of session %q", sessionID), func(ctx context.Context) error {
+			last, err = s.last(ctx, subj)
+			return err
+		})
 		if err != nil || last.streamSeq == 0 || (len(events) > 0 && events[len(events)-1].Seq >= last.seq) {
 			break
 		}
@@ -402,6 +431,9 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, er
 		}
 		time.Sleep(20 * time.Millisecond) // a follower catching up
 		events, err = s.load(ctx, subj)
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: load session %q: %w", sessionID, err)
@@ -510,9 +542,12 @@ func (s *Store) Sessions(ctx context.Context) ([]string, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	rctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	info, err := s.stream.Info(rctx, jetstream.WithSubjectFilter(subjectPrefix+"*"))
+	var info *jetstream.StreamInfo
+	err := s.retry(ctx, "list sessions", func(ctx context.Context) error {
+		var err error
+		info, err = s.stream.Info(ctx, jetstream.WithSubjectFilter(subjectPrefix+"*"))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: list sessions: %w", err)
 	}
@@ -540,23 +575,24 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	rctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	if err := s.stream.Purge(rctx, jetstream.WithPurgeSubject(subj)); err != nil {
+	if err := s.retry(ctx, fmt.Sprintf("delete session %q", sessionID), func(ctx context.Context) error {
+		return s.stream.Purge(ctx, jetstream.WithPurgeSubject(subj))
+	}); err != nil {
 		return fmt.Errorf("store: delete session %q: %w", sessionID, err)
 	}
-	return s.deleteOwner(rctx, sessionID)
+	return s.deleteOwner(ctx, sessionID)
 }
 
-// publish stores one message, waiting at most Options.Timeout for its
-// acknowledgement (publish.go).
-func (s *Store) publish(m *nats.Msg) (*jetstream.PubAck, error) {
+// publishHeld stores one message, waiting at most Options.Timeout for its
+// acknowledgement — or, while hold reports true, riding out a stream
+// without a leader for up to maxAppendHold (publish.go).
+func (s *Store) publishHeld(m *nats.Msg, hold func() bool) (*jetstream.PubAck, error) {
 	if s.publishHook != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		defer cancel()
 		return s.publishHook(ctx, m)
 	}
-	return s.request(m, s.opts.Timeout)
+	return s.request(m, s.opts.Timeout, hold)
 }
 
 // requestContext bounds a request by Options.Timeout when ctx has no

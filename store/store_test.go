@@ -518,3 +518,21 @@ func TestTooLargeEventLeavesTheJournal(t *testing.T) {
 		t.Fatalf("stored seqs %v, want [1 2 3]", seqs(got))
 	}
 }
+
+// TestEmbeddedHealth: the embedded server has no elections and no
+// quorum; its store is ok until it closes.
+func TestEmbeddedHealth(t *testing.T) {
+	st, err := store.Open(context.Background(), &store.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := st.Health(); h.State != store.HealthOK || !h.Ready || h.Message != "" {
+		t.Fatalf("health = %+v", h)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h := st.Health(); h.State != store.HealthClosed || h.Ready {
+		t.Fatalf("health after close = %+v", h)
+	}
+}

@@ -22,6 +22,11 @@ type approvalsConfig struct {
 	// request's inputDigest (session.Options.RequireApprovalDigest). Off by
 	// default: the seed's capability_approve has no digest.
 	RequireDigest bool `yaml:"require_digest"`
+	// MCPElicitation lets the user of an MCP host decide the approvals of
+	// that host's own calls, by answering an elicitation request
+	// (session.Options.MCPDecisions; docs/mcp.md, "Approvals through the
+	// host"). Off by default: it trusts whoever sits at the MCP host.
+	MCPElicitation bool `yaml:"mcp_elicitation"`
 }
 
 // maxApprovalTimeout bounds approvals.timeout: a week.
@@ -48,6 +53,7 @@ func (a approvalsConfig) validate(pos positions) error {
 // passed.
 func (a approvalsConfig) session(o *session.Options) {
 	o.RequireApprovalDigest = a.RequireDigest
+	o.MCPDecisions = a.MCPElicitation
 	if d, err := time.ParseDuration(a.Timeout); err == nil {
 		o.ApprovalTimeout = d
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,6 +78,32 @@ func TestBuildInspectRun(t *testing.T) {
 				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, tt.code, stdout, stderr)
 			}
 		})
+	}
+
+	// An artifact as last month's brain built it — no runtime in its
+	// manifest: ABI 1 — is refused by inspect and run, naming both
+	// versions and what to do, before any call (its calls all failed
+	// with "the result starts with 0x7b" before).
+	old := t.TempDir()
+	mj, _ := os.ReadFile(artifact)
+	var manifest map[string]any
+	if err := json.Unmarshal(mj, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	delete(manifest, "runtime")
+	mj, _ = json.Marshal(manifest)
+	wasm, _ := os.ReadFile(filepath.Join(out, "fs.read.wasm"))
+	if err := os.WriteFile(filepath.Join(old, "fs.read.tool.json"), mj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "fs.read.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"inspect"}, {"run", "--workspace", ws, "--cache", cache}} {
+		args := append([]string{cmd[0], filepath.Join(old, "fs.read.tool.json")}, cmd[1:]...)
+		if code, _, stderr := run(args...); code != 1 || !strings.Contains(stderr, "names no runtime") || !strings.Contains(stderr, "wasm/2") || !strings.Contains(stderr, "rebuild it with `brain build`") {
+			t.Fatalf("%s of an ABI 1 artifact: exit %d\n%s", cmd[0], code, stderr)
+		}
 	}
 
 	// A tampered payload is refused by inspect and run.

@@ -42,7 +42,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the kernel: WebSocket and MCP endpoints, durable sessions", runServe},
-		{"mcp", "serve the configured tools to an MCP host over stdio", runMCP},
+		{"mcp", "serve the configured tools to an MCP host over stdio, or bridge stdio to a session: brain mcp --url URL --session ID", runMCP},
+		{"mcp-config", "print an MCP host's configuration for a session: brain mcp-config --host claude-code|claude-desktop|cursor|vscode --session ID", runMCPConfig},
 		{"env", "run an environment as its own process, attached to a kernel: brain env --kernel URL --session ID --token T", runEnv},
 		{"chat", "talk to a model whose tool calls go through a session: brain chat --model NAME [--url URL --token T]", runChat},
 		{"demo", "run a narrated session in one process: register, invoke, approve, replay", runDemo},

@@ -149,16 +149,18 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	}()
 	var mgr *server.Manager
 	var srv *server.Server
+	var st *store.Store
 	tel := telemetry.New(&telemetry.Options{TracerProvider: tp, Logger: logger,
 		Sessions:    func() (int, int) { return mgr.Counts(ctx) },
 		Connections: func() map[string]int { return srv.Connections() },
 		Pools:       func() []telemetry.PoolStat { return poolStats(cfg.host) },
+		Store:       func() telemetry.StoreStat { return storeStat(st) }, // serve_cluster.go
 	})
 	replicas := 0
 	if a.nodeID != "" {
 		replicas = clusterReplicas // serve_cluster.go
 	}
-	st, err := store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger, OnAppend: tel.ObserveAppend, Replicas: replicas})
+	st, err = store.Open(ctx, &store.Options{URL: a.nats, DataDir: filepath.Join(a.data, "nats"), Logger: logger, OnAppend: tel.ObserveAppend, Replicas: replicas})
 	if err != nil {
 		// The store's errors name the directory themselves.
 		if errors.Is(err, store.ErrLocked) {
@@ -185,7 +187,8 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 
 	imports := &importSet{cfg: cfg, log: logger, bySession: map[*session.Session][]*mcpbridge.Imported{}}
 	mcpHandler := mcpbridge.Handler(func(*http.Request) *session.Session { return nil },
-		&mcpbridge.ServerOptions{Admit: func(s *session.Session) *protocol.Error { return mgr.Admit(s) }})
+		&mcpbridge.ServerOptions{Admit: func(s *session.Session) *protocol.Error { return mgr.Admit(s) },
+			Elicitation: cfg.Approvals.MCPElicitation})
 	defer mcpHandler.Close()
 	sessionOpts := session.Options{Logger: logger, Observe: tel.Observe}
 	cfg.Limits.session(&sessionOpts)
@@ -212,7 +215,8 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		Lease:  leaseFn, // nil unless --node-id (serve_cluster.go)
 		Node:   a.nodeID,
 	})
-	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler()})
+	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler(),
+		Ready: storeReady(st)}) // serve_cluster.go
 	var consoleH *server.Console
 	if cl != nil {
 		model := ""

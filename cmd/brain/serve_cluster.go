@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/brainrt/brain/internal/telemetry"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/store"
 )
@@ -91,4 +92,26 @@ func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.A
 		}
 		logger.Info("cluster: sessions handed over", slog.String("node", a.nodeID))
 	}, nil
+}
+
+// storeStat is the store's health for /metrics (brain_store_ready); a
+// store not open yet is not ready.
+func storeStat(st *store.Store) telemetry.StoreStat {
+	if st == nil {
+		return telemetry.StoreStat{State: "starting"}
+	}
+	h := st.Health()
+	return telemetry.StoreStat{Ready: h.Ready, State: string(h.State), Reachable: h.Reachable, Servers: h.Servers}
+}
+
+// storeReady is /readyz's question: nil while the store can serve, what
+// is wrong with it otherwise ("the session store has no quorum: 1 of 3
+// NATS servers reachable").
+func storeReady(st *store.Store) func() error {
+	return func() error {
+		if h := st.Health(); !h.Ready {
+			return errors.New(h.Message)
+		}
+		return nil
+	}
 }

@@ -110,6 +110,8 @@ type gauges struct {
 	poolInUse   *prometheus.Desc
 	poolLimit   *prometheus.Desc
 	discards    *prometheus.Desc
+	storeReady  *prometheus.Desc
+	storeServer *prometheus.Desc
 }
 
 func newGauges(o *Options) *gauges {
@@ -121,12 +123,14 @@ func newGauges(o *Options) *gauges {
 		poolInUse:   prometheus.NewDesc("brain_wasm_pool_instances_in_use", "WebAssembly instances of a tool's pool running a call.", []string{"tool"}, nil),
 		poolLimit:   prometheus.NewDesc("brain_wasm_pool_limit", "The most instances a tool's pool may hold.", []string{"tool"}, nil),
 		discards:    prometheus.NewDesc("brain_wasm_pool_discards_total", "WebAssembly instances closed and never reused (trapped, out of memory, stopped at a deadline).", []string{"tool"}, nil),
+		storeReady:  prometheus.NewDesc("brain_store_ready", "1 while the session store can serve, 0 while not; state says what it knows: ok, stalled (no answer, a quorum of servers reachable: an election), no_quorum, unreachable, closed.", []string{"state"}, nil),
+		storeServer: prometheus.NewDesc("brain_store_servers", "The NATS servers the session store knows of, by whether they answered its last probe (an external server only).", []string{"reachable"}, nil),
 	}
 }
 
 // Describe sends the descriptors.
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{g.sessions, g.connections, g.poolSize, g.poolInUse, g.poolLimit, g.discards} {
+	for _, d := range []*prometheus.Desc{g.sessions, g.connections, g.poolSize, g.poolInUse, g.poolLimit, g.discards, g.storeReady, g.storeServer} {
 		ch <- d
 	}
 }
@@ -141,6 +145,18 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	if f := g.opts.Connections; f != nil {
 		for side, n := range f() {
 			ch <- prometheus.MustNewConstMetric(g.connections, prometheus.GaugeValue, float64(n), side)
+		}
+	}
+	if f := g.opts.Store; f != nil {
+		st := f()
+		ready := 0.0
+		if st.Ready {
+			ready = 1
+		}
+		ch <- prometheus.MustNewConstMetric(g.storeReady, prometheus.GaugeValue, ready, st.State)
+		if st.Servers > 0 {
+			ch <- prometheus.MustNewConstMetric(g.storeServer, prometheus.GaugeValue, float64(st.Reachable), "true")
+			ch <- prometheus.MustNewConstMetric(g.storeServer, prometheus.GaugeValue, float64(st.Servers-st.Reachable), "false")
 		}
 	}
 	if f := g.opts.Pools; f != nil {

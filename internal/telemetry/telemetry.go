@@ -33,8 +33,18 @@ type Options struct {
 	// Pools, if set, reports the WebAssembly instance pools, read at every
 	// scrape.
 	Pools func() []PoolStat
+	// Store, if set, reports the session store's health (store.Health),
+	// read at every scrape.
+	Store func() StoreStat
 	// Logger receives the package's logs; nil discards.
 	Logger *slog.Logger
+}
+
+// StoreStat is the session store's health (store.Health).
+type StoreStat struct {
+	Ready              bool
+	State              string
+	Reachable, Servers int
 }
 
 // PoolStat is one WebAssembly tool's instance pool (host.PoolStats).

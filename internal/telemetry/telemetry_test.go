@@ -256,6 +256,7 @@ func TestGaugesAndHandler(t *testing.T) {
 		Pools: func() []telemetry.PoolStat {
 			return []telemetry.PoolStat{{Tool: "fs.read", Size: 2, InUse: 1, Limit: 4, Discards: 5}}
 		},
+		Store: func() telemetry.StoreStat { return telemetry.StoreStat{State: "no_quorum", Reachable: 1, Servers: 3} },
 	})
 	rec := httptest.NewRecorder()
 	tel.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -266,6 +267,7 @@ func TestGaugesAndHandler(t *testing.T) {
 		`brain_wasm_pool_instances{tool="fs.read"} 2`, `brain_wasm_pool_instances_in_use{tool="fs.read"} 1`,
 		`brain_wasm_pool_limit{tool="fs.read"} 4`, `brain_wasm_pool_discards_total{tool="fs.read"} 5`,
 		`go_goroutines`, `brain_pending_approvals 0`,
+		`brain_store_ready{state="no_quorum"} 0`, `brain_store_servers{reachable="true"} 1`, `brain_store_servers{reachable="false"} 2`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)

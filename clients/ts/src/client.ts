@@ -17,6 +17,7 @@ import type {
   ApprovalRequestedEvent,
   Capability,
   CapabilityOutcomeEvent,
+  CapabilityProgressCommand,
   Command,
   Event,
   Frame,
@@ -804,7 +805,20 @@ export class BrainClient {
     this.running.set(callId, { ctrl, fireAndForget, timer });
     let result: Promise<unknown>;
     try {
-      result = def.run(input, { callId, name, signal: ctrl.signal });
+      const progress = (done: number, total?: number, message?: string): void => {
+        if (ctrl.signal.aborted || this.closed || !Number.isFinite(done) || done < 0) {
+          return;
+        }
+        const m: CapabilityProgressCommand = { type: "capability_progress", callId, progress: done };
+        if (total !== undefined && Number.isFinite(total) && total > 0) {
+          m.total = total;
+        }
+        if (message !== undefined && message !== "") {
+          m.message = message;
+        }
+        this.request(m, true).catch(() => {}); // a hint: a call that ended meanwhile answers conflict
+      };
+      result = def.run(input, { callId, name, signal: ctrl.signal, progress });
     } catch (err) {
       result = Promise.reject(err);
     }

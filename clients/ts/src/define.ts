@@ -17,6 +17,13 @@ export interface HandlerContext {
    * code says which (`cancelled`, `timeout`, …).
    */
   readonly signal: AbortSignal;
+  /**
+   * Reports how far the call has come (`capability_progress`): an MCP
+   * caller that asked for progress gets it as `notifications/progress`.
+   * `total` is omitted when unknown. It never throws and never waits;
+   * reports sent faster than every 50 ms are coalesced by the kernel.
+   */
+  progress(progress: number, total?: number, message?: string): void;
 }
 
 /** A handler: validated, typed input in, a JSON value (or a promise of one) out; a thrown error becomes an error envelope. */

@@ -210,6 +210,20 @@ export type CapabilityCancelCommand = {
   reason?: string;
 };
 
+/**
+ * How far a call this peer answers has come (extension; client → kernel).
+ * The kernel passes it to the call's invoker if it asked for progress (an
+ * MCP caller's `notifications/progress`), journals nothing, and coalesces
+ * reports sent faster than every 50 ms. `total` is omitted when unknown.
+ */
+export type CapabilityProgressCommand = {
+  type: "capability_progress";
+  callId: string;
+  progress: number;
+  total?: number;
+  message?: string;
+};
+
 /** Replay every event after `afterSeq`, then continue live (extension; peer → kernel). */
 export type ResumeCommand = {
   type: "resume";
@@ -381,6 +395,7 @@ export type Command =
   | CapabilityApproveCommand
   | CapabilityInvokeCommand
   | CapabilityCancelCommand
+  | CapabilityProgressCommand
   | ResumeCommand
   | TurnStartCommand
   | TurnEndCommand
@@ -425,6 +440,7 @@ export const MESSAGE_TYPES = [
   "render_invoked",
   "capability_invoke",
   "capability_cancel",
+  "capability_progress",
   "approval_requested",
   "approval_decided",
   "approval_withdrawn",

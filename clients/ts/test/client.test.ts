@@ -62,6 +62,34 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     assert.ok(client.capabilities().some((c) => c.name === "ui.greet"), "the client saw its registration event");
   });
 
+  test("a handler's progress reaches the MCP caller that asked for it", async () => {
+    const { client, mcp } = await setup("progress");
+    const pages = defineCapability({
+      name: "ui.read_pages",
+      description: "Read some pages in the host's UI.",
+      input: z.object({ pages: z.number().int().min(1).max(10) }),
+      handler: async ({ pages }, ctx) => {
+        ctx.progress(0, pages, "starting");
+        ctx.progress(pages, pages, "all read"); // final: passes however soon after the first
+        return { read: pages };
+      },
+    });
+    await client.register(pages);
+    await listed(mcp, "ui.read_pages");
+    const seen: { progress: number; total: number | undefined; message: string | undefined }[] = [];
+    const allRead = new Deferred<void>();
+    const r = await mcp.callTool({ name: "ui.read_pages", arguments: { pages: 3 } }, undefined, {
+      onprogress: (p) => {
+        seen.push({ progress: p.progress, total: p.total, message: p.message });
+        if (p.progress === 3) allRead.resolve();
+      },
+    });
+    assert.ok(!r.isError, text(r));
+    await within(allRead.promise, 10_000, "the final progress notification");
+    assert.deepEqual(seen.at(-1), { progress: 3, total: 3, message: "all read" });
+    assert.deepEqual(seen[0], { progress: 0, total: 3, message: "starting" });
+  });
+
   test("a refused registration rejects with the kernel's code", async () => {
     const { client } = await setup("refused");
     await assert.rejects(

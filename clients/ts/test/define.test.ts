@@ -6,7 +6,7 @@ import { z } from "zod";
 
 import { BrainClient, BrainError, defineCapability, errorEnvelope, type HandlerContext } from "../src/index.js";
 
-const ctx: HandlerContext = { callId: "c1", name: "t", signal: new AbortController().signal };
+const ctx: HandlerContext = { callId: "c1", name: "t", signal: new AbortController().signal, progress: () => {} };
 
 test("defineCapability converts zod schemas with zod's own conversion", () => {
   const d = defineCapability({

@@ -217,6 +217,19 @@ type StreamableHTTPOptions struct {
 	// Requests using older protocol versions (including those routed through
 	// the allowsessionsinstateless compatibility path) are unaffected.
 	PropagateRequestCancellation bool
+
+	// BRAIN PATCH (third_party/go-sdk/BRAIN-PATCH.md): sessions any process
+	// can serve.
+	//
+	// NewSessionID, if set, names the session an initialize request opens,
+	// in place of [ServerOptions.GetSessionID]: it is given the request and
+	// the initialize params it carries.
+	NewSessionID func(req *http.Request, params *InitializeParams) string
+	// RestoreSession, if set, is asked for the state of a session id this
+	// handler does not know (one opened by another process, or by this one
+	// before a restart). A non-nil state connects a session of that id with
+	// it, as if it had been initialized here; nil answers 404 as before.
+	RestoreSession func(req *http.Request, sessionID string) *ServerSessionState
 }
 
 // DefaultMaxRequestBodyBytes is the default value used for
@@ -560,6 +573,9 @@ func (h *StreamableHTTPHandler) lookupSession(w http.ResponseWriter, req *http.R
 	h.mu.Lock()
 	info = h.sessions[sessionID]
 	h.mu.Unlock()
+	if info == nil && h.opts.RestoreSession != nil { // BRAIN PATCH
+		info = h.restoreSession(req, sessionID)
+	}
 	if info == nil {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return nil, false
@@ -651,6 +667,9 @@ func (h *StreamableHTTPHandler) serveStatefulPOST(w http.ResponseWriter, req *ht
 		return
 	}
 	sessionID = server.opts.GetSessionID()
+	if h.opts.NewSessionID != nil { // BRAIN PATCH
+		sessionID = h.newSessionID(req)
+	}
 
 	transport := &StreamableServerTransport{
 		SessionID:    sessionID,
@@ -942,7 +961,17 @@ func (c *streamableServerConn) propagateCancellation() bool {
 // A stream ends only when its session ends; we cannot determine its end otherwise,
 // since a client may send a GET with a Last-Event-ID that references the stream
 // at any time.
+// maxHeld (BRAIN PATCH) bounds the messages the standalone stream holds
+// while no GET is attached (the client reconnecting it, after a handover
+// or a dropped connection): the oldest go first.
+const maxHeld = 64
+
 type stream struct {
+	// held (BRAIN PATCH) are the messages sent to the standalone stream
+	// while no GET was attached, without an event store to replay them
+	// from; the next GET receives them first. Guarded by mu.
+	held [][]byte
+
 	// id is the logical ID for the stream, unique within a session.
 	//
 	// The standalone SSE stream has id "".
@@ -1090,6 +1119,13 @@ func (s *stream) deliverLocked(data []byte, eventID string, responseTo jsonrpc.I
 	// Now, try to deliver the message to the client.
 	done = len(s.requests) == 0 && s.id != ""
 	if s.done == nil {
+		if s.id == "" && eventID == "" { // BRAIN PATCH: hold for the next GET
+			if len(s.held) == maxHeld {
+				s.held = s.held[1:]
+			}
+			s.held = append(s.held, data)
+			return done, nil
+		}
 		return done, fmt.Errorf("stream not connected or already closed")
 	}
 	if done {
@@ -1382,6 +1418,10 @@ func (c *streamableServerConn) acquireStream(ctx context.Context, w http.Respons
 		_ = rc.Flush()
 	}
 
+	if s.id == "" && len(s.held) > 0 { // BRAIN PATCH: what came while no GET was attached
+		toReplay = append(toReplay, s.held...)
+		s.held = nil
+	}
 	for _, data := range toReplay {
 		lastIdx++
 		e := Event{Name: "message", Data: data}
@@ -1768,6 +1808,45 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 	}
 
 	c.hangResponse(req.Context(), done)
+	c.cancelAbandoned(req.Context(), stream.id, done) // BRAIN PATCH
+}
+
+// cancelAbandoned (BRAIN PATCH) cancels the requests of a POST whose client
+// went away before their responses: without an event store the client can
+// never resume the stream, so nobody will ever read them, and a handler left
+// running (waiting for a person's approval, say) would act for nobody. Each
+// unanswered request is cancelled as a notifications/cancelled from the
+// client would.
+func (c *streamableServerConn) cancelAbandoned(ctx context.Context, streamID string, done <-chan struct{}) {
+	if c.eventStore != nil || ctx.Err() == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	case <-c.done:
+		return
+	default:
+	}
+	c.mu.Lock()
+	var ids []jsonrpc.ID
+	for id, sid := range c.requestStreams {
+		if sid == streamID {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		params, err := json.Marshal(&CancelledParams{RequestID: id.Raw(), Reason: "the client's HTTP request ended before the response"})
+		if err != nil {
+			continue
+		}
+		select {
+		case c.incoming <- &jsonrpc.Request{Method: notificationCancelled, Params: params}:
+		case <-c.done:
+			return
+		}
+	}
 }
 
 // Event IDs: encode both the logical connection ID and the index, as
@@ -1861,6 +1940,12 @@ func (c *streamableServerConn) Write(ctx context.Context, msg jsonrpc.Message) e
 	if relatedRequest.IsValid() {
 		if streamID, ok := c.requestStreams[relatedRequest]; ok {
 			s = c.streams[streamID]
+		}
+		if _, isReq := msg.(*jsonrpc.Request); s == nil && isReq && !c.stateless && c.sessionID != "" {
+			// BRAIN PATCH: a message about a request that has been answered
+			// (the notifications/cancelled withdrawing an elicitation the
+			// answer made moot) goes to the standalone stream, not nowhere.
+			s = c.streams[""]
 		}
 	} else {
 		// In stateless mode there will always be only one stream per connection.
@@ -2830,4 +2915,87 @@ func isTransientHTTPStatus(statusCode int) bool {
 		return true
 	}
 	return false
+}
+
+// newSessionID (BRAIN PATCH) is [StreamableHTTPOptions.NewSessionID] for
+// the initialize request req (its params, if it carries one).
+func (h *StreamableHTTPHandler) newSessionID(req *http.Request) string {
+	var params *InitializeParams
+	if req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if err == nil {
+			if msgs, _, err := readBatch(body); err == nil {
+				for _, msg := range msgs {
+					if r, ok := msg.(*jsonrpc.Request); ok && r.Method == methodInitialize {
+						var p InitializeParams
+						if internaljson.Unmarshal(r.Params, &p) == nil {
+							params = &p
+						}
+					}
+				}
+			}
+		}
+	}
+	return h.opts.NewSessionID(req, params)
+}
+
+// restoreSession (BRAIN PATCH) connects a session of an id this handler
+// does not know, with the state [StreamableHTTPOptions.RestoreSession]
+// gives it; nil if it gives none.
+func (h *StreamableHTTPHandler) restoreSession(req *http.Request, sessionID string) *sessionInfo {
+	server := h.getServer(req)
+	if server == nil {
+		return nil
+	}
+	state := h.opts.RestoreSession(req, sessionID)
+	if state == nil {
+		return nil
+	}
+	transport := &StreamableServerTransport{
+		SessionID:    sessionID,
+		EventStore:   h.opts.EventStore,
+		jsonResponse: h.opts.JSONResponse,
+		logger:       h.opts.Logger,
+	}
+	var sessInfo *sessionInfo
+	connectOpts := &ServerSessionOptions{
+		State: state,
+		onClose: func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if info, ok := h.sessions[sessionID]; ok && info == sessInfo {
+				info.stopTimer()
+				delete(h.sessions, sessionID)
+				if h.onTransportDeletion != nil {
+					h.onTransportDeletion(sessionID)
+				}
+			}
+		},
+	}
+	session, err := connectStreamable(req.Context(), server, transport, connectOpts)
+	if err != nil {
+		h.opts.Logger.Error(fmt.Sprintf("failed to restore session: %v", err))
+		return nil
+	}
+	var userID string
+	if tokenInfo := auth.TokenInfoFromContext(req.Context()); tokenInfo != nil {
+		userID = tokenInfo.UserID
+	}
+	info := &sessionInfo{session: session, transport: transport, userID: userID}
+	if h.opts.SessionTimeout > 0 {
+		info.timeout = h.opts.SessionTimeout
+		info.timer = time.AfterFunc(info.timeout, func() { info.session.Close() })
+	}
+	h.mu.Lock()
+	if other := h.sessions[sessionID]; other != nil || h.sessions == nil {
+		h.mu.Unlock()
+		session.Close() // restored by a concurrent request, or closing
+		return other
+	}
+	sessInfo = info
+	h.sessions[sessionID] = info
+	h.mu.Unlock()
+	return info
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestMCPConfigInDocs (issue 20, "Must show"): every block docs/mcp.md
+// shows for a host is what brain mcp-config prints for it, and has the
+// shape that host documents.
+func TestMCPConfigInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile("(?s)```sh\nbrain (mcp-config [^\n]*)\n```\n\n```json\n(.*?)```")
+	seen := map[string]bool{}
+	for _, m := range re.FindAllStringSubmatch(string(doc), -1) {
+		args := strings.Fields(m[1])
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("brain %s: exit %d: %s", m[1], code, errb.String())
+		}
+		if out.String() != m[2] {
+			t.Errorf("brain %s prints\n%s\nbut docs/mcp.md shows\n%s", m[1], out.String(), m[2])
+		}
+		host := args[2]
+		seen[host] = true
+		var v map[string]any
+		if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+			t.Fatalf("%s: %v", host, err)
+		}
+		servers, _ := v["mcpServers"].(map[string]any)
+		if host == "vscode" {
+			servers, _ = v["servers"].(map[string]any)
+		}
+		srv, _ := servers["brain"].(map[string]any)
+		headers, _ := srv["headers"].(map[string]any)
+		auth, _ := headers["Authorization"].(string)
+		const url = "http://127.0.0.1:7777/v1/sessions/demo/mcp"
+		switch host {
+		case "claude-code":
+			if srv["type"] != "http" || srv["url"] != url || auth != "Bearer ${BRAIN_TOKEN}" {
+				t.Errorf("claude-code: %v", srv)
+			}
+		case "cursor":
+			if srv["url"] != url || auth != "Bearer ${env:BRAIN_TOKEN}" || srv["type"] != nil {
+				t.Errorf("cursor: %v", srv)
+			}
+		case "vscode":
+			inputs, _ := v["inputs"].([]any)
+			in, _ := inputs[0].(map[string]any)
+			if srv["type"] != "http" || srv["url"] != url || auth != "Bearer ${input:brain-token}" || in["id"] != "brain-token" || in["password"] != true {
+				t.Errorf("vscode: %v", v)
+			}
+		case "claude-desktop":
+			args, _ := srv["args"].([]any)
+			if srv["command"] != "/usr/local/bin/brain" || len(args) != 7 || args[0] != "mcp" || args[2] != "http://127.0.0.1:7777" || srv["url"] != nil {
+				t.Errorf("claude-desktop: %v", srv)
+			}
+		}
+	}
+	for _, h := range []string{"claude-code", "claude-desktop", "cursor", "vscode"} {
+		if !seen[h] {
+			t.Errorf("docs/mcp.md shows no block for %s", h)
+		}
+	}
+}
+
+func TestMCPConfigRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"mcp-config", "--session", "demo"},
+		{"mcp-config", "--host", "emacs", "--session", "demo"},
+		{"mcp-config", "--host", "cursor"},
+		{"mcp-config", "--host", "cursor", "--session", "no spaces"},
+		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "ftp://x"},
+		{"mcp", "--url", "http://127.0.0.1:7777"},
+		{"mcp", "--session", "demo"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != exitUsage || out.Len() != 0 {
+			t.Errorf("brain %v: exit %d, stdout %q, stderr %q; want usage error", args, code, out.String(), errb.String())
+		}
+	}
+}

@@ -1,0 +1,429 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/brainrt/brain/internal/natstest"
+	"github.com/brainrt/brain/protocol"
+)
+
+// TestServeClusterFaults runs three nats-server processes (a JetStream
+// cluster, R3) and three `brain serve --nats --node-id` processes with the
+// default lease TTL, and proves, in turn on the same cluster:
+//
+//  1. SIGTERM of a node owning 30 sessions, each with an approval
+//     pending: it exits within its bound, every peer is told why (1001),
+//     every lease is released before it exits, the stop writes no event,
+//     and the approvals are pending on the next owner and complete there;
+//  2. a stop and restart of every node changes no session's log (the
+//     same last seq) and leaves the approvals pending, and they complete;
+//  3. SIGKILL of the nats-server leading the lease bucket (and the
+//     events stream) while calls run: the election loses no lease, no
+//     call fails, no connection drops; the test reports the election and
+//     the longest call;
+//  4. SIGKILL of two nats-servers of three: within 2 s every node says
+//     precisely that its store has no quorum (a new session's request is
+//     503 with it, /readyz too, /metrics shows it), a call that needs the
+//     store closes its connection with 1013 and that reason; once the
+//     servers are back every node is ready again and nothing acknowledged
+//     is lost.
+func TestServeClusterFaults(t *testing.T) {
+	pc := natstest.StartProcCluster(t, 3)
+	if err := pc.WaitJetStream(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	nodes := startBrainNodes(t, pc.URL(), []string{"a", "b", "c"}, "--shutdown-timeout", "5s")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	token := tokenOf(t, filepath.Join(a.dir, "data"), "client")
+	operator := tokenOf(t, filepath.Join(a.dir, "data"), "operator")
+	for _, n := range nodes {
+		waitReady(t, ctx, n, time.Minute)
+	}
+
+	const sessions = 30
+	ids := make([]string, sessions)
+	digests := map[string]string{} // session → its pending approval's input digest
+	calls := map[string]string{}   // session → its pending approval's call id
+	seqs := map[string]uint64{}    // session → its last seq before the stop
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ap-%d", i)
+	}
+
+	t.Run("SIGTERM of an owner with 30 pending approvals", func(t *testing.T) {
+		peers := make([]*wsClient, sessions)
+		for i, id := range ids {
+			p, err := dialClient(ctx, a.addr, token, id, "", 10*time.Second) // placement: node a
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.conn.CloseNow()
+			if _, err := p.until(ctx, func(f *protocol.Frame) bool { return f.Msg.MessageType() == protocol.TypeSnapshot }); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.register(ctx, approvalCap("ui.confirm")); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.send(ctx, "u", &protocol.CapabilityInvoke{Name: "ui.confirm", Input: json.RawMessage(`{"what":"ship ` + id + `"}`)}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := p.until(ctx, func(f *protocol.Frame) bool { return f.Msg.MessageType() == protocol.TypeApprovalRequested })
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := f.Msg.(*protocol.ApprovalRequested)
+			calls[id], digests[id] = req.CallID, req.InputDigest
+			peers[i] = p
+		}
+		for _, id := range ids {
+			seqs[id], _ = a.sessionRow(ctx, token, id, 10*time.Second)
+		}
+		if held := heldLeases(t, ctx, pc.URL(), ids); len(held) != sessions || held[ids[0]] != "a" {
+			t.Fatalf("before the stop %d of %d leases are held (by %v)", len(held), sessions, held)
+		}
+
+		took := a.term(30 * time.Second)
+		t.Logf("node a stopped in %s with %d sessions", took.Round(time.Millisecond), sessions)
+		for i, p := range peers {
+			code, reason, err := p.closeStatus(ctx)
+			if err != nil || code != websocket.StatusGoingAway {
+				t.Fatalf("session %s: the peer's connection closed with %d %q %v, want 1001", ids[i], code, reason, err)
+			}
+		}
+		// Every lease was released before the node exited: none is held.
+		if held := heldLeases(t, ctx, pc.URL(), ids); len(held) != 0 {
+			t.Fatalf("after the stop %d leases are still held: %v", len(held), held)
+		}
+		if log := a.log(); strings.Contains(log, "release lease") || strings.Contains(log, "connection closed") {
+			t.Fatalf("node a's stop failed to release leases:\n%s", grepLines(log, "lease"))
+		}
+		// The next owner (b, through which they are read) restores each
+		// session as the store holds it: the stop wrote nothing, the
+		// restore writes nothing, the approval is pending.
+		for _, id := range ids {
+			seq, pending := b.sessionRow(ctx, token, id, 20*time.Second)
+			if seq != seqs[id] {
+				t.Fatalf("session %s: seq %d after the stop, %d before: the stop or the restore wrote %d events", id, seq, seqs[id], seq-seqs[id])
+			}
+			if len(pending) != 1 || pending[0].CallID != calls[id] || pending[0].State != protocol.CallAwaitingApproval {
+				t.Fatalf("session %s: pending %+v, want %s awaiting approval", id, pending, calls[id])
+			}
+		}
+		// A third of them are decided now, through node c (forwarded to
+		// their owner) and complete.
+		for _, id := range ids[:10] {
+			seqs[id] = decide(t, ctx, c, token, id, calls[id], digests[id], seqs[id])
+		}
+	})
+
+	t.Run("a stop and restart of every node changes no log", func(t *testing.T) {
+		a.start()
+		for _, id := range ids {
+			seqs[id], _ = b.sessionRow(ctx, token, id, 20*time.Second)
+		}
+		var wg sync.WaitGroup
+		for _, n := range nodes {
+			wg.Go(func() { n.term(30 * time.Second) })
+		}
+		wg.Wait()
+		if held := heldLeases(t, ctx, pc.URL(), ids); len(held) != 0 {
+			t.Fatalf("after every node stopped %d leases are still held: %v", len(held), held)
+		}
+		for _, n := range nodes {
+			n.start()
+		}
+		for i, id := range ids {
+			seq, pending := nodes[i%3].sessionRow(ctx, token, id, 20*time.Second)
+			if seq != seqs[id] {
+				t.Fatalf("session %s: seq %d after the restart, %d before", id, seq, seqs[id])
+			}
+			want := 0
+			if i >= 10 {
+				want = 1
+			}
+			if len(pending) != want {
+				t.Fatalf("session %s: %d pending calls after the restart, want %d: %+v", id, len(pending), want, pending)
+			}
+		}
+		for i, id := range ids[10:] {
+			seqs[id] = decide(t, ctx, nodes[i%3], token, id, calls[id], digests[id], seqs[id])
+		}
+	})
+
+	// Traffic: a client per session making calls of a client-side
+	// capability one after another, through a node each (most of them
+	// forwarded to the session's owner).
+	const callers = 6
+	type result struct {
+		calls   int
+		longest time.Duration
+		err     error
+	}
+	runTraffic := func(stop <-chan struct{}, clients []*wsClient, out chan<- result) {
+		for i, cl := range clients {
+			go func() {
+				var r result
+				for k := 0; ; k++ {
+					select {
+					case <-stop:
+						out <- r
+						return
+					default:
+					}
+					start := time.Now()
+					if err := cl.call(ctx, fmt.Sprintf("c%d-%d", i, k)); err != nil {
+						r.err = fmt.Errorf("session tr-%d, call %d after %s: %w", i, k, time.Since(start).Round(time.Millisecond), err)
+						out <- r
+						return
+					}
+					r.calls++
+					r.longest = max(r.longest, time.Since(start))
+				}
+			}()
+		}
+	}
+	clients := make([]*wsClient, callers)
+	for i := range clients {
+		cl, err := dialClient(ctx, nodes[i%3].addr, token, fmt.Sprintf("tr-%d", i), "?after=0", 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.conn.CloseNow()
+		if err := cl.register(ctx, echoCap); err != nil {
+			t.Fatal(err)
+		}
+		// Through another node: the forwarded path.
+		if i%2 == 1 {
+			cl.conn.CloseNow()
+			seq := cl.seq
+			if cl, err = dialClient(ctx, nodes[(i+1)%3].addr, token, fmt.Sprintf("tr-%d", i), fmt.Sprintf("?after=%d", seq), 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			defer cl.conn.CloseNow()
+			cl.seq = seq // resumed: the next event follows it
+		}
+		clients[i] = cl
+	}
+
+	t.Run("SIGKILL of the NATS server leading the lease bucket", func(t *testing.T) {
+		leader, err := pc.StreamLeader(ctx, "KV_brain_session_leases")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The killed server leads the events stream too: the journal's
+		// appends wait out the same election.
+		if err := pc.MoveLeader(ctx, "BRAIN_EVENTS", leader, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		logsBefore := make([]int, len(nodes))
+		for i, n := range nodes {
+			logsBefore[i] = len(n.log())
+		}
+		stop := make(chan struct{})
+		out := make(chan result, callers)
+		runTraffic(stop, clients, out)
+		time.Sleep(time.Second) // calls running before the kill: the behaviour under test is traffic through it
+		pc.Server(leader).Kill()
+		killed := time.Now()
+		var elected time.Duration
+		for elected == 0 {
+			if l, err := pc.StreamLeader(ctx, "KV_brain_session_leases"); err == nil && l != leader {
+				elected = time.Since(killed)
+			} else if time.Since(killed) > 30*time.Second {
+				t.Fatalf("no new leader of the lease bucket %s after the kill", time.Since(killed))
+			}
+			time.Sleep(50 * time.Millisecond) // polling an election
+		}
+		// Calls go on until 17 s after the kill, past the validity (16 s
+		// of the 20 s TTL) of any lease not renewed since before it: a
+		// lease that did not ride the election out is lost by then, and
+		// its session's connection with it.
+		time.Sleep(time.Until(killed.Add(17 * time.Second))) // traffic through a lease's validity: the behaviour under test is its passage
+		close(stop)
+		total, longest := 0, time.Duration(0)
+		for range callers {
+			r := <-out
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			total += r.calls
+			longest = max(longest, r.longest)
+		}
+		for i, n := range nodes {
+			if l := n.log()[logsBefore[i]:]; strings.Contains(l, "lease lost") || strings.Contains(l, "handing the session over") {
+				t.Fatalf("node %s lost a lease or handed a session over:\n%s", n.id, grepLines(l, "lease"))
+			}
+		}
+		t.Logf("SIGKILL of %s, leading the lease bucket and the events stream: a new leader after %s; %d calls, none failed, no lease lost, no connection dropped; the longest call %s",
+			leader, elected.Round(time.Millisecond), total, longest.Round(time.Millisecond))
+		if err := pc.Server(leader).Start(); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			waitReady(t, ctx, n, time.Minute)
+		}
+	})
+
+	t.Run("quorum loss is said precisely, and nothing is lost", func(t *testing.T) {
+		const want = "the session store has no quorum: 1 of 3 NATS servers reachable"
+		survivor := pc.Servers[0]
+		for _, s := range pc.Servers[1:] {
+			s.Kill()
+		}
+		killed := time.Now()
+		// Every node says it, within 2 s of the kill (the bound asked of
+		// it: a probe every 500 ms, a write that fails at once or within
+		// 800 ms, and the servers' refused connections): a new session's
+		// request is 503 with it, and so is /readyz.
+		var wg sync.WaitGroup
+		told := make([]time.Duration, len(nodes))
+		errs := make([]error, len(nodes))
+		for i, n := range nodes {
+			wg.Go(func() {
+				for k := 0; ; k++ {
+					code, body, hdr, err := n.get(ctx, fmt.Sprintf("/v1/sessions/fresh-%s-%d/ws", n.id, k), token)
+					var e struct{ Code, Message string }
+					if err == nil && code == http.StatusServiceUnavailable && json.Unmarshal(body, &e) == nil && e.Message == want && hdr.Get("Retry-After") != "" {
+						told[i] = time.Since(killed)
+						return
+					}
+					if time.Since(killed) > 10*time.Second {
+						errs[i] = fmt.Errorf("node %s: a new session's request is %d %s %v", n.id, code, body, err)
+						return
+					}
+					time.Sleep(50 * time.Millisecond) // polling a node's view of its store
+				}
+			})
+		}
+		wg.Wait()
+		for i, n := range nodes {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			if told[i] > 2*time.Second {
+				t.Fatalf("node %s said it %s after the kill, more than 2 s", n.id, told[i].Round(time.Millisecond))
+			}
+			if code, body, _, _ := n.get(ctx, "/readyz", ""); code != http.StatusServiceUnavailable || !strings.Contains(string(body), want) {
+				t.Fatalf("node %s: /readyz %d %s", n.id, code, body)
+			}
+			if code, body, _, _ := n.get(ctx, "/metrics", operator); code != 200 || !strings.Contains(string(body), `brain_store_ready{state="no_quorum"} 0`) {
+				t.Fatalf("node %s: /metrics %d lacks brain_store_ready{state=\"no_quorum\"} 0", n.id, code)
+			}
+		}
+		t.Logf("every node said %q within %s of the kill", want, slices.Max(told).Round(time.Millisecond))
+		// A call needs the store: the session's connection closes with
+		// 1013 and the reason.
+		cl := clients[0]
+		lastSeq := cl.seq
+		_ = cl.send(ctx, "nq", &protocol.CapabilityInvoke{Name: "ui.echo", Input: json.RawMessage(`{}`)})
+		code, reason, err := cl.closeStatus(ctx)
+		if err != nil || code != websocket.StatusTryAgainLater || reason != want {
+			t.Fatalf("a call without a quorum: the connection closed with %d %q %v, want 1013 %q", code, reason, err, want)
+		}
+
+		for _, s := range pc.Servers[1:] {
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		back := time.Now()
+		for _, n := range nodes {
+			waitReady(t, ctx, n, time.Minute)
+		}
+		t.Logf("every node ready again %s after the servers came back (%s survived)", time.Since(back).Round(time.Millisecond), survivor.Name)
+		// Nothing acknowledged is lost: the peer resumes after its last
+		// seq, gap-free, and calls again; every approval session's log is
+		// as it was.
+		cl, err = dialClient(ctx, nodes[1].addr, token, "tr-0", fmt.Sprintf("?after=%d", lastSeq), 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.conn.CloseNow()
+		cl.seq = lastSeq
+		if err := cl.call(ctx, "after"); err != nil {
+			t.Fatalf("a call after the recovery: %v", err)
+		}
+		for i, id := range ids {
+			seq, pending := nodes[i%3].sessionRow(ctx, token, id, 30*time.Second)
+			if seq != seqs[id] || len(pending) != 0 {
+				t.Fatalf("session %s after the recovery: seq %d, %d pending; want %d, none", id, seq, len(pending), seqs[id])
+			}
+		}
+	})
+}
+
+// decide approves session id's pending call through n, resuming after
+// seq, answers the client-side call it starts, and returns the seq of its
+// outcome once it completes.
+func decide(t *testing.T, ctx context.Context, n *brainNode, token, id, callID, digest string, seq uint64) uint64 {
+	t.Helper()
+	p, err := dialClient(ctx, n.addr, token, id, fmt.Sprintf("?after=%d", seq), 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.conn.CloseNow()
+	p.seq = seq
+	if err := p.send(ctx, "a", &protocol.CapabilityApprove{CallID: callID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: digest}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := p.next(ctx)
+		if err != nil {
+			t.Fatalf("session %s: %v", id, err)
+		}
+		switch m := f.Msg.(type) {
+		case *protocol.ErrorReply:
+			t.Fatalf("session %s: the decision was refused: %s: %s", id, m.Code, m.Message)
+		case *protocol.CapabilityInvoked:
+			if m.CallID == callID {
+				_ = p.send(ctx, "x", &protocol.CapabilityResult{CallID: callID, Result: json.RawMessage(`"shipped"`)})
+			}
+		case *protocol.CapabilityOutcome:
+			if m.CallID == callID {
+				if string(m.Outcome.Value) != `"shipped"` {
+					t.Fatalf("session %s: the approved call ended %+v", id, m.Outcome)
+				}
+				return f.Seq
+			}
+		}
+	}
+}
+
+// waitReady polls n's /readyz until it is 200, for up to within.
+func waitReady(t *testing.T, ctx context.Context, n *brainNode, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		code, body, _, err := n.get(ctx, "/readyz", "")
+		if err == nil && code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s not ready after %s: %d %s %v", n.id, within, code, body, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a node's view of its store
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,166 @@
+package mcpbridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/brainrt/brain/mcpbridge"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// elicitFixture is a session that takes MCP decisions, served by nodes
+// that ask hosts to approve their calls.
+func elicitFixture(t *testing.T) (*fixture, *nodes) {
+	t.Helper()
+	f := &fixture{s: session.New("el", &session.Options{MCPDecisions: true}), blocked: make(chan struct{}, 1), cancelled: make(chan struct{}, 1)}
+	danger := agentCap("danger")
+	danger.DisplayName = "Danger"
+	danger.RequiresApproval = true
+	must(t, f.s.RegisterAgent(danger, session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) {
+		f.runs.Add(1)
+		return json.RawMessage(`{"done":true}`), nil
+	})))
+	return f, newNodes(t, f.s, 1, &mcpbridge.ServerOptions{Elicitation: true})
+}
+
+// decided returns the approval_decided of the next decision.
+func decided(t *testing.T, sub *session.Subscription) *protocol.ApprovalDecided {
+	t.Helper()
+	return waitEvent(t, sub, "approval_decided", func(m protocol.Message) bool {
+		_, ok := m.(*protocol.ApprovalDecided)
+		return ok
+	}).(*protocol.ApprovalDecided)
+}
+
+// TestElicitedApproval (issue 20 item 2): a host that announces
+// elicitation is asked to approve its own call; its user's answer decides
+// it as {side: "mcp", name: the token's}, bound to the digest; a rejection's
+// feedback reaches the model.
+func TestElicitedApproval(t *testing.T) {
+	cases := []struct {
+		name     string
+		answer   *mcp.ElicitResult
+		wantText string
+		runs     int32
+		decision protocol.Decision
+	}{
+		{"approve", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, `{"done":true}`, 1, protocol.DecisionApproved},
+		{"reject with feedback", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "reject", "feedback": "not that folder"}}, "rejected: the user (ada) rejected the call: not that folder", 0, protocol.DecisionRejected},
+		{"decline", &mcp.ElicitResult{Action: "decline"}, "rejected: the user (ada) rejected the call", 0, protocol.DecisionRejected},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, ns := elicitFixture(t)
+			asked := make(chan *mcp.ElicitParams, 1)
+			cs := ns.connect(t, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked <- r.Params
+				return c.answer, nil
+			}}, nil)
+			sub := f.s.Subscribe(f.s.LastSeq())
+			defer sub.Close()
+			res, err := cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"path": "/etc"}})
+			must(t, err)
+			if got := text(t, res); got != c.wantText {
+				t.Fatalf("result %q, want %q", got, c.wantText)
+			}
+			p := recv(t, asked, "the elicitation")
+			for _, want := range []string{"Danger (danger)", `{"path":"/etc"}`} {
+				if !strings.Contains(p.Message, want) {
+					t.Errorf("the question %q does not show %q", p.Message, want)
+				}
+			}
+			d := decided(t, sub)
+			if d.Decision != c.decision || d.Decider.Side != "mcp" || d.Decider.Name != "ada" || d.InputDigest == "" {
+				t.Fatalf("decision %+v", d)
+			}
+			if n := f.runs.Load(); n != c.runs {
+				t.Fatalf("ran %d times, want %d", n, c.runs)
+			}
+		})
+	}
+}
+
+// A host without elicitation keeps today's wait: nothing is asked, and the
+// client decides.
+func TestElicitationNotAnnounced(t *testing.T) {
+	f, ns := elicitFixture(t)
+	cs := ns.connect(t, nil, nil)
+	sub := f.s.Subscribe(f.s.LastSeq())
+	defer sub.Close()
+	res := make(chan string, 1)
+	go func() {
+		r, err := cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{}})
+		if err != nil {
+			res <- err.Error()
+			return
+		}
+		res <- text(t, r)
+	}()
+	ar := waitEvent(t, sub, "approval_requested", func(m protocol.Message) bool { _, ok := m.(*protocol.ApprovalRequested); return ok }).(*protocol.ApprovalRequested)
+	must(t, f.s.Approve(session.Client, &protocol.CapabilityApprove{CallID: ar.CallID, Decision: protocol.DecisionApproved, InputDigest: ar.InputDigest}))
+	if got := recv(t, res, "the result"); got != `{"done":true}` {
+		t.Fatalf("result %q", got)
+	}
+	if d := decided(t, sub); d.Decider.Side != "client" {
+		t.Fatalf("decider %+v", d.Decider)
+	}
+}
+
+// A client's decision made while the host's user is still looking at the
+// question wins; the host's answer is refused (the first decision stands)
+// and the question is withdrawn from the host.
+func TestElicitationRacingClient(t *testing.T) {
+	f, ns := elicitFixture(t)
+	asked := make(chan struct{}, 1)
+	withdrawn := make(chan struct{}, 1)
+	cs := ns.connect(t, &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked <- struct{}{}
+		<-ctx.Done() // the user has not answered yet
+		withdrawn <- struct{}{}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
+	}}, nil)
+	sub := f.s.Subscribe(f.s.LastSeq())
+	defer sub.Close()
+	res := make(chan string, 1)
+	go func() {
+		r, err := cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{}})
+		if err != nil {
+			res <- err.Error()
+			return
+		}
+		res <- text(t, r)
+	}()
+	ar := waitEvent(t, sub, "approval_requested", func(m protocol.Message) bool { _, ok := m.(*protocol.ApprovalRequested); return ok }).(*protocol.ApprovalRequested)
+	recv(t, asked, "the elicitation")
+	must(t, f.s.Approve(session.Client, &protocol.CapabilityApprove{CallID: ar.CallID, Decision: protocol.DecisionRejected, DecidedBy: "bob", Feedback: "no"}))
+	if got := recv(t, res, "the result"); got != "rejected: the user (bob) rejected the call: no" {
+		t.Fatalf("result %q", got)
+	}
+	recv(t, withdrawn, "the question to be withdrawn from the host")
+	if d := decided(t, sub); d.Decider.Side != "client" {
+		t.Fatalf("decider %+v", d.Decider)
+	}
+	if n := f.runs.Load(); n != 0 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
+// Without MCPDecisions in the session, an MCP-side decision is refused,
+// whatever the export does.
+func TestMCPDecisionsOff(t *testing.T) {
+	f := newFixture(t)
+	sub := f.s.Subscribe(f.s.LastSeq())
+	defer sub.Close()
+	go f.s.Invoke(waitCtx(t), protocol.AudienceLLM, "danger", []byte(`{}`))
+	ar := waitEvent(t, sub, "approval_requested", func(m protocol.Message) bool { _, ok := m.(*protocol.ApprovalRequested); return ok }).(*protocol.ApprovalRequested)
+	err := f.s.Approve(session.Peer{Side: session.SideMCP, Name: "ada"}, &protocol.CapabilityApprove{CallID: ar.CallID, Decision: protocol.DecisionApproved, InputDigest: ar.InputDigest})
+	if err == nil {
+		t.Fatal("an MCP-side approval was accepted with MCPDecisions off")
+	}
+	must(t, f.s.Cancel(ar.CallID, "done"))
+}
