@@ -146,3 +146,36 @@ func (v *VM) unhookAllocator() {
 		hookedState.Delete(uintptr(unsafe.Pointer(v.heap)))
 	}
 }
+
+// valueField is the offset of a quickjs.Value's engine value, which
+// modernc.org/quickjs does not export, or -1 when the layout is not the
+// one expected (TestIsProxy checks it).
+var valueField = func() uintptr {
+	f, ok := reflect.TypeFor[quickjs.Value]().FieldByName("v")
+	if !ok || f.Type != reflect.TypeFor[lib.TJSValue]() {
+		return ^uintptr(0)
+	}
+	return f.Offset
+}()
+
+// IsProxy reports whether x is a Proxy object, which no script can tell
+// (a Proxy is built to be indistinguishable from its target): for a host
+// function, registered with a quickjs.Value parameter, that must not let
+// a script's traps answer in the place of the engine's own objects. It
+// reports false when the layout of quickjs.Value is not the one expected.
+func IsProxy(x quickjs.Value) bool {
+	if valueField == ^uintptr(0) {
+		return false
+	}
+	tv := *(*lib.TJSValue)(unsafe.Add(unsafe.Pointer(&x), valueField))
+	if int32(tv.Ftag) != int32(lib.EJS_TAG_OBJECT) {
+		return false
+	}
+	// The value's first word is the object's address, C memory the engine
+	// owns: read it as a pointer without a uintptr-to-pointer conversion.
+	o := *(**lib.TJSObject)(unsafe.Pointer(&tv))
+	return o != nil && o.Fclass_id == lib.EJS_CLASS_PROXY
+}
+
+// ProxyCheckWorks reports whether [IsProxy] can read quickjs.Value.
+func ProxyCheckWorks() bool { return valueField != ^uintptr(0) }

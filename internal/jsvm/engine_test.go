@@ -3,6 +3,7 @@ package jsvm_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/internal/jsvm"
 )
@@ -13,9 +14,14 @@ import (
 // works (TestThrown). The VM serves the next script either way.
 func TestOutOfMemoryStops(t *testing.T) {
 	vm := newVM(t, jsvm.Limits{MemoryBytes: 8 << 20, OutOfMemoryStops: true})
-	ctx := context.Background()
+	// A deadline, so that a regression fails rather than hangs: the
+	// engine's strings are ropes, so a doubling string passes its length
+	// limit ("string too long", which a script may catch) before its
+	// memory; these fail allocations.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for _, src := range []string{
-		`for (;;) { try { let s = "x"; for (;;) s += s + s } catch (e) {} }`,
+		`for (;;) { try { const a = []; for (;;) a.push("x".repeat(100) + a.length) } catch (e) {} }`,
 		`let r; try { const a = []; for (;;) a.push([a.length]) } catch (e) { r = String(e) } r`,
 		`let r = 0; try { new Float64Array(1e8) } catch (e) { r = 1 } r`,
 	} {

@@ -149,6 +149,15 @@ func New(lim Limits) (*VM, error) {
 // Limits returns the VM's limits, defaults applied.
 func (v *VM) Limits() Limits { return v.lim }
 
+// SetMemoryBytes changes the VM's memory limit (at least 1 MiB), for a
+// caller that bounds what a script may add to a realm it has set up: the
+// heap after set-up plus a budget. Call it between Runs.
+func (v *VM) SetMemoryBytes(n int64) {
+	n = max(n, minMemoryBytes)
+	v.lim.MemoryBytes = n
+	v.q.SetMemoryLimit(uintptr(n))
+}
+
 // HeapBytes returns the bytes the engine's allocator holds for this VM
 // now (objects, strings, bytecode, the runtime's own structures), or -1
 // when they cannot be read. Call it between Runs.
