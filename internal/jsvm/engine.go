@@ -17,13 +17,24 @@ import (
 type engine struct {
 	tls *libc.TLS
 	rt  *lib.TJSRuntime
+	ctx *lib.TJSContext
 	ok  bool
 }
 
 // engineOf returns q's engine, or ok false when the layout is not the one
 // expected.
 func engineOf(q *quickjs.VM) (e engine, ok bool) {
-	rt := reflect.ValueOf(q).Elem().FieldByName("state").FieldByName("runtime")
+	st := reflect.ValueOf(q).Elem().FieldByName("state")
+	if cc := st.FieldByName("cContext"); cc.IsValid() && cc.Kind() == reflect.Uintptr && cc.Uint() != 0 {
+		c := uintptr(cc.Uint())
+		// C memory the engine owns, kept as a uintptr by the port: read
+		// as a pointer without a uintptr-to-pointer conversion.
+		e.ctx = *(**lib.TJSContext)(unsafe.Pointer(&c))
+	}
+	if e.ctx == nil {
+		return e, false
+	}
+	rt := st.FieldByName("runtime")
 	if !rt.IsValid() || rt.Kind() != reflect.Pointer || rt.IsNil() {
 		return e, false
 	}
@@ -179,3 +190,37 @@ func IsProxy(x quickjs.Value) bool {
 
 // ProxyCheckWorks reports whether [IsProxy] can read quickjs.Value.
 func ProxyCheckWorks() bool { return valueField != ^uintptr(0) }
+
+// Shape is what [VM.GlobalShape] reads of the global object.
+type Shape struct {
+	Props      int32   // own properties, private fields included
+	Proto      uintptr // the prototype's address
+	Extensible bool
+}
+
+// GlobalShape reads the global object's shape straight from the engine,
+// without running JavaScript: a caller that keeps a realm from call to
+// call compares it with the shape it left, and runs its tidy-up only when
+// they differ. A private field stamped on the global object counts, which
+// no script can list. ok is false when the engine's layout is not the one
+// this package knows (then every check must be made in JavaScript). Call
+// it between Runs.
+func (v *VM) GlobalShape() (s Shape, ok bool) {
+	if !v.eng.ok {
+		return s, false
+	}
+	g := v.eng.ctx.Fglobal_obj
+	if int32(g.Ftag) != int32(lib.EJS_TAG_OBJECT) {
+		return s, false
+	}
+	o := *(**lib.TJSObject)(unsafe.Pointer(&g))
+	if o == nil || o.Fshape == 0 {
+		return s, false
+	}
+	sh := o.Fshape
+	shape := *(**lib.TJSShape)(unsafe.Pointer(&sh))
+	s.Props = shape.Fprop_count - shape.Fdeleted_prop_count
+	s.Proto = shape.Fproto
+	s.Extensible = lib.XJS_IsExtensible(v.eng.tls, uintptr(unsafe.Pointer(v.eng.ctx)), g) == 1
+	return s, true
+}

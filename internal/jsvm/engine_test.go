@@ -22,8 +22,8 @@ func TestOutOfMemoryStops(t *testing.T) {
 	defer cancel()
 	for _, src := range []string{
 		`for (;;) { try { const a = []; for (;;) a.push("x".repeat(100) + a.length) } catch (e) {} }`,
-		`let r; try { const a = []; for (;;) a.push([a.length]) } catch (e) { r = String(e) } r`,
-		`let r = 0; try { new Float64Array(1e8) } catch (e) { r = 1 } r`,
+		`{ let r; try { const a = []; for (;;) a.push([a.length]) } catch (e) { r = String(e) } r }`,
+		`{ let r = 0; try { new Float64Array(1e8) } catch (e) { r = 1 } r }`,
 	} {
 		if _, err := eval(ctx, vm, src); jsvm.KindOf(err) != jsvm.Memory {
 			t.Fatalf("%s: %v, want out of memory", src, err)
@@ -34,7 +34,7 @@ func TestOutOfMemoryStops(t *testing.T) {
 	}
 	// An allocation that fits is not a failure: a script that frees what
 	// it took and allocates again runs to its end.
-	out, err := eval(ctx, vm, `let n = 0; for (let i = 0; i < 20; i++) { let a = new Uint8Array(4 << 20); n += a.length } n`)
+	out, err := eval(ctx, vm, `{ let n = 0; for (let i = 0; i < 20; i++) { let a = new Uint8Array(4 << 20); n += a.length } n }`)
 	if err != nil || out != 20*(4<<20) {
 		t.Fatalf("allocations within the limit: %v, %v", out, err)
 	}

@@ -80,6 +80,20 @@ type VM struct {
 	busy    bool     // a script runs, possibly abandoned
 	freed   bool     // the engine was freed
 	onClose []func() // run just before the engine is freed, when no script runs
+
+	// work carries Run's functions to the VM's worker goroutine, which
+	// calls into the engine for the VM's whole life rather than a fresh
+	// goroutine per Run: the engine needs tens of KiB of stack, which a
+	// new goroutine would grow by copying on every Run, and the stack the
+	// worker grew stays grown. Closed when the engine is freed.
+	work chan func()
+}
+
+// serve is the VM's worker.
+func (v *VM) serve() {
+	for f := range v.work {
+		f()
+	}
 }
 
 // OnClose registers f to run just before the engine is freed, when no
@@ -116,6 +130,7 @@ func (v *VM) free() {
 	}
 	v.unhookAllocator()
 	_ = v.q.Close()
+	close(v.work)
 }
 
 // New returns a VM under lim.
@@ -127,7 +142,7 @@ func New(lim Limits) (*VM, error) {
 	}
 	q.SetMemoryLimit(uintptr(lim.MemoryBytes))
 	q.SetMaxStackSize(uintptr(lim.StackSlots))
-	v := &VM{q: q, lim: lim}
+	v := &VM{q: q, lim: lim, work: make(chan func(), 1)}
 	// The allocator counters, which modernc.org/quickjs does not export,
 	// tell an out-of-memory failure that left no room for an error object
 	// (the engine throws null then) from a script's own `throw null`, and
@@ -143,6 +158,7 @@ func New(lim Limits) (*VM, error) {
 		}
 		v.hooked = true
 	}
+	go v.serve()
 	return v, nil
 }
 
@@ -290,7 +306,7 @@ func (v *VM) Run(ctx context.Context, fn func(q *quickjs.VM) error) error {
 	}
 	_ = v.q.SetEvalTimeout(timeout)
 	res := make(chan error, 1)
-	go func() {
+	v.work <- func() {
 		defer func() {
 			if p := recover(); p != nil {
 				v.mu.Lock()
@@ -300,7 +316,7 @@ func (v *VM) Run(ctx context.Context, fn func(q *quickjs.VM) error) error {
 			}
 		}()
 		res <- fn(v.q)
-	}()
+	}
 	select {
 	case err := <-res:
 		v.idle()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"modernc.org/quickjs"
 
@@ -68,6 +69,10 @@ type realm struct {
 	// reuse is false once a call left state tidy cannot remove, or was
 	// stopped: the realm is closed rather than kept.
 	reuse bool
+	// shape is the global object's once the realm was made (see tidy).
+	shape jsvm.Shape
+	// factories are the compiled sources (see factory); freed with the VM.
+	factories map[string]quickjs.Value
 }
 
 // newRealm makes a realm under g: a VM whose memory limit is its heap
@@ -114,6 +119,17 @@ func newRealm(ctx context.Context, g Grants) (*realm, error) {
 		vm.Close()
 		return nil, errors.New("set up a realm: jsvm.IsProxy cannot read this version's values")
 	}
+	shape, ok := vm.GlobalShape()
+	if !ok {
+		vm.Close()
+		return nil, errors.New("set up a realm: the global object's shape cannot be read in this version")
+	}
+	rl.shape = shape
+	vm.OnClose(func() {
+		for _, f := range rl.factories {
+			f.Free()
+		}
+	})
 	vm.GC()
 	rl.base = vm.HeapBytes()
 	vm.SetMemoryBytes(rl.base + g.MaxMemoryBytes)
@@ -174,16 +190,15 @@ func (rl *realm) call(ctx context.Context, g Grants, source string, checked bool
 			}
 			passed = true
 		}
-		fn, err := q.EvalValue("("+source+"\n)", quickjs.EvalGlobal)
+		fac, err := rl.factory(q, source)
 		if err != nil {
 			return err
 		}
-		defer fn.Free()
 		var out any
 		if len(args) == 0 {
-			out, err = rl.dispatch.Call(quickjs.UndefinedValue, "call", fn, quickjs.Undefined{})
+			out, err = rl.dispatch.Call(quickjs.UndefinedValue, "call", fac, quickjs.Undefined{})
 		} else {
-			out, err = rl.dispatch.Call(quickjs.UndefinedValue, "call", fn, string(args))
+			out, err = rl.dispatch.Call(quickjs.UndefinedValue, "call", fac, string(args))
 		}
 		if err != nil {
 			return err
@@ -191,6 +206,7 @@ func (rl *realm) call(ctx context.Context, g Grants, source string, checked bool
 		first, _ = out.(string)
 		// The jobs a call left run now, in its own time, not in the next
 		// call's: the promise it returned settles in them.
+		jobs := 0
 		for {
 			n, err := q.ExecutePendingJobs()
 			if err != nil {
@@ -199,9 +215,12 @@ func (rl *realm) call(ctx context.Context, g Grants, source string, checked bool
 			if n == 0 {
 				break
 			}
+			jobs += n
 		}
-		out, err = rl.dispatch.Call(quickjs.UndefinedValue, "end")
-		end, _ = out.(string)
+		if jobs > 0 || (len(first) > 1 && first[1] == 'p') {
+			out, err = rl.dispatch.Call(quickjs.UndefinedValue, "end")
+			end, _ = out.(string)
+		}
 		return err
 	})
 	if rl.vm.Gone() {
@@ -219,29 +238,93 @@ func (rl *realm) call(ctx context.Context, g Grants, source string, checked bool
 	}
 	if err != nil {
 		rl.reuse = false
-		if jsvm.KindOf(err) == jsvm.Thrown {
-			// Evaluating the expression threw: the dispatcher catches
-			// everything the function does.
-			var je *jsvm.Error
-			msg := err.Error()
-			if errors.As(err, &je) {
-				msg = je.Error() + position(je.Stack)
-			}
-			return outcome{err: fail("the script failed: %s", truncate(msg))}, passed
-		}
 		return outcome{err: engineError(ctx, err, g)}, false
 	}
-	if len(end) == 0 || end[0] != '0' {
+	if len(first) < 2 {
+		rl.reuse = false
+		return outcome{err: internal(fmt.Errorf("the realm answered %q", first))}, passed
+	}
+	digit, rest := first[0], first[1:]
+	if end != "" {
+		// The jobs ran after the call's answer: the digit is end's, and so
+		// is the outcome of a promise that was pending.
+		digit = max(digit, end[0])
+		if rest == "p" {
+			rest = end[1:]
+		}
+	}
+	if digit != '0' {
 		rl.reuse = false
 	}
-	if len(first) > 0 && first[0] == 'p' {
-		if len(end) <= 1 {
-			return outcome{err: fail("the function returned a promise that never settled (scripts have no timers or I/O to wait for)")}, passed
-		}
-		first = end[1:]
+	if rest == "p" || rest == "" {
+		return outcome{err: fail("the function returned a promise that never settled (scripts have no timers or I/O to wait for)")}, passed
 	}
-	return rl.decode(ctx, first, g), passed
+	return rl.decode(ctx, rest, g), passed
 }
+
+// factory returns the realm's function that evaluates source, an arrow
+// function around it compiled once per realm: each call evaluates the
+// expression afresh (a new function object, nothing kept from the last
+// call), without parsing it again. Factories are the host's: no script
+// can reach one (an arrow function has no caller, arguments or
+// prototype).
+func (rl *realm) factory(q *quickjs.VM, source string) (quickjs.Value, error) {
+	if f, ok := rl.factories[source]; ok {
+		return f, nil
+	}
+	f, err := q.EvalValue(factoryPrefix+source+"\n))", quickjs.EvalGlobal)
+	if err != nil {
+		return quickjs.Value{}, err
+	}
+	if len(rl.factories) >= maxFactories {
+		for k, old := range rl.factories {
+			old.Free()
+			delete(rl.factories, k)
+		}
+	}
+	if rl.factories == nil {
+		rl.factories = make(map[string]quickjs.Value)
+	}
+	rl.factories[source] = f
+	return f, nil
+}
+
+// factoryPrefix opens a factory's arrow function and the parentheses that
+// make the source an expression.
+const factoryPrefix = "(() => ("
+
+// maxFactories bounds the factories a realm keeps; past it, it forgets
+// them all.
+const maxFactories = 64
+
+// tidy makes the global object as the realm left it once made, and
+// reports whether it could: the engine's count of its own properties,
+// private fields included, its prototype and its extensibility are read
+// straight from the engine (no JavaScript runs for a call that added no
+// global); when they differ, realm.js deletes the globals the call added
+// and they are read again.
+func (rl *realm) tidy() bool {
+	if s, ok := rl.vm.GlobalShape(); ok && s == rl.shape {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tidyTimeout)
+	defer cancel()
+	var res string
+	err := rl.vm.Run(ctx, func(q *quickjs.VM) error {
+		out, err := rl.dispatch.Call(quickjs.UndefinedValue, "tidy")
+		res, _ = out.(string)
+		return err
+	})
+	if err != nil || rl.vm.Gone() || res != "0" {
+		return false
+	}
+	s, ok := rl.vm.GlobalShape()
+	return ok && s == rl.shape
+}
+
+// tidyTimeout bounds realm.js's tidy-up: it deletes properties, which
+// runs no script code.
+const tidyTimeout = time.Second
 
 // checkSource compiles source, the text of a call, as the one expression
 // it must be, without running it. Wrapped in parentheses, the source is
@@ -361,6 +444,8 @@ func stageText(stage string) string {
 		return "the function's promise was rejected"
 	case "encode":
 		return "encoding the result failed"
+	case "script":
+		return "the script failed"
 	}
 	return "the function threw"
 }
@@ -379,8 +464,8 @@ func position(stack string) string {
 	}
 	line, _ := strconv.Atoi(m[1])
 	col, _ := strconv.Atoi(m[2])
-	if line == 1 && col > 1 {
-		col-- // the "(" put before the source
+	if line == 1 && col > len(factoryPrefix) {
+		col -= len(factoryPrefix) // what the factory put before the source
 	}
 	return fmt.Sprintf(" (line %d, column %d)", line, col)
 }

@@ -308,12 +308,15 @@
     return gpo(globalThis) === globalProto && isExtensible(globalThis);
   }
 
-  // The outcome of a call, as one string: its first character says what
-  // it is (r: a result, its JSON after it; u: a result JSON cannot hold;
-  // p: a promise still pending; e: an error, its JSON after it). The
-  // Go side then runs the realm's jobs and asks "end": a digit (1 when
-  // the realm must not be reused, because tidy failed or marks was set)
-  // and the promise's outcome, if the call returned one that settled.
+  // The outcome of a call, as one string. Its first character is a
+  // digit, 1 when the realm must not be reused (marks was set, or the
+  // expression itself threw); its second says what it is (r: a result,
+  // its JSON after it; u: a result JSON cannot hold; p: a promise still
+  // pending; e: an error, its JSON after it). The Go side then runs the
+  // realm's jobs and, if any ran or the promise was pending, asks "end":
+  // the digit again and the promise's outcome, if it settled. It checks
+  // the global object's shape itself and asks "tidy" only when a call
+  // changed it.
   function describe(v) {
     if (v === null) return "null";
     switch (typeof v) {
@@ -366,17 +369,23 @@
   }
   // pending holds the outcome of the call's promise once it settles.
   let pending = null;
-  return function dispatch(op, fn, args) {
+  const digit = () => (marks === 0 ? "0" : "1");
+  return function dispatch(op, factory, args) {
     switch (op) {
       case "call": {
         marks = 0;
         pending = null;
-        if (typeof fn !== "function") return "e" + stringify({ stage: "type", message: describe(fn) });
-        let v;
+        let fn, v;
+        try {
+          fn = factory();
+        } catch (e) {
+          return "1" + thrown("script", e);
+        }
+        if (typeof fn !== "function") return digit() + "e" + stringify({ stage: "type", message: describe(fn) });
         try {
           v = args === undefined ? fn(undefined) : fn(parse(args));
         } catch (e) {
-          return thrown("call", e);
+          return digit() + thrown("call", e);
         }
         if (typeof v === "object" && v !== null) {
           let isPromise = true;
@@ -388,15 +397,17 @@
           } catch (e) {
             isPromise = false; // then throws a TypeError at once for what is not a promise
           }
-          if (isPromise) return "p";
+          if (isPromise) return digit() + "p";
         }
-        return encode(v);
+        return digit() + encode(v);
       }
       case "end": {
         const p = pending;
         pending = null;
-        return (tidy() && marks === 0 ? "0" : "1") + (p === null ? "" : p);
+        return digit() + (p === null ? "" : p);
       }
+      case "tidy":
+        return tidy() ? "0" : "1";
     }
     return "";
   };

@@ -218,7 +218,7 @@ func (r *Runtime) take(ctx context.Context) (*realm, error) {
 // QuickJS's Symbol.for registry, unlike goja's, holds a key only while a
 // symbol for it lives (TestSymbolRegistry), so it does not end reuse.
 func (r *Runtime) recycle(rl *realm) {
-	if rl.reuse && rl.settled() {
+	if rl.reuse && rl.tidy() && rl.settled() {
 		select {
 		case r.idle <- rl:
 			return
