@@ -34,8 +34,9 @@ var realmSource = func() string {
 // hostStop and hostIsProxy are the globals that realm.js takes and
 // deletes before any script runs.
 const (
-	hostStop    = "__brain_stop"
-	hostIsProxy = "__brain_isProxy"
+	hostStop     = "__brain_stop"
+	hostIsProxy  = "__brain_isProxy"
+	hostHeapLeft = "__brain_heapLeft"
 )
 
 // Engine bounds that are not grants.
@@ -91,10 +92,14 @@ func newRealm(ctx context.Context, g Grants) (*realm, error) {
 		if err := q.RegisterFunc(hostIsProxy, jsvm.IsProxy, false); err != nil {
 			return err
 		}
+		if err := q.RegisterFunc(hostHeapLeft, rl.heapLeft, false); err != nil {
+			return err
+		}
 		// Through eval, so that the engine names realm.js's frames
 		// <input>, not <eval> as it names the script's (see position).
-		d, err := q.EvalValue("(0, eval)("+realmSource+")(globalThis."+hostStop+", globalThis."+hostIsProxy+", "+
-			strconv.Itoa(g.MaxScriptBytes)+", "+strconv.FormatInt(g.MaxMemoryBytes/16, 10)+", [\""+hostStop+"\", \""+hostIsProxy+"\"])", quickjs.EvalGlobal)
+		d, err := q.EvalValue("(0, eval)("+realmSource+")(globalThis."+hostStop+", globalThis."+hostIsProxy+", globalThis."+hostHeapLeft+", "+
+			strconv.Itoa(g.MaxScriptBytes)+", "+strconv.FormatInt(g.MaxMemoryBytes/16, 10)+
+			", [\""+hostStop+"\", \""+hostIsProxy+"\", \""+hostHeapLeft+"\"])", quickjs.EvalGlobal)
 		if err != nil {
 			return err
 		}
@@ -102,7 +107,7 @@ func newRealm(ctx context.Context, g Grants) (*realm, error) {
 		vm.OnClose(d.Free)
 		// realm.js deleted the host function's global before it froze
 		// the others.
-		gone, err := q.Eval("!('"+hostStop+"' in globalThis) && !('"+hostIsProxy+"' in globalThis)", quickjs.EvalGlobal)
+		gone, err := q.Eval("!('"+hostStop+"' in globalThis) && !('"+hostIsProxy+"' in globalThis) && !('"+hostHeapLeft+"' in globalThis)", quickjs.EvalGlobal)
 		if err != nil {
 			return err
 		}
@@ -148,6 +153,16 @@ func (rl *realm) stop(args []any) (any, error) {
 }
 
 func (rl *realm) close() { rl.vm.Close() }
+
+// heapLeft is the realm's host function that tells realm.js's guards how
+// many bytes the memory limit has left, on the engine's goroutine.
+func (rl *realm) heapLeft() float64 {
+	h := rl.vm.HeapBytes()
+	if h < 0 {
+		return 1 << 53 // unknown: the engine's limit alone decides
+	}
+	return float64(rl.vm.Limits().MemoryBytes - h)
+}
 
 // settled reports whether rl's heap is back within heapSlack of what it
 // was when made, collecting the cycles a call left first if it is not.

@@ -7,7 +7,7 @@
 // the Go side calls. It is given the realm's one host function, stop,
 // which it keeps in this closure (no global holds it). Why each step:
 // provide/script/realm.go and docs/handle-js.md.
-(function (stop, isProxy, maxScript, maxElements, names) {
+(function (stop, isProxy, heapLeft, maxScript, maxElements, names) {
   "use strict";
   // The host functions' globals go first, before anything is frozen.
   for (const n of names) if (!Reflect.deleteProperty(globalThis, n)) throw new Error("cannot delete " + n);
@@ -90,6 +90,11 @@
   }
   function tooLong(what, n) {
     const msg = what + " on a length of " + n + ": no array holds more than " + maxElements + " elements within the memory budget";
+    stop(msg);
+    throw new RangeError_(msg);
+  }
+  function tooBig(what) {
+    const msg = what + ", more than the memory budget has left";
     stop(msg);
     throw new RangeError_(msg);
   }
@@ -193,6 +198,10 @@
         }
         if (total > maxElements) tooLong("Array.prototype.concat", total);
       }
+      // The result takes 16 bytes an element, copied one by one in C: a
+      // doubling that cannot fit ends now rather than when the copy
+      // reaches the limit.
+      if (total > 65536 && total * 16 > heapLeft()) tooBig("Array.prototype.concat would build an array of " + total + " elements");
       const r = apply(orig, items[0], items.slice(1));
       if (pinned !== null) {
         // An object that does not spread is an element of the result:
@@ -205,6 +214,24 @@
     } }.concat;
     dp(w, "length", { value: 1 });
     dp(ArrayProto, "concat", { value: w });
+  }
+  // String.prototype.concat builds its result in C without polling; its
+  // arguments are turned into strings here (as the method would), and a
+  // result that cannot fit ends the call before the copying starts.
+  {
+    const orig = String.prototype.concat;
+    const w = { concat(...args) {
+      if (this === undefined || this === null) return apply(orig, this, args);
+      let n = toStr(this).length;
+      for (let i = 0; i < args.length; i++) {
+        args[i] = toStr(args[i]);
+        n += args[i].length;
+      }
+      if (n > 65536 && n > heapLeft()) tooBig("String.prototype.concat would build a string of " + n + " characters");
+      return apply(orig, this, args);
+    } }.concat;
+    dp(w, "length", { value: 1 });
+    dp(String.prototype, "concat", { value: w });
   }
   // Iterator.prototype.drop counts its limit in C, calling next: over an
   // array's iterator, in C too.
