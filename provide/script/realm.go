@@ -193,11 +193,13 @@ type thrown struct {
 // says the source is known to be one expression that compiles (see
 // checkSource). Afterwards rl.reuse says whether the realm may serve
 // another call.
-func (rl *realm) call(ctx context.Context, g Grants, source string, checked bool, args json.RawMessage) (o outcome, passed bool) {
+func (rl *realm) call(ctx context.Context, g Grants, source string, checked bool, args json.RawMessage) (outcome, bool) {
 	rl.cause.Store(nil)
 	var first, end string
 	var compileErr *handle.CapabilityError
-	passed = checked
+	// passed is written on the engine's goroutine: read only once Run
+	// returned with the engine idle (not given up).
+	passed := checked
 	err := rl.vm.Run(ctx, func(q *quickjs.VM) error {
 		if !checked {
 			if compileErr = checkSource(q, source); compileErr != nil {

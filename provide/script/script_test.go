@@ -50,7 +50,7 @@ func TestCallErrors(t *testing.T) {
 	// grow a goroutine stack of tens of MiB first, which under -race on
 	// two cores beside other tests took more than the default 5 s (0.6 s
 	// idle).
-	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, nil)
+	r := newRuntime(t, script.Grants{Timeout: raceGrant(30 * time.Second)}, nil)
 	const bad = protocol.CodeInvalidArgument
 	tests := []jsCase{
 		{name: "syntax error", src: `(a) => a +* 2`, code: bad, msg: "syntax error at line 1, column 11: unexpected token"},
@@ -73,7 +73,7 @@ func TestCallErrors(t *testing.T) {
 		{name: "cyclic array", src: `() => { const a = [1]; a.push([a]); return a }`, code: bad, msg: "circular"},
 		{name: "BigInt result", src: `() => 1n`, code: bad, msg: "BigInt"},
 		{name: "nested BigInt", src: `() => ({n: [Object(2n)]})`, code: bad, msg: "BigInt"},
-		{name: "result too deep", src: `() => { let o = 1; for (let i = 0; i < 6000; i++) o = [o]; return o }`, code: bad, msg: "nesting deeper than the engine's stack allows"},
+		{name: "result too deep", src: `() => { let o = 1; for (let i = 0; i < 6000; i++) o = [o]; return o }`, code: bad, msg: "nesting deeper than the engine's stack allows", or: raceOr()},
 		{name: "toJSON throws", src: `() => ({toJSON() { throw new Error("tj") }})`, code: bad, msg: "encoding the result failed: Error: tj"},
 		{name: "stack overflow", src: `() => { const f = () => f() + 1; return f() }`, code: bad, msg: "maximum call stack size"},
 		{name: "stack overflow through a built-in", src: `() => { const f = () => [0].map(f); return f() }`, code: bad, msg: "maximum call stack size"},
@@ -95,7 +95,7 @@ func TestCallSizeLimits(t *testing.T) {
 		{name: "args over the limit", src: `(a)=>1`, args: `"` + strings.Repeat("x", 19) + `"`, code: protocol.CodeTooLarge, msg: "the arguments are 21 bytes"},
 		{name: "result at the limit", src: `()=>"12345678"`, want: `"12345678"`},
 		{name: "result over the limit", src: `()=>"123456789"`, code: protocol.CodeTooLarge, msg: "the result is more than 10 bytes of JSON"},
-		{name: "huge result stops early", src: `()=>new Array(1e5).fill(1)`, code: protocol.CodeTooLarge, msg: "more than 10 bytes"},
+		{name: "huge result stops early", src: `()=>new Array(1e5).fill(1)`, code: protocol.CodeTooLarge, msg: "more than 10 bytes", or: raceOr()},
 		{name: "eval over the script limit", src: `()=>eval(" ".repeat(101))`, code: protocol.CodeTooLarge, msg: "eval of 101 characters; the limit is 100"},
 		{name: "Function over the script limit", src: `()=>Function("a", " ".repeat(100))`, code: protocol.CodeTooLarge, msg: "the Function constructor of 101 characters"},
 	}
