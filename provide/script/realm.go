@@ -409,7 +409,7 @@ func (rl *realm) thrownError(ctx context.Context, t thrown) error {
 		if ctx.Err() != nil {
 			return handle.FromContext(ctx, handle.KindJS, opCall)
 		}
-		return handle.Errorf(handle.KindJS, opCall, protocol.CodeTimeout, "the script did not finish before its deadline")
+		return deadlineError()
 	case "memory":
 		// "string too long" is not final as running out of memory is: a
 		// script may catch it. One that did not ends the call.
@@ -516,7 +516,7 @@ func engineError(ctx context.Context, err error, g Grants) *handle.CapabilityErr
 		if ctx.Err() != nil {
 			return handle.FromContext(ctx, handle.KindJS, opCall)
 		}
-		return handle.Errorf(handle.KindJS, opCall, protocol.CodeTimeout, "the script did not finish before its deadline")
+		return deadlineError()
 	case jsvm.Cancelled:
 		return handle.FromContext(ctx, handle.KindJS, opCall)
 	case jsvm.Memory:
@@ -531,6 +531,14 @@ func engineError(ctx context.Context, err error, g Grants) *handle.CapabilityErr
 		return fail("the script failed: %s", truncate(je.Error()))
 	}
 	return internal(err)
+}
+
+// deadlineError is the error of a call the engine's own timeout stopped
+// just before its context's deadline registered: the same words as
+// handle.FromContext's, so that a call ends alike whichever noticed first.
+func deadlineError() *handle.CapabilityError {
+	return &handle.CapabilityError{Handle: handle.KindJS, Op: opCall, Code: protocol.CodeTimeout,
+		Message: "the operation did not finish before its deadline", Err: context.DeadlineExceeded}
 }
 
 func memoryError(budget int64) *handle.CapabilityError {
