@@ -2,7 +2,9 @@ package script
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +100,30 @@ func BenchmarkNewRealm(b *testing.B) {
 		}
 		rl.close()
 	}
+}
+
+// FuzzCheckArgs: the check of a call's arguments never panics, passes
+// only valid JSON, and refuses valid JSON only for its nesting, which
+// depth counts as encoding/json reads it (brackets inside strings, escaped
+// quotes, do not count).
+func FuzzCheckArgs(f *testing.F) {
+	for _, s := range []string{`{"a": [1, 2]}`, `"[\"[["`, `[[[]]]`, `{"a":`, `"\\"`, `[` + strings.Repeat("[", 6000)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := checkArgs(b)
+		if len(b) == 0 {
+			if err != nil {
+				t.Fatalf("empty args refused: %v", err)
+			}
+			return
+		}
+		valid := json.Valid(b)
+		switch {
+		case err == nil && !valid:
+			t.Fatalf("%q passed, but it is not JSON", b)
+		case err != nil && valid && depth(string(b)) <= maxNesting:
+			t.Fatalf("%q refused (%v), but it is JSON nested %d deep", b, err, depth(string(b)))
+		}
+	})
 }
