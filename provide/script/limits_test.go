@@ -19,12 +19,13 @@ import (
 // written in C that does not poll the engine's interrupt: indexOf over
 // the holes of a sparse array whose prototype chain is deep, which looks
 // every hole up along the whole chain (a gap the guards in realm.js do
-// not close: docs/handle-js.md). About 3 s here; the race detector slows
-// the engine about tenfold, so it walks less.
+// not close: docs/handle-js.md). About 3 s here. Under the race detector
+// the calls between the stuck ones take seconds to make their realms, so
+// the walk is longer there.
 func longBuiltin() string {
 	n, depth := 200000, 300
 	if testutil.RaceEnabled {
-		n, depth = 100000, 300
+		n, depth = 1000000, 300
 	}
 	return `() => { const a = new Array(` + strconv.Itoa(n) + `); let p = Array.prototype;
 		for (let i = 0; i < ` + strconv.Itoa(depth) + `; i++) p = Object.create(p);
@@ -204,10 +205,23 @@ func TestCatastrophicRegexp(t *testing.T) {
 		// At once: nothing waits for a slot (it used to fail after 30s).
 		// The bound allows for the lingering scripts that share the CPUs
 		// and for preparing a fresh runtime in place of an abandoned one.
-		if d := time.Since(start); d > slow(1500*time.Millisecond) {
+		if d := time.Since(start); d > nextCallBound() {
 			t.Errorf("round %d: the next call took %v", round, d)
 		}
 	}
+}
+
+// nextCallBound is how long the call after two catastrophic ones may
+// take: it makes a realm in place of a closed one (15 ms idle), on a
+// machine where the lingering scripts share the CPUs. Under the race
+// detector a realm takes seconds on a loaded machine (7 s seen at load
+// average 8); the bound stays under the 30 s the call took when a slot
+// was held for the whole match (issue 9).
+func nextCallBound() time.Duration {
+	if testutil.RaceEnabled {
+		return 20 * time.Second
+	}
+	return 1500 * time.Millisecond
 }
 
 // TestLongTimeoutRegexp: under a timeout longer than regexp2's match
@@ -275,7 +289,7 @@ func TestHugeAllocations(t *testing.T) {
 		// A pattern is memory like any other: a long one compiles within
 		// the budget, a huge one does not.
 		{name: "long pattern", src: `() => new RegExp("(".repeat(1e6) + ")".repeat(1e6))`, code: protocol.CodeInvalidArgument, msg: "too many captures"},
-		{name: "long pattern through the prototype's constructor", src: `() => new (/x/.constructor)("a".repeat(1e6)).source.length`, want: `1000000`},
+		{name: "long pattern through the prototype's constructor", src: `() => new (/x/.constructor)("a".repeat(1e6)).source.length`, want: `1000000`, or: raceOr()},
 		{name: "huge pattern", src: `() => new RegExp("a".repeat(2e7))`, code: tooLarge, msg: budget},
 		{name: "regular expression over a long subject", src: `() => "x".repeat(1e6).split(/x/)`, code: tooLarge, msg: budget},
 		{name: "split into characters", src: `() => "x".repeat(1e6).split("")`, code: tooLarge, msg: budget},
