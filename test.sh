@@ -24,9 +24,11 @@ step() { # name command...: run one step, remember it if it fails
   local name=$1
   shift
   echo "test.sh: $name" >&2
+  local started=$SECONDS
   if ! "$@"; then
     failed_steps+=("$name")
   fi
+  echo "test.sh: $name took $((SECONDS - started)) s" >&2
 }
 
 check_gofmt() {
@@ -66,9 +68,11 @@ step staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 # 10-minute timeout. Building every package so first keeps it out.
 step "build" go build -trimpath -o /dev/null ./...
 step "go test" go_tests
-# The allocation bounds of the WebSocket hot path skip themselves under the
-# race detector (it allocates on its own), so they run here without it.
-step "allocation bounds" go test -count=1 -run 'Allocs$' ./protocol/ ./server/
+# The allocation bounds of the WebSocket hot path and the JavaScript
+# engine's leak bound skip themselves under the race detector (it
+# allocates on its own, and its shadow memory grows the process), so they
+# run here without it.
+step "allocation bounds" go test -trimpath -count=1 -run 'Allocs$|Leaks$' ./protocol/ ./server/ ./internal/jsvm/
 step "TypeScript client" clients/ts/test.sh
 step "TypeScript tool SDK" sdk/ts/test.sh
 step "TypeScript tools: tsc" ts_tools_check

@@ -24,8 +24,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/internal/abi"
@@ -70,12 +72,12 @@ func Build(ctx context.Context, patterns []string, opts Options) ([]Artifact, er
 	if err != nil {
 		return nil, err
 	}
+	arts, err := buildAll(ctx, opts, modRoot, pkgs)
+	if err != nil {
+		return nil, err
+	}
 	var out []Artifact
-	for _, p := range pkgs {
-		a, err := buildOne(ctx, opts, modRoot, p)
-		if err != nil {
-			return out, fmt.Errorf("build %s: %w", p, err)
-		}
+	for _, a := range arts {
 		for _, k := range a.Unused {
 			opts.Logger.Warn("declared handle is never used by the tool's code; consider removing it from the handles struct",
 				slog.String("tool", a.Manifest.Name), slog.String("handle", string(k)))
@@ -83,6 +85,62 @@ func Build(ctx context.Context, patterns []string, opts Options) ([]Artifact, er
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// buildAll builds pkgs a few at a time: each build is two go commands
+// (the manifest's run, the payload's link) whose loading and linking run
+// on one core, so that n at once on n cores take about 1/n of the time.
+// The first failure cancels the builds not yet done and is the one
+// reported (the later ones may only be the cancellation); artifacts are
+// in pkgs' order.
+func buildAll(ctx context.Context, opts Options, modRoot string, pkgs []string) ([]Artifact, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	arts := make([]Artifact, len(pkgs))
+	var (
+		mu     sync.Mutex
+		first  error
+		byName = map[string]string{} // tool name → the package that has it
+	)
+	// Two packages with one tool name would write the same files.
+	claim := func(pkg string) func(string) error {
+		return func(name string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if other, ok := byName[name]; ok {
+				return fmt.Errorf("its tool is named %q, as the tool of %s is: tool names must be unique", name, other)
+			}
+			byName[name] = pkg
+			return nil
+		}
+	}
+	slots := make(chan struct{}, max(2, runtime.NumCPU()))
+	var wg sync.WaitGroup
+	for i, p := range pkgs {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			if ctx.Err() != nil {
+				return
+			}
+			a, err := buildOne(ctx, opts, modRoot, p, claim(p))
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("build %s: %w", p, err)
+				}
+				mu.Unlock()
+				cancel()
+				return
+			}
+			arts[i] = a
+		})
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err() // the caller's context ended
+	}
+	return arts, first
 }
 
 type listedPackage struct {
@@ -195,7 +253,7 @@ var guestHandle = map[handle.Kind]string{
 // buildOne builds the tool of package pkg: its manifest natively, then its
 // payload for wasip1, both from generated main packages placed in the
 // module through a go build overlay (nothing is written to the module).
-func buildOne(ctx context.Context, opts Options, modRoot, pkg string) (Artifact, error) {
+func buildOne(ctx context.Context, opts Options, modRoot, pkg string, claim func(name string) error) (Artifact, error) {
 	tmp, err := os.MkdirTemp("", "brain-build-")
 	if err != nil {
 		return Artifact{}, err
@@ -238,6 +296,9 @@ func buildOne(ctx context.Context, opts Options, modRoot, pkg string) (Artifact,
 		if !slices.ContainsFunc(imports, func(s string) bool { return strings.HasPrefix(s, prefix) }) {
 			a.Unused = append(a.Unused, k)
 		}
+	}
+	if err := claim(m.Name); err != nil {
+		return Artifact{}, err
 	}
 	a.PayloadPath = filepath.Join(opts.Out, m.Name+".wasm")
 	a.ManifestPath = filepath.Join(opts.Out, m.Name+".tool.json")

@@ -173,3 +173,12 @@ func TestImportsListedOnce(t *testing.T) {
 		t.Errorf("imports %v lack wasi_snapshot_preview1.fd_write", arts[0].Imports)
 	}
 }
+
+// TestSameToolName: two packages whose tools have one name would write the
+// same files (the builds run at once); the build fails naming both.
+func TestSameToolName(t *testing.T) {
+	_, err := build.Build(context.Background(), []string{"../host/testdata/tools/echo", "./testdata/samename/echo2"}, build.Options{Out: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), `named "echo"`) || !strings.Contains(err.Error(), "must be unique") {
+		t.Fatalf("got %v, want the two packages' shared name refused", err)
+	}
+}

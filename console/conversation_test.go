@@ -224,6 +224,9 @@ func TestConsoleConversation(t *testing.T) {
 		if link := eval[string](b, `document.querySelector('.card.tool[data-name="fs.read"] .call-link').getAttribute('href')`); !strings.HasPrefix(link, "#/s/talk/call/") {
 			t.Fatalf("the card's call link %q", link)
 		}
+		// The probe records at the frame after each delta: the last one's
+		// frame may come after the final message is drawn.
+		b.until("the probe's record of the five deltas", `window.__paint.length >= 5`)
 		paint = eval[map[string]float64](b, `(() => {
 			const p = window.__paint, ms = p.map(x => x.ms).sort((a, b) => a - b);
 			return {n: p.length, shown: p.filter(x => x.shown).length, median: ms[ms.length >> 1] || 0, max: ms[ms.length - 1] || 0, reconnects: brainConsole.session().conn.reconnects};

@@ -42,6 +42,9 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 	}
 	cm, err := a.h.acquireModule(ctx, a.m.Payload, payload)
 	if err != nil {
+		if c := protocol.OutcomeOf(err); c.Err != nil && (c.Err.Code == protocol.CodeTimeout || c.Err.Code == protocol.CodeCancelled) {
+			return nil, err // the attach's deadline or cancel, not the payload's fault
+		}
 		return nil, errf(protocol.CodeInvalidRequest, "payload does not compile: %v", err)
 	}
 	provisioned := false

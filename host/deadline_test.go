@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,4 +249,43 @@ func mustProvision(t *testing.T, a *host.Artifact) tool.Instance {
 	must(t, err)
 	t.Cleanup(func() { _ = inst.Close() })
 	return inst
+}
+
+// TestCompileDeadline: the attach's deadline bounds compiling the payload
+// too (wazero decodes and validates a module without looking at the
+// context, even one it finds in the compilation cache: seconds for a Go
+// guest under load; stall's, since the other tests have it in the cache):
+// a provisioning given a tenth of the time a compile takes fails with
+// timeout long before the compile would have ended, measured against a
+// compile of the same payload in this test, and the host stays usable.
+func TestCompileDeadline(t *testing.T) {
+	fs, _ := stallFS(t) // no mode file: stall's init returns at once
+	compile := func(ctx context.Context, h *host.Host) (time.Duration, error) {
+		start := time.Now()
+		inst, err := load(t, h, "stall").Provision(ctx, tool.Handles{FS: fs}, nil)
+		if err == nil {
+			must(t, inst.Close())
+		}
+		return time.Since(start), err
+	}
+	_, err := compile(context.Background(), newHost(t, nil)) // fills the compilation cache, if no test did
+	must(t, err)
+	full, err := compile(context.Background(), newHost(t, nil)) // a new host compiles from the cache
+	must(t, err)
+	h := newHost(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), full/10)
+	defer cancel()
+	took, err := compile(ctx, h)
+	out := protocol.OutcomeOf(err)
+	if out.IsOK() || out.Err.Code != protocol.CodeTimeout || !strings.Contains(out.Err.Message, "compiling") {
+		t.Fatalf("provision with %v of a %v compile: %v, want a compile timeout", full/10, full, err)
+	}
+	// A tenth of a compile's time, plus a half for the machine: a
+	// provisioning that waited for the compile would take all of it.
+	if took > full/10+full/2 {
+		t.Fatalf("the provisioning returned after %v, a compile takes %v: the deadline (%v) did not bound it", took, full, full/10)
+	}
+	t.Logf("a compile takes %v; the provisioning with %v stopped after %v", full, full/10, took)
+	_, err = compile(context.Background(), h)
+	must(t, err)
 }

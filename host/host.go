@@ -174,7 +174,7 @@ func (h *Host) acquireModule(ctx context.Context, identity string, payload []byt
 		return c.cm, nil
 	}
 	h.mu.Unlock()
-	cm, err := h.compile(ctx, identity, payload)
+	cm, err := h.compileWithin(ctx, identity, payload)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +189,42 @@ func (h *Host) acquireModule(ctx context.Context, identity string, payload []byt
 	h.mu.Unlock()
 	_ = cm.Close(ctx) // another attach's compile won: use one module
 	return c.cm, nil
+}
+
+// compileWithin compiles payload, returning at ctx's end if that comes
+// first: wazero decodes and validates a module (even one it finds in the
+// compilation cache) without looking at ctx, for seconds for a large
+// guest on a loaded machine, and an attach's deadline is a deadline. The
+// compile left behind runs to its end (filling the cache) and its module
+// is closed.
+func (h *Host) compileWithin(ctx context.Context, identity string, payload []byte) (wazero.CompiledModule, error) {
+	type compiled struct {
+		cm  wazero.CompiledModule
+		err error
+	}
+	done := make(chan compiled, 1)
+	go func() {
+		cm, err := h.compile(context.WithoutCancel(ctx), identity, payload)
+		done <- compiled{cm, err}
+	}()
+	select {
+	case c := <-done:
+		return c.cm, c.err
+	case <-ctx.Done():
+		go func() {
+			if c := <-done; c.err == nil {
+				_ = c.cm.Close(context.Background())
+			}
+		}()
+		return nil, compileStopped(ctx)
+	}
+}
+
+func compileStopped(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return errf(protocol.CodeCancelled, "compiling the payload was cancelled")
+	}
+	return errf(protocol.CodeTimeout, "compiling the payload did not finish before its deadline")
 }
 
 // releaseModule ends a use of the compiled module of identity, closing it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -163,4 +164,56 @@ func TestMCPDecisionsOff(t *testing.T) {
 		t.Fatal("an MCP-side approval was accepted with MCPDecisions off")
 	}
 	must(t, f.s.Cancel(ar.CallID, "done"))
+}
+
+// A request re-issued while the host's user looks at it (the capability
+// was re-registered with another definition) is withdrawn from the host
+// and asked again, about the new definition; the answer to the new
+// question decides the call.
+func TestElicitationReissued(t *testing.T) {
+	f, ns := elicitFixture(t)
+	asked := make(chan *mcp.ElicitParams, 2)
+	withdrawn := make(chan struct{}, 1)
+	var n atomic.Int32 // the host's handlers run concurrently
+	cs := ns.connect(t, &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		first := n.Add(1) == 1
+		asked <- r.Params
+		if first { // the first question stays open until the server withdraws it
+			<-ctx.Done()
+			withdrawn <- struct{}{}
+			return nil, ctx.Err()
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
+	}}, nil)
+	sub := f.s.Subscribe(f.s.LastSeq())
+	defer sub.Close()
+	res := make(chan string, 1)
+	go func() {
+		r, err := cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"path": "/tmp"}})
+		if err != nil {
+			res <- err.Error()
+			return
+		}
+		res <- text(t, r)
+	}()
+	first := recv(t, asked, "the first question")
+	danger := agentCap("danger")
+	danger.DisplayName = "Danger"
+	danger.Description = "Deletes everything under path."
+	danger.RequiresApproval = true
+	must(t, f.s.RegisterAgent(danger, session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) {
+		f.runs.Add(1)
+		return json.RawMessage(`{"done":"again"}`), nil
+	})))
+	recv(t, withdrawn, "the first question withdrawn")
+	second := recv(t, asked, "the second question")
+	if strings.Contains(first.Message, "Deletes everything") || !strings.Contains(second.Message, "Deletes everything under path.") {
+		t.Fatalf("questions:\n%s\n---\n%s", first.Message, second.Message)
+	}
+	if got := recv(t, res, "the result"); got != `{"done":"again"}` {
+		t.Fatalf("result %q", got)
+	}
+	if d := decided(t, sub); d.Decider.Side != "mcp" || d.Decision != protocol.DecisionApproved {
+		t.Fatalf("decision %+v", d)
+	}
 }

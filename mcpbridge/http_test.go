@@ -80,10 +80,17 @@ func TestHandlerSessions(t *testing.T) {
 		must(t, err)
 		defer cs.Close()
 		h.Release(a)
+		// The released endpoint's MCP sessions are closed: the client's
+		// stream ends, and it does not reconnect (MaxRetries -1).
+		ended := make(chan error, 1)
+		go func() { ended <- cs.Wait() }()
+		recv(t, ended, "the client's connection to end")
 		if _, err := cs.ListTools(waitCtx(t), nil); err == nil {
-			t.Fatal("a released session still answers")
+			t.Fatal("a client session whose connection ended still answers")
 		}
-		cs2, err := connect(t, "a") // a later request starts afresh
+		// A later request for the session starts afresh (an MCP session
+		// id may be resumed too: ids carry their state, sessionid.go).
+		cs2, err := connect(t, "a")
 		must(t, err)
 		defer cs2.Close()
 		if toolNames(t, cs2)["only.a"] == nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -275,8 +276,7 @@ func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id stri
 	case errors.Is(err, ErrNotFound):
 		httpError(w, http.StatusNotFound, "not_found", "no session "+id)
 	case errors.Is(err, ErrStopping):
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, "unavailable", "the node is stopping: connect again (in a cluster, another node takes its sessions)")
+		notServed(w, "the node is stopping: connect again (in a cluster, another node takes its sessions)") // cluster_retry.go
 	case errors.Is(err, ErrDeleted):
 		httpError(w, http.StatusNotFound, "not_found", "session "+id+" was deleted; a new session of this id starts only by POST /v1/sessions")
 	case errors.As(err, &perr) && perr.Code == protocol.CodeQuotaExceeded:
@@ -285,6 +285,7 @@ func (srv *Server) acquireFailed(w http.ResponseWriter, r *http.Request, id stri
 	default:
 		if msg, ok := storeFaultOf(err); ok { // storefault.go
 			srv.log.Warn("acquire session: the store cannot serve", slog.String("session", id), slog.String("error", err.Error()))
+			w.Header().Set(notServedHeader, "1")
 			storeUnavailable(w, msg)
 			return false
 		}
@@ -451,6 +452,7 @@ func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, pr Princi
 			string(f.Msg.MessageType())+" needs a WebSocket connection: this endpoint takes capability_approve, capability_invoke and capability_cancel")
 		return
 	}
+	r.Body = io.NopCloser(bytes.NewReader(data)) // read again if the request is forwarded to the session's owner (cluster.go)
 	s, release, ok := srv.openSession(w, r, id, pr, false)
 	if !ok {
 		return

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -33,6 +35,11 @@ type Lease interface {
 // node holds it, the error has a method LeaseHolder() (node, addr string)
 // (package store's *LeasedError) naming where to forward.
 type LeaseFunc func(ctx context.Context, id string) (Lease, error)
+
+// HolderFunc names the node holding session id's lease, without taking
+// it; held is false when no node holds it (package store's
+// Leases.Holder).
+type HolderFunc func(ctx context.Context, id string) (node string, held bool, err error)
 
 // forwardedHeader marks a request forwarded by another node (its value is
 // that node's id): a node forwards a request at most once.
@@ -353,18 +360,24 @@ func (m *Manager) dropLease(e *managed) {
 // [*NotOwnerError]) by proxying it — WebSocket upgrades, MCP streams and
 // plain requests alike — to the owner's advertised address, headers,
 // token and query (resume by ?after=) unchanged. It reports whether err
-// was such an error; when forwarding is impossible (no address, or the
-// request was forwarded to this node already) it answers 503 unavailable,
-// which a client retries.
+// was such an error. When forwarding is impossible (no address: the
+// session is moving; or the request was forwarded to this node already)
+// or the owner did not serve the request, a client's request is sent
+// again within a bound (cluster_retry.go) and otherwise answered 503
+// unavailable, which a client retries.
 func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bool {
 	var no *NotOwnerError
 	if !errors.As(err, &no) {
 		return false
 	}
+	st := replayOf(r)
+	st.readBody(r) // kept for another try, whatever this one does
 	if no.Addr == "" || r.Header.Get(forwardedHeader) != "" {
+		if st.retry() {
+			return true
+		}
 		srv.log.Info("session owned elsewhere, not forwarding", slog.String("session", no.Session), slog.String("owner", no.Node))
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, "unavailable", "the session is moving between nodes; retry")
+		notServed(w, "the session is moving between nodes; retry")
 		return true
 	}
 	target, perr := url.Parse(no.Addr)
@@ -383,13 +396,44 @@ func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bo
 			pr.Out.URL.Path, pr.Out.URL.RawPath = r.URL.Path, r.URL.RawPath
 			pr.Out.Host = target.Host
 			pr.Out.Header.Set(forwardedHeader, node)
+			if st != nil && st.buffered && len(st.body) > 0 {
+				// The transport may send it again itself on a kept-alive
+				// connection that turns out closed before anything was
+				// written.
+				body := st.body
+				pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			}
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(notServedHeader) != "" && st != nil && st.buffered && !st.final {
+				_ = resp.Body.Close()
+				return errNotServed
+			}
+			return nil
 		},
 		FlushInterval: -1, // MCP streams and server-sent events pass through at once
 		ErrorLog:      nil,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+		ErrorHandler: func(w http.ResponseWriter, pr *http.Request, err error) {
+			unserved := errors.Is(err, errNotServed) || notDelivered(err) || idempotent(pr)
+			if !unserved && st.canRetry() && pr.Context().Err() == nil {
+				unserved = srv.ownerStopped(pr.Context(), no) // dropped by a stopping owner?
+			}
+			if unserved && pr.Context().Err() == nil && st.retry() {
+				srv.log.Debug("forward to the session's owner: sending it again", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
+				return
+			}
 			srv.log.Warn("forward to the session's owner", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
+			if unserved {
+				notServed(w, "the session's owner cannot be reached; retry")
+				return
+			}
+			// The owner had the request and went away before answering,
+			// keeping the lease: it may have been served (a tools/call may
+			// have run), so it is not sent again, and the caller is told
+			// where its outcome is.
 			w.Header().Set("Retry-After", "1")
-			httpError(w, http.StatusServiceUnavailable, "unavailable", "the session's owner cannot be reached; retry")
+			httpError(w, http.StatusServiceUnavailable, "unavailable",
+				"the session's owner went away before answering; the request may have been served (a call's outcome is in the session's log)")
 		},
 	}
 	rp.ServeHTTP(w, r)

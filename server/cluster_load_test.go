@@ -42,6 +42,7 @@ type loadWorker struct {
 	byReq  map[string]string
 	answer map[string]bool // client-side calls this peer answered
 	calls  []loadCall
+	warm   atomic.Bool // it has finished a call (the kill waits for every session to)
 	moves  int
 	resent int
 	// movedAt is when the session first moved; afterMove counts the calls
@@ -219,6 +220,7 @@ func (w *loadWorker) run(ctx context.Context, maxCalls int, stopAt *atomic.Int64
 			w.afterMove++
 		}
 		finished.Add(1)
+		w.warm.Store(true)
 		k++
 	}
 	// Every acknowledged call must have ended; wait for stragglers.
@@ -384,10 +386,25 @@ func TestClusterLoad(t *testing.T) {
 			errs <- err
 		})
 	}
-	// Kill node1 after the first phase (sooner if a session failed).
+	// Kill node1 after the first phase (sooner if a session failed), and
+	// not before every session has finished a call: on a loaded machine
+	// the connects alone can take longer than the phase, and a session
+	// that has made no call by the kill proves nothing about a failover.
 	select {
 	case <-time.After(before):
 	case <-ctx.Done():
+	}
+	for tick := time.NewTicker(10 * time.Millisecond); ctx.Err() == nil && failed.Load() == 0; <-tick.C {
+		cold := 0
+		for _, w := range workers {
+			if !w.warm.Load() {
+				cold++
+			}
+		}
+		if cold == 0 {
+			tick.Stop()
+			break
+		}
 	}
 	killedAt := time.Now()
 	recovered := killedAt.Add(during)

@@ -410,9 +410,17 @@ func TestClusterNodes(t *testing.T) {
 		proxy.partition(true)
 		start := time.Now()
 		for {
-			if _, err := c.next(); err != nil {
-				break // node4 closed the connection: it stopped serving
+			_, err := c.next()
+			if err == nil {
+				continue
 			}
+			// node4 closed the connection: it stopped serving, and said why.
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.StatusTryAgainLater || !strings.HasPrefix(ce.Reason, "the session store ") {
+				t.Fatalf("the partitioned node closed the connection with %v, want 1013 and what is wrong with its store", err)
+			}
+			t.Logf("the partitioned node closed the connection: %d %q", ce.Code, ce.Reason)
+			break
 		}
 		stoppedAfter := time.Since(start)
 		if stoppedAfter > 2*clusterTTL {

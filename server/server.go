@@ -93,7 +93,13 @@ func (srv *Server) handleConversation(w http.ResponseWriter, r *http.Request, pr
 }
 
 // ServeHTTP serves the routes above.
-func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { srv.mux.ServeHTTP(w, r) }
+func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if srv.retriesForwards(r) { // a cluster's forwards ride a handover out (cluster_retry.go)
+		srv.serveRetrying(w, r)
+		return
+	}
+	srv.mux.ServeHTTP(w, r)
+}
 
 type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal)
 
@@ -162,6 +168,17 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 	// MCP side, counted beside the WebSocket ones.
 	srv.conns.add(sideMCP, 1)
 	defer srv.conns.add(sideMCP, -1)
+	if r.Method == http.MethodPost {
+		// A stop waits for it to be answered (cluster_drain.go); once the
+		// node stops, it is refused unserved, and a forwarding node sends
+		// it to the session's next owner.
+		done, ok := srv.opts.Manager.enterRequest()
+		if !ok {
+			notServed(w, "the node is stopping: connect again (in a cluster, another node takes its sessions)")
+			return
+		}
+		defer done()
+	}
 	// Who the caller is, as this kernel authenticated it: what an
 	// elicitation-answered approval records as decider (mcpbridge.CallerHeader).
 	// Never what the client sent.

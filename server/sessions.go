@@ -44,6 +44,15 @@ type ManagerOptions struct {
 	Lease LeaseFunc
 	// Node is this node's id in a cluster, sent with forwarded requests.
 	Node string
+	// Holder, if set, names a session's lease holder without taking the
+	// lease: a forwarded request the owner dropped unanswered is sent
+	// again when the owner released the lease meanwhile, as a stopping
+	// node does (cluster_retry.go).
+	Holder HolderFunc
+	// LeaseTTL is the cluster's lease TTL, for Holder: a dropped request
+	// waits for the owner's release for less than a lease that its dead
+	// holder renewed last can take to lapse (cluster_retry.go).
+	LeaseTTL time.Duration
 }
 
 // Manager owns the sessions of a kernel: it creates a session on first use,
@@ -56,6 +65,7 @@ type Manager struct {
 	mu       sync.Mutex
 	live     map[string]*managed
 	stopping bool // Stop or Close was called: no session is opened (shutdown.go)
+	requests int  // requests a stop waits for: MCP POSTs being answered (cluster_drain.go)
 
 	inbox inbox // pending approvals across sessions, for the console
 

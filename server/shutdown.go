@@ -34,25 +34,24 @@ var ErrStopping = errors.New("the node is stopping")
 
 // Stop begins a graceful stop: it refuses new sessions from now on, waits
 // (until ctx ends) for the Go handlers running in the sessions — the
-// environment's tools — to finish, and closes every session's journal, so
-// that nothing that happens in memory from then on is stored or seen. It
-// returns once the journals are closed; call [Manager.Close] after the
-// connections have ended.
+// environment's tools — to finish and for the MCP requests being answered
+// to be answered (not those parked on an approval or a peer), and closes
+// every session's journal, so that nothing that happens in memory from
+// then on is stored or seen. It returns once the journals are closed; call
+// [Manager.Close] after the connections have ended.
 func (m *Manager) Stop(ctx context.Context) {
 	m.mu.Lock()
 	m.stopping = true
 	m.mu.Unlock()
 	for {
-		running := 0
-		for _, e := range m.liveEntries() {
-			running += e.s.RunningHandlers()
-		}
-		if running == 0 {
+		running, answering := m.busy() // cluster_drain.go
+		if running == 0 && answering == 0 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			m.log.Warn("stopping with tools still running: their calls end unavailable when the sessions are restored", slog.Int("running", running))
+			m.log.Warn("stopping with tools still running or requests being answered: their calls end unavailable when the sessions are restored",
+				slog.Int("running", running), slog.Int("answering", answering))
 		case <-time.After(20 * time.Millisecond): // polling a count for at most the stop's bound
 			continue
 		}

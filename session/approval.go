@@ -252,6 +252,9 @@ func (s *Session) reissueLocked(old, r *registration) {
 		default:
 			c.reg, c.digest, c.reissued = r, inputDigest(r, c.input), true
 			s.requestLocked(c)
+			if c.askCtx != nil {
+				s.tellApprovalRequestedLocked(c.askCtx, c) // the host asks again, about the new definition
+			}
 		}
 	}
 }

@@ -75,6 +75,10 @@ type call struct {
 	finished         bool
 	lastProgress     time.Time        // when the last capability_progress was passed on (progress.go)
 	outcome          protocol.Outcome // read without the lock only after done is closed
+	// The invoker's context and the withdrawal of what its approval hook
+	// was told (invoker.go): kept to tell it of a re-issued request.
+	askCtx      context.Context
+	withdrawAsk context.CancelFunc
 
 	approval chan protocol.CapabilityApprove // buffered 1; the first decision
 	done     chan struct{}                   // closed by finish

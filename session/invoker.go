@@ -71,16 +71,24 @@ func WithApprovalRequested(ctx context.Context, fn func(ctx context.Context, r A
 	return context.WithValue(ctx, approvalKey{}, fn)
 }
 
-// tellApprovalRequestedLocked runs the invoker's hook of ctx for c's request, if
-// it has one. s.mu is held.
+// tellApprovalRequestedLocked runs the invoker's hook of ctx for c's
+// current request, if it has one, after withdrawing what it was told of an
+// earlier request of c (a re-registration re-issues it: reissueLocked), so
+// that an MCP host asks its user again, about the new definition. s.mu is
+// held.
 func (s *Session) tellApprovalRequestedLocked(ctx context.Context, c *call) {
 	fn, ok := ctx.Value(approvalKey{}).(func(context.Context, ApprovalRequest))
 	if !ok || fn == nil {
 		return
 	}
+	if c.withdrawAsk != nil {
+		c.withdrawAsk()
+	}
+	c.askCtx = ctx
 	r := ApprovalRequest{CallID: c.id, Name: c.name, Input: c.input, InputDigest: c.digest,
 		DisplayName: c.reg.cap.DisplayName, Description: c.reg.cap.Description}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.withdrawAsk = cancel
 	done := c.done
 	go func() {
 		defer cancel()
@@ -88,6 +96,7 @@ func (s *Session) tellApprovalRequestedLocked(ctx context.Context, c *call) {
 		select {
 		case <-done:
 		case <-ctx.Done():
+		case <-hctx.Done(): // withdrawn: a newer request was told
 		}
 	}()
 }

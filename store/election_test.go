@@ -89,8 +89,9 @@ func (w *faultWriter) run(stop <-chan struct{}, done *sync.WaitGroup) {
 //     append;
 //   - SIGKILL of two servers: every store says, within 2 s, that it has
 //     no quorum and how many servers it reaches; acquiring a lease and
-//     appending fail at once with that; once the servers are back, the
-//     store answers again and nothing acknowledged is lost.
+//     appending fail at once with that; of the third: every store says
+//     it reaches none; once the servers are back, the store answers again
+//     and nothing acknowledged is lost.
 func TestStoreFaults(t *testing.T) {
 	pc := natstest.StartProcCluster(t, 3)
 	if err := pc.WaitJetStream(60 * time.Second); err != nil {
@@ -262,6 +263,25 @@ func TestStoreFaults(t *testing.T) {
 		}
 		if err := writers[0].j.Append(ev(written[0]+1, "w")); !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("append without a quorum: %v", err)
+		}
+
+		// The last one goes too: nothing is reachable.
+		pc.Servers[0].Kill()
+		gone = append(gone, pc.Servers[0])
+		killed = time.Now()
+		eventually(t, 2*time.Second-time.Since(killed), "every store says it reaches no server", func() bool {
+			for _, st := range stores {
+				if st.Health().State != store.HealthUnreachable {
+					return false
+				}
+			}
+			return true
+		})
+		if h := stores[1].Health(); h.Ready || h.Message != "the session store cannot be reached: none of 3 NATS servers answers" {
+			t.Fatalf("store 1: %+v", h)
+		}
+		if _, err := nodes[1].Acquire(ctx, "s-new"); !errors.As(err, &ue) || !strings.Contains(ue.StoreUnavailable(), "cannot be reached") {
+			t.Fatalf("acquire with no server: %v", err)
 		}
 
 		for _, s := range gone {

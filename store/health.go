@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // HealthState is what a store knows of the NATS servers it uses.
@@ -89,8 +90,8 @@ func (e *UnavailableError) StoreUnavailable() string { return e.Health.Message }
 const (
 	// probeEvery is how often a clustered store probes its servers.
 	probeEvery = 500 * time.Millisecond
-	// probeWrite bounds a probe's write: an R3 write takes milliseconds,
-	// and a stall (not a failure) is all a slower one causes.
+	// probeWrite bounds a probe's requests: an R3 write takes
+	// milliseconds, and a stall (not a failure) is all a slower one causes.
 	probeWrite = 800 * time.Millisecond
 	// probeTimeout bounds each server's dial and greeting.
 	probeTimeout = time.Second
@@ -168,9 +169,13 @@ func (s *Store) unavailable(op string, err error) error {
 	h := s.Health()
 	if h.State == HealthOK {
 		// The probe has not seen it (yet): say what the request saw.
-		h.Message = "the session store did not answer in time"
-		if errors.Is(err, nats.ErrNoResponders) || isNoStreamResponse(err) {
+		switch {
+		case s.nc != nil && !s.nc.IsConnected():
+			h.Message = "the session store cannot be reached: the connection to NATS is down (reconnecting)"
+		case errors.Is(err, nats.ErrNoResponders) || isNoStreamResponse(err):
 			h.Message = "the session store did not answer: a stream has no leader"
+		default:
+			h.Message = "the session store did not answer in time"
 		}
 	}
 	return &UnavailableError{Op: op, Health: h, Err: err}
@@ -201,7 +206,7 @@ func (s *Store) probe() {
 	counted := make(chan int, 1)
 	go func() { counted <- countReachable(servers) }()
 	ctx, cancel := context.WithTimeout(context.Background(), probeWrite)
-	_, err := s.owners.PutString(ctx, probeKey, "probe")
+	err := s.probeJetStream(ctx)
 	cancel()
 	reachable := <-counted
 	if err == nil {
@@ -230,6 +235,36 @@ func (s *Store) probe() {
 		h.Message = fmt.Sprintf("the session store does not answer: %s (%d of %d NATS servers reachable)", what, reachable, n)
 	}
 	s.setHealth(h, err)
+}
+
+// probeJetStream asks what opening a session needs: a write to a
+// replicated bucket (its leader has a quorum), the events stream's leader
+// (a journal reads the session's last event from it) and the meta leader
+// (a load creates a consumer through it) — all at once.
+func (s *Store) probeJetStream(ctx context.Context) error {
+	errs := make(chan error, 3)
+	go func() {
+		_, err := s.owners.PutString(ctx, probeKey, "probe")
+		errs <- err
+	}()
+	go func() {
+		info, err := s.stream.Info(ctx)
+		if err == nil && info.Cluster != nil && info.Cluster.Leader == "" && s.opts.Replicas > 1 {
+			err = fmt.Errorf("stream %s: %w", streamName, jetstream.ErrNoStreamResponse)
+		}
+		errs <- err
+	}()
+	go func() {
+		_, err := s.js.AccountInfo(ctx)
+		errs <- err
+	}()
+	var first error
+	for range 3 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // setHealth records h, logging changes of state.

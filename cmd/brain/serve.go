@@ -41,7 +41,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	natsURL := fs.String("nats", "", "use this NATS server (JetStream) instead of the embedded one")
 	nodeID := fs.String("node-id", "", "run as this node of a cluster sharing --nats (docs/cluster.md)")
 	advertise := fs.String("advertise", "", "cluster: this node's URL for the other nodes (default: http(s)://--addr)")
-	leaseTTL := fs.Duration("lease-ttl", 0, "cluster: session lease TTL, the same on every node (default 10s)")
+	leaseTTL := fs.Duration("lease-ttl", 0, "cluster: session lease TTL, the same on every node (default 20s)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "on SIGTERM, stop within this long: running tools get until then to finish; calls awaiting approvals or peers are left for the next start")
 	config := fs.String("config", "", "environment config (docs/serve.md); default: the example tools over ./workspace")
 	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
@@ -173,7 +173,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if tlsConfig != nil {
 		scheme = "https"
 	}
-	leaseFn, leaveCluster, err := joinCluster(ctx, a, st, l.Addr(), scheme, logger) // serve_cluster.go
+	cluster, leaveCluster, err := joinCluster(ctx, a, st, l.Addr(), scheme, logger) // serve_cluster.go
 	if err != nil {
 		return err
 	}
@@ -211,9 +211,11 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 			imports.release(s)
 			mcpHandler.Release(s)
 		},
-		Logger: logger,
-		Lease:  leaseFn, // nil unless --node-id (serve_cluster.go)
-		Node:   a.nodeID,
+		Logger:   logger,
+		Lease:    cluster.lease, // nil unless --node-id (serve_cluster.go)
+		Holder:   cluster.holder,
+		LeaseTTL: cluster.ttl,
+		Node:     a.nodeID,
 	})
 	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler(),
 		Ready: storeReady(st)}) // serve_cluster.go

@@ -60,15 +60,22 @@ func advertiseURL(a serveArgs, listen net.Addr, scheme string) (string, error) {
 	return scheme + "://" + listen.String(), nil
 }
 
+// clusterJoin is what the manager of a cluster's node needs: its lease and
+// holder functions and the lease TTL (all zero without --node-id).
+type clusterJoin struct {
+	lease  server.LeaseFunc
+	holder server.HolderFunc
+	ttl    time.Duration
+}
+
 // joinCluster makes this kernel one node of a cluster when --node-id is
-// set: it opens the session leases and returns the manager's lease
-// function. The leases are renewed until the returned close, which
+// set: it opens the session leases and returns what the manager needs. The leases are renewed until the returned close, which
 // releases whatever the stop (the manager's Close) did not release; it
 // runs before the store closes. Without --node-id it returns nil and a
 // no-op.
-func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.Addr, scheme string, logger *slog.Logger) (server.LeaseFunc, func(), error) {
+func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.Addr, scheme string, logger *slog.Logger) (*clusterJoin, func(), error) {
 	if a.nodeID == "" {
-		return nil, func() {}, nil
+		return &clusterJoin{}, func() {}, nil
 	}
 	addr, err := advertiseURL(a, listen, scheme)
 	if err != nil {
@@ -86,7 +93,11 @@ func joinCluster(ctx context.Context, a serveArgs, st *store.Store, listen net.A
 		}
 		return x, nil
 	}
-	return lease, func() {
+	holder := func(ctx context.Context, id string) (string, bool, error) {
+		h, held, err := leases.Holder(ctx, id)
+		return h.Node, held, err
+	}
+	return &clusterJoin{lease: lease, holder: holder, ttl: leases.TTL()}, func() {
 		if err := leases.Close(); err != nil {
 			logger.Warn("cluster: release leases", slog.String("error", err.Error()))
 		}

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,11 +30,16 @@ import (
 //     and the approvals are pending on the next owner and complete there;
 //  2. a stop and restart of every node changes no session's log (the
 //     same last seq) and leaves the approvals pending, and they complete;
-//  3. SIGKILL of the nats-server leading the lease bucket (and the
+//  3. an MCP client connected to a node that does not own its session
+//     calls a tool of the session's environment steadily while the owner
+//     stops (SIGTERM): no call fails, every result arrives, the log holds
+//     exactly one outcome per call (mcpHandover);
+//  4. SIGKILL of the nats-server leading the lease bucket (and the
 //     events stream) while calls run: the election loses no lease, no
 //     call fails, no connection drops; the test reports the election and
 //     the longest call;
-//  4. SIGKILL of two nats-servers of three: within 2 s every node says
+//  5. SIGKILL of a nats-server leading neither: calls go on; then of a
+//     second, two of three gone: within 2 s every node says
 //     precisely that its store has no quorum (a new session's request is
 //     503 with it, /readyz too, /metrics shows it), a call that needs the
 //     store closes its connection with 1013 and that reason; once the
@@ -162,6 +169,12 @@ func TestServeClusterFaults(t *testing.T) {
 		}
 	})
 
+	t.Run("MCP calls through another node while the owner stops", func(t *testing.T) {
+		model := tokenOf(t, filepath.Join(a.dir, "data"), "model")
+		calls, longest := mcpHandover(t, ctx, pc.URL(), b, c, model, token)
+		t.Logf("the MCP handover: %d calls, 0 failed, the longest %s", calls, longest.Round(time.Millisecond))
+	})
+
 	// Traffic: a client per session making calls of a client-side
 	// capability one after another, through a node each (most of them
 	// forwarded to the session's owner).
@@ -170,6 +183,15 @@ func TestServeClusterFaults(t *testing.T) {
 		calls   int
 		longest time.Duration
 		err     error
+	}
+	var progress atomic.Int64 // calls that ended well, every caller's
+	// waitProgress waits until n more calls have ended well, for up to a
+	// minute.
+	waitProgress := func(n int64) {
+		want, deadline := progress.Load()+n, time.Now().Add(time.Minute)
+		for progress.Load() < want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // polling a count, for at most a minute
+		}
 	}
 	runTraffic := func(stop <-chan struct{}, clients []*wsClient, out chan<- result) {
 		for i, cl := range clients {
@@ -190,6 +212,7 @@ func TestServeClusterFaults(t *testing.T) {
 					}
 					r.calls++
 					r.longest = max(r.longest, time.Since(start))
+					progress.Add(1)
 				}
 			}()
 		}
@@ -278,10 +301,47 @@ func TestServeClusterFaults(t *testing.T) {
 
 	t.Run("quorum loss is said precisely, and nothing is lost", func(t *testing.T) {
 		const want = "the session store has no quorum: 1 of 3 NATS servers reachable"
-		survivor := pc.Servers[0]
-		for _, s := range pc.Servers[1:] {
-			s.Kill()
+		// First a server that leads neither the lease bucket nor the events
+		// stream: nothing is visible but a call in flight on a connection
+		// to it, sent again.
+		leases, err := pc.StreamLeader(ctx, "KV_brain_session_leases")
+		if err != nil {
+			t.Fatal(err)
 		}
+		events, err := pc.StreamLeader(ctx, "BRAIN_EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []*natstest.Server // the follower first, the survivor last
+		for _, s := range pc.Servers {
+			if s.Name != leases && s.Name != events {
+				order = append([]*natstest.Server{s}, order...)
+			} else {
+				order = append(order, s)
+			}
+		}
+		stop := make(chan struct{})
+		out := make(chan result, callers)
+		runTraffic(stop, clients, out)
+		waitProgress(2 * callers) // calls running before the kill
+		order[0].Kill()
+		waitProgress(50 * callers) // and after it (a connection to the killed server reconnects)
+		close(stop)
+		total, longest := 0, time.Duration(0)
+		for range callers {
+			r := <-out
+			if r.err != nil {
+				t.Fatalf("with one NATS server of three gone: %v", r.err)
+			}
+			total += r.calls
+			longest = max(longest, r.longest)
+		}
+		t.Logf("SIGKILL of %s, leading neither the lease bucket (%s) nor the events stream (%s): %d calls, none failed, the longest %s",
+			order[0].Name, leases, events, total, longest.Round(time.Millisecond))
+
+		// Then a second: the survivor has no quorum.
+		survivor := order[2]
+		order[1].Kill()
 		killed := time.Now()
 		// Every node says it, within 2 s of the kill (the bound asked of
 		// it: a probe every 500 ms, a write that fails at once or within
@@ -333,7 +393,7 @@ func TestServeClusterFaults(t *testing.T) {
 			t.Fatalf("a call without a quorum: the connection closed with %d %q %v, want 1013 %q", code, reason, err, want)
 		}
 
-		for _, s := range pc.Servers[1:] {
+		for _, s := range order[:2] {
 			if err := s.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -346,14 +406,30 @@ func TestServeClusterFaults(t *testing.T) {
 		// Nothing acknowledged is lost: the peer resumes after its last
 		// seq, gap-free, and calls again; every approval session's log is
 		// as it was.
-		cl, err = dialClient(ctx, nodes[1].addr, token, "tr-0", fmt.Sprintf("?after=%d", lastSeq), 30*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.conn.CloseNow()
-		cl.seq = lastSeq
-		if err := cl.call(ctx, "after"); err != nil {
-			t.Fatalf("a call after the recovery: %v", err)
+		// The session may move once more, as a client is told (1012): the
+		// call sent without a quorum was journaled after all — its append
+		// timed out, yet the survivor, the streams' leader, stored it once
+		// the quorum was back — so the first owner to write after it is
+		// refused by fencing and hands the session over, and a resume
+		// shows that call's event. A client reconnects after its last seq.
+		seq := lastSeq
+		for attempt := 1; ; attempt++ {
+			cl, err = dialClient(ctx, nodes[1].addr, token, "tr-0", fmt.Sprintf("?after=%d", seq), 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.conn.CloseNow()
+			cl.seq = seq
+			err = cl.call(ctx, fmt.Sprintf("after-%d", attempt))
+			var ce websocket.CloseError
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &ce) || ce.Code != websocket.StatusServiceRestart || attempt == 3 {
+				t.Fatalf("a call after the recovery (attempt %d, after seq %d): %v", attempt, seq, err)
+			}
+			t.Logf("a call after the recovery: the session moved (%d %q) after seq %d; resuming", ce.Code, ce.Reason, cl.seq)
+			seq = cl.seq
 		}
 		for i, id := range ids {
 			seq, pending := nodes[i%3].sessionRow(ctx, token, id, 30*time.Second)

@@ -249,7 +249,9 @@ type wsClient struct {
 func dialClient(ctx context.Context, addr, token, id, query string, within time.Duration) (*wsClient, error) {
 	deadline := time.Now().Add(within)
 	for {
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		// A handshake may wait while the node rides out a store between
+		// leaders (up to 15 s, package store's rideOut).
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		conn, resp, err := websocket.Dial(dctx, "ws://"+addr+"/v1/sessions/"+id+"/ws"+query,
 			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 		cancel()

@@ -311,11 +311,26 @@ func TestServeClusterSIGKILL(t *testing.T) {
 		}
 	}
 
+	// MCP calls of an environment's tool in another session of node a,
+	// through node c, back to back while a dies (mcpAcrossKill).
+	const notes = "the same notes on every node"
+	for _, c := range cmds {
+		if err := os.WriteFile(filepath.Join(c.Dir, "workspace", "notes.txt"), []byte(notes), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkPeer := dialPeer(t, ctx, addrs[0], token, "mk", "") // placement: node a
+	mkPeer.until(protocol.TypeSnapshot)
+	mc := startMCPCallers(t, ctx, addrs[2], tokenOf(t, filepath.Join(cmds[0].Dir, "data"), "model"), "mk", notes, 2)
+	mc.failFast = false
+	mc.waitCalls(20, 30*time.Second)
+
 	if err := cmds[0].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmds[0].Wait()
 	killed := time.Now()
+	atKill := mc.done.Load()
 	select {
 	case err := <-mcpErr:
 		t.Logf("the MCP call on the dead node failed: %v", err)
@@ -348,6 +363,7 @@ func TestServeClusterSIGKILL(t *testing.T) {
 	if qSeq > seq {
 		seq = qSeq
 	}
+	mcpAcrossKill(t, ctx, mc, killed, atKill, addrs[2], token, "mk")
 
 	// Graceful: SIGTERM on the new owner releases the session's lease —
 	// the entry deleted, not left to expire — and the last node takes the

@@ -381,9 +381,22 @@ export class ConversationView {
       : h('div', { class: 'muted box-note no-model' }, 'This kernel has no model: start brain serve with a config that has a model: section (docs/agent.md) to talk to the agent here.');
     const form = h('form', { class: 'msg-box', onsubmit: (e) => { e.preventDefault(); this.send(); } },
       note, h('div', { class: 'box-row' }, input, send, cancel), status);
+    // Enter sends: its keydown is cancelled, which stops the line break —
+    // except where the browser delivers the key's character on its own
+    // (a synthetic or remote keyboard: the char may come after the send
+    // has already cleared the box). The line break that follows an Enter
+    // that sent is refused at beforeinput, so it can never land in the
+    // emptied box; Shift-Enter's passes.
+    let enterSent = false;
     input.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send(); }
+      enterSent = false;
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); enterSent = true; this.send(); }
     });
+    input.addEventListener('beforeinput', (e) => {
+      if (enterSent && (e.inputType === 'insertLineBreak' || e.inputType === 'insertParagraph')) e.preventDefault();
+      enterSent = false;
+    });
+    input.addEventListener('keyup', (e) => { if (e.key === 'Enter') enterSent = false; });
     cancel.addEventListener('click', async () => {
       cancel.disabled = true;
       try {

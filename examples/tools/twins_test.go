@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/build"
 	"github.com/brainrt/brain/examples/tools/toolstest"
@@ -42,7 +43,11 @@ func buildTwins(ctx context.Context, out string) error {
 	if err != nil {
 		return err
 	}
-	h, err := jshost.New(&jshost.Options{CacheDir: filepath.Join(out, "cache")})
+	// InitTimeout: compiling a bundle (zod included) under the race
+	// detector took over the default 10 s on a loaded 2-core machine; the
+	// default's job, stopping a payload that does not finish, is tested in
+	// host/jshost, not here.
+	h, err := jshost.New(&jshost.Options{CacheDir: filepath.Join(out, "cache"), InitTimeout: 2 * time.Minute})
 	if err != nil {
 		return err
 	}

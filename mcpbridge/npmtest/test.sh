@@ -8,5 +8,5 @@ cd "$(dirname "$0")"
 npm ci --no-audit --no-fund --loglevel=error
 bin_dir=$(mktemp -d)
 trap 'rm -rf "$bin_dir"' EXIT
-(cd ../.. && go build -o "$bin_dir/brain" ./cmd/brain)
+(cd ../.. && go build -trimpath -o "$bin_dir/brain" ./cmd/brain) # -trimpath: test.sh built every package so already
 BRAIN_BIN="$bin_dir/brain" node --test --test-force-exit --test-timeout=120000 ./*.test.mjs
