@@ -27,7 +27,7 @@ brain_bench ./internal/jsvm/ '^Benchmark(RunSmall|New)$'
 brain_bench ./server/ '^Benchmark(WSRoundTrip(Journaled)?|FloorWSEchoJournaled)$'
 brain_bench ./mcpbridge/ '^BenchmarkMCPCallToolHTTP$'
 brain_bench ./store/ '^BenchmarkAppend$'
-brain_bench ./provide/script/ '^BenchmarkCallSmall$'
+brain_bench ./provide/script/ '^Benchmark(CallSmall|NewRealm)$'
 brain_bench ./kernel/ '^BenchmarkInvokeNative$'
 
 if [ -x "$anchors/run.sh" ]; then

@@ -28,6 +28,8 @@ func TestJSEval(t *testing.T) {
 		{Name: "thrown exception", Tool: "js.eval", Input: `{"source":"() => { throw new Error('boom') }"}`, WantCode: protocol.CodeInvalidArgument, WantMessage: []string{"boom"}},
 		{Name: "syntax error", Tool: "js.eval", Input: `{"source":"(a) => {"}`, WantCode: protocol.CodeInvalidArgument},
 		{Name: "infinite loop", Tool: "js.eval", Input: `{"source":"() => { while (true) {} }"}`, WantCode: protocol.CodeTimeout},
+		// Issue 24, finding 9: on goja this ran to the deadline (timeout).
+		{Name: "string doubling", Tool: "js.eval", Input: `{"source":"() => { let s = 'x'; while (true) s += s }"}`, WantCode: protocol.CodeTooLarge, WantMessage: []string{"memory budget"}},
 		{Name: "script over the grant's size", Tool: "js.eval", Input: map[string]any{"source": fmt.Sprintf("() => %q", strings.Repeat("x", 5000))}, WantCode: protocol.CodeTooLarge},
 		{Name: "missing source", Tool: "js.eval", Input: `{"args":1}`, WantCode: protocol.CodeInvalidInput},
 	})

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unsafe"
 
 	lib "modernc.org/libquickjs"
 	"modernc.org/quickjs"
@@ -20,9 +19,17 @@ type Limits struct {
 	// at least 1 MiB.
 	MemoryBytes int64
 	// StackSlots bounds the JavaScript call depth, in the port's stack
-	// slots (about one a call frame). Default 5000, QuickJS's own default
-	// in this port.
+	// slots (about one a call frame, each of which takes about 1.7 KiB of
+	// goroutine stack, outside MemoryBytes). Default 5000, QuickJS's own
+	// default in this port.
 	StackSlots int
+	// OutOfMemoryStops makes running out of memory final: an allocation
+	// that would pass MemoryBytes interrupts the script, which then stops
+	// at the engine's next poll with an exception it cannot catch, and
+	// the Run fails with Memory even when the script caught the engine's
+	// out-of-memory error or returned before the next poll. Without it, a
+	// script may catch that error and go on (within the limit).
+	OutOfMemoryStops bool
 }
 
 // Defaults applied by [New].
@@ -57,9 +64,12 @@ func (l Limits) withDefaults() Limits {
 // VM is one QuickJS runtime and realm under [Limits]. Not safe for
 // concurrent use, except [VM.Interrupt].
 type VM struct {
-	q    *quickjs.VM
-	lim  Limits
-	heap *lib.TJSMallocState // the runtime's allocator counters
+	q      *quickjs.VM
+	lim    Limits
+	eng    engine              // the runtime's C side (engine.go)
+	heap   *lib.TJSMallocState // the runtime's allocator counters
+	hooked bool                // the allocator hook is in place (Limits.OutOfMemoryStops)
+	oom    atomic.Bool         // an allocation failed during the current Run
 
 	mu sync.Mutex
 	// gone is set when a Run gave the VM up (its script ran on past the
@@ -68,27 +78,59 @@ type VM struct {
 	gone    bool
 	closed  bool
 	busy    bool     // a script runs, possibly abandoned
+	freed   bool     // the engine was freed
 	onClose []func() // run just before the engine is freed, when no script runs
+
+	// work carries Run's functions to the VM's worker goroutine, which
+	// calls into the engine for the VM's whole life rather than a fresh
+	// goroutine per Run: the engine needs tens of KiB of stack, which a
+	// new goroutine would grow by copying on every Run, and the stack the
+	// worker grew stays grown. Closed when the engine is freed.
+	work chan func()
+}
+
+// serve is the VM's worker.
+func (v *VM) serve() {
+	for f := range v.work {
+		f()
+	}
 }
 
 // OnClose registers f to run just before the engine is freed, when no
-// script runs: for freeing the Values a caller keeps.
+// script runs: for freeing the Values a caller keeps, or for learning when
+// a script given up by Run has ended. On a VM already freed, f runs at
+// once.
 func (v *VM) OnClose(f func()) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	if v.freed {
+		v.mu.Unlock()
+		f()
+		return
+	}
 	v.onClose = append(v.onClose, f)
+	v.mu.Unlock()
 }
 
-// free runs the OnClose functions and frees the engine.
+// free runs the OnClose functions and frees the engine. Functions
+// registered while they run run too.
 func (v *VM) free() {
-	v.mu.Lock()
-	fs := v.onClose
-	v.onClose = nil
-	v.mu.Unlock()
-	for _, f := range fs {
-		f()
+	for {
+		v.mu.Lock()
+		fs := v.onClose
+		v.onClose = nil
+		if len(fs) == 0 {
+			v.freed = true
+			v.mu.Unlock()
+			break
+		}
+		v.mu.Unlock()
+		for _, f := range fs {
+			f()
+		}
 	}
+	v.unhookAllocator()
 	_ = v.q.Close()
+	close(v.work)
 }
 
 // New returns a VM under lim.
@@ -100,36 +142,37 @@ func New(lim Limits) (*VM, error) {
 	}
 	q.SetMemoryLimit(uintptr(lim.MemoryBytes))
 	q.SetMaxStackSize(uintptr(lim.StackSlots))
-	return &VM{q: q, lim: lim, heap: mallocState(q)}, nil
-}
-
-// mallocState finds the allocator counters of q's runtime, which
-// modernc.org/quickjs does not export: they tell an out-of-memory failure
-// that left no room for an error object (the engine throws null then)
-// from a script's own `throw null`, and they measure a VM's heap. The
-// layout is that of the versions go.mod pins; TestHeap checks it.
-func mallocState(q *quickjs.VM) *lib.TJSMallocState {
-	rt := reflect.ValueOf(q).Elem().FieldByName("state").FieldByName("runtime")
-	if !rt.IsValid() || rt.Kind() != reflect.Pointer || rt.IsNil() {
-		return nil
+	v := &VM{q: q, lim: lim, work: make(chan func(), 1)}
+	// The allocator counters, which modernc.org/quickjs does not export,
+	// tell an out-of-memory failure that left no room for an error object
+	// (the engine throws null then) from a script's own `throw null`, and
+	// they measure a VM's heap.
+	if e, ok := engineOf(q); ok {
+		v.eng = e
+		v.heap = &e.rt.Fmalloc_ctx.Fmalloc_state
 	}
-	f, ok := rt.Type().Elem().FieldByName("cRuntime")
-	if !ok || f.Type.Kind() != reflect.Uintptr {
-		return nil
+	if lim.OutOfMemoryStops {
+		if !v.hookAllocator() {
+			_ = q.Close()
+			return nil, errors.New("jsvm: OutOfMemoryStops: the engine's allocator is not the one this package knows")
+		}
+		v.hooked = true
 	}
-	c := *(*uintptr)(unsafe.Add(unsafe.Pointer(rt.Pointer()), f.Offset))
-	if c == 0 {
-		return nil
-	}
-	// c is the address of C memory the engine owns (not Go memory), kept
-	// as a uintptr by the transpiled code; read it as a pointer without a
-	// uintptr-to-pointer conversion.
-	rtp := *(**lib.TJSRuntime)(unsafe.Pointer(&c))
-	return &rtp.Fmalloc_ctx.Fmalloc_state
+	go v.serve()
+	return v, nil
 }
 
 // Limits returns the VM's limits, defaults applied.
 func (v *VM) Limits() Limits { return v.lim }
+
+// SetMemoryBytes changes the VM's memory limit (at least 1 MiB), for a
+// caller that bounds what a script may add to a realm it has set up: the
+// heap after set-up plus a budget. Call it between Runs.
+func (v *VM) SetMemoryBytes(n int64) {
+	n = max(n, minMemoryBytes)
+	v.lim.MemoryBytes = n
+	v.q.SetMemoryLimit(uintptr(n))
+}
 
 // HeapBytes returns the bytes the engine's allocator holds for this VM
 // now (objects, strings, bytecode, the runtime's own structures), or -1
@@ -249,6 +292,7 @@ func (v *VM) Run(ctx context.Context, fn func(q *quickjs.VM) error) error {
 	}
 	v.busy = true
 	v.mu.Unlock()
+	v.oom.Store(false)
 	if ctx.Err() != nil {
 		v.idle()
 		return ctxError(ctx)
@@ -262,7 +306,7 @@ func (v *VM) Run(ctx context.Context, fn func(q *quickjs.VM) error) error {
 	}
 	_ = v.q.SetEvalTimeout(timeout)
 	res := make(chan error, 1)
-	go func() {
+	v.work <- func() {
 		defer func() {
 			if p := recover(); p != nil {
 				v.mu.Lock()
@@ -272,7 +316,7 @@ func (v *VM) Run(ctx context.Context, fn func(q *quickjs.VM) error) error {
 			}
 		}()
 		res <- fn(v.q)
-	}()
+	}
 	select {
 	case err := <-res:
 		v.idle()
@@ -333,6 +377,10 @@ func ctxError(ctx context.Context) *Error {
 
 // classify turns what the engine returned into an *Error (nil stays nil).
 func (v *VM) classify(ctx context.Context, err error) error {
+	if v.oom.Load() {
+		// Limits.OutOfMemoryStops: whatever the script made of it.
+		return &Error{Kind: Memory}
+	}
 	if err == nil {
 		return nil
 	}

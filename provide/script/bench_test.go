@@ -8,9 +8,10 @@ import (
 	"github.com/brainrt/brain/provide/script"
 )
 
-// BenchmarkCallSmall is a whole call of a small function on a reused goja
-// runtime: the hand-off to the runtime's worker, reading the arguments, the
-// call, encoding the result and the check of the global object after it.
+// BenchmarkCallSmall is a whole call of a small function on a reused
+// QuickJS realm: the hand-off to the realm's worker, the dispatcher's
+// JSON.parse of the arguments, the call, JSON.stringify of the result and
+// the check of the global object's shape after it.
 func BenchmarkCallSmall(b *testing.B) {
 	r, err := script.New(script.Grants{}, nil)
 	if err != nil {

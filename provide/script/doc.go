@@ -1,6 +1,6 @@
 // Package script provides the js handle ([handle.JS]): it runs a
-// JavaScript function on JSON arguments with goja, a JavaScript engine
-// written in Go, with no access to the host.
+// JavaScript function on JSON arguments on brain's JavaScript engine,
+// QuickJS through internal/jsvm, with no access to the host.
 //
 //	js, err := script.New(script.Grants{Timeout: 2 * time.Second}, nil)
 //	…
@@ -9,52 +9,36 @@
 //
 // # Isolation
 //
-// Every call runs in a goja runtime that no other call uses at the same
-// time. A runtime serves call after call, its built-ins frozen and its
-// global object checked and cleaned after each, and is dropped after a
-// call that was stopped: nothing a script does to its globals or built-ins
-// is seen by another call. The runtime holds the language and its
-// built-ins only: no require, console, timers, modules or host objects;
-// goja's one extra global, GoError, is removed. The arguments are read
-// from their JSON into the runtime's own plain objects, arrays and
-// primitives, exactly as its JSON.parse would build them, rather than
-// passed in as Go values, so no reflection-backed object is reachable.
-// eval and the Function constructors compile JavaScript into the same
-// world and stay.
+// Every call runs in a realm (a QuickJS runtime and context) that no other
+// call uses at the same time. A realm serves call after call, locked down
+// once by realm.js: every intrinsic frozen, with the override mistake
+// tamed; WeakRef and FinalizationRegistry removed; eval and the Function
+// constructors bounded by Grants.MaxScriptBytes. After each call the global
+// object's shape is read from the engine and the globals the call added
+// are deleted; a realm is closed rather than reused after a call that was
+// stopped, that left a global it cannot delete, or that compiled a private
+// name (which can be stamped onto a frozen built-in). The realm holds the
+// language and its built-ins only: no require, console, timers, module
+// loader or host objects. The arguments are parsed inside the realm by
+// its own JSON.parse, and the result encoded by its JSON.stringify.
 //
 // # Limits
 //
 // A call ends at Grants.Timeout or at the context's end, whichever comes
-// first: the runtime is interrupted, which stops JavaScript code at its
-// next instruction. goja cannot interrupt its built-ins, which are written
-// in Go, so [Runtime.Call] returns within about 100ms of the deadline even
-// when a built-in is still running, and the script finishes in the
-// background holding its slot; [Options].MaxConcurrent bounds the slots.
-// The call stack is bounded at 10000 frames.
+// first: the engine's interrupt stops JavaScript code and regular
+// expressions within milliseconds. A built-in written in C that does not
+// poll the interrupt runs on; [Runtime.Call] returns 5 ms after the
+// deadline all the same, the realm is given up and freed when the
+// built-in ends, and the script's slot is free as Call returns
+// ([Options].MaxConcurrent bounds the slots and the scripts left
+// lingering). The call stack is bounded at 5000 frames.
 //
 // # Memory
 //
-// goja has no memory limit, so this package bounds memory in two ways,
-// both best-effort (docs/handle-js.md tells the details and the gaps):
-//
-//   - A watchdog samples the process's heap every 2ms while calls run and
-//     stops a call, with too_large, when the live heap has grown by more
-//     than Grants.MaxMemoryBytes since the call started. The heap is the
-//     process's, so under concurrency a call can be charged for memory
-//     other code allocated at the same time.
-//   - The built-ins that can allocate far more than their input in one
-//     step of Go code, where neither the watchdog nor an interrupt can stop
-//     them ("x".repeat(1e9), new Array(1e9).fill(0), new Float64Array(1e9),
-//     join, JSON.stringify of a shared tree, split, regular expressions
-//     that collect every match), are replaced by guarded versions that
-//     check the size their result can reach first, with limits derived
-//     from the same budget. Guarded built-ins keep their names, lengths
-//     and behaviour, with a few documented exceptions (an Array method
-//     called on a Proxy or on an object with a length getter throws a
-//     TypeError; eval is always indirect; flat ignores Symbol.species).
-//
-// Limits derived from a 128 MiB budget: strings built by a guarded
-// built-in up to 64M code units, arrays walked by a built-in up to 8M
-// elements, regular-expression subjects (replace, split, match, matchAll),
-// split results, Object.keys and JSON.parse texts up to 1M.
+// Each realm's runtime has a memory limit in the engine's allocator: its
+// heap once made plus Grants.MaxMemoryBytes. An allocation that would pass
+// it ends the call with too_large whatever the script catches. The Array
+// methods that walk a length in C refuse a length only holes could fill
+// (more than MaxMemoryBytes/16 elements), so that no built-in loops for
+// ever on a fake size. docs/handle-js.md tells the details and the gaps.
 package script

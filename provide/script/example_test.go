@@ -20,7 +20,7 @@ func ExampleRuntime_Call() {
 		json.RawMessage(`{"items": [{"name": "tea", "price": 3}, {"name": "cake", "price": 9}], "max": 5}`))
 	fmt.Println(string(out), err)
 
-	_, err = js.Call(ctx, `() => "x".repeat(1e10)`, nil)
+	_, err = js.Call(ctx, `() => "x".repeat(1e9)`, nil)
 	fmt.Println(handle.CodeOf(err))
 
 	_, err = js.Call(ctx, `(args) => args.missing.field`, json.RawMessage(`{}`))
@@ -28,5 +28,5 @@ func ExampleRuntime_Call() {
 	// Output:
 	// ["tea"] <nil>
 	// too_large
-	// js call: the function threw: TypeError: Cannot read property 'field' of undefined (line 1, column 24)
+	// js call: the function threw: TypeError: cannot read property 'field' of undefined (line 1, column 23)
 }

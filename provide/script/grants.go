@@ -18,29 +18,19 @@ const (
 
 // Upper bounds [Grants.Validate] enforces. Each exists for a reason beyond
 // taste:
-//   - maxTimeout: how long a call may hold a slot and a CPU. (The match
-//     timeout of the backtracking regexp engine is DefaultTimeout; longer
-//     timeouts time every regular-expression operation: see regexp.go.)
-//   - maxScriptBytes: goja's parser is recursive descent; a "(" costs it 2
-//     to 4 KiB of goroutine stack (measured), the most of any byte. Go
-//     kills the whole process when a goroutine's stack would pass 1 GB,
-//     and stacks grow by doubling, so 512 MiB is the real ceiling: 64 KiB
-//     of "(" needs at most 256 MiB.
-//   - minMemoryBytes: the heap watchdog measures the whole process, whose
-//     own noise is a few MiB.
-//   - maxMemoryBytes: goja walks prototype and proxy chains recursively in
-//     Go; an assignment through a chain costs 170 to 670 bytes of goroutine
-//     stack a level (measured), up to 1.8 times the chain's heap. Go kills
-//     the process when a goroutine's stack would pass 1 GB, and stacks
-//     grow by doubling, so 512 MiB is the real ceiling; a 128 MiB budget
-//     keeps a chain's walk under about 350 MiB, and under 512 MiB even at
-//     twice the budget, which the watchdog's imprecision can allow.
+//   - maxTimeout: how long a call may hold a slot and a CPU.
+//   - maxScriptBytes: what one call may hand the engine's parser, which
+//     bounds its own recursion (a syntax error past its stack limit).
+//   - minMemoryBytes: a realm's heap takes a few hundred KiB once made, and
+//     a budget must leave room for ordinary work on top.
+//   - maxMemoryBytes: the slots (and the scripts left lingering inside a
+//     built-in, four a slot) times the budget bound what the handle takes
+//     from the process.
 //   - maxResultBytes: a result is held two or three times over while it
 //     is encoded and handed on.
-//   - argsPerMemory: the reader of the arguments (args.go) allocates 25
-//     to 225 bytes per byte of JSON, as JSON.parse does (measured; an
-//     array of empty arrays is the worst), in one step of Go code that
-//     only a stop checked between values can interrupt.
+//   - argsPerMemory: the engine's JSON.parse takes up to about 128 bytes
+//     of heap a byte of JSON (an array of empty arrays is the worst), out
+//     of the call's budget.
 const (
 	maxTimeout     = 30 * time.Second
 	maxScriptBytes = 64 << 10
@@ -59,8 +49,8 @@ type Grants struct {
 	// whichever comes first. At most 30s. Default: 5s.
 	Timeout time.Duration `yaml:"timeout"`
 	// MaxScriptBytes caps the source of a call, and any string the script
-	// compiles at run time with eval or the Function constructors. At most
-	// 64 KiB, the default.
+	// compiles at run time with eval or the Function constructors (the
+	// call then ends too_large). At most 64 KiB, the default.
 	MaxScriptBytes int `yaml:"max_script_bytes"`
 	// MaxArgsBytes caps the JSON arguments of a call. At most
 	// MaxMemoryBytes/128. Default: 1 MiB, or MaxMemoryBytes/128 when that
@@ -69,11 +59,12 @@ type Grants struct {
 	// MaxResultBytes caps the JSON encoding of a call's result. At most
 	// 64 MiB. Default: 1 MiB.
 	MaxResultBytes int `yaml:"max_result_bytes"`
-	// MaxMemoryBytes is the memory budget of one call: how far the live
-	// heap may grow while the script runs, and the base of the size limits
-	// on built-ins that allocate in one step (see the package
-	// documentation, "Memory"). It is enforced on a best-effort basis, not
-	// exactly. From 4 MiB to 128 MiB. Default: 128 MiB.
+	// MaxMemoryBytes is the memory budget of one call: how much the call
+	// may add to its realm's heap, enforced by the engine's allocator (an
+	// allocation that would pass it ends the call too_large), and the
+	// base of the longest length the guarded Array methods walk
+	// (MaxMemoryBytes/16 elements). From 4 MiB to 128 MiB. Default:
+	// 128 MiB.
 	MaxMemoryBytes int64 `yaml:"max_memory_bytes"`
 }
 
@@ -138,28 +129,4 @@ func (g Grants) withDefaults() Grants {
 		g.MaxArgsBytes = int(min(DefaultMaxArgsBytes, g.MaxMemoryBytes/argsPerMemory))
 	}
 	return g
-}
-
-// limits are the per-call bounds derived from the grants, in the units the
-// guards count in.
-type limits struct {
-	// memory is the heap budget in bytes.
-	memory int64
-	// units is the longest string a guarded built-in may build, in UTF-16
-	// code units (goja stores a non-ASCII string at two bytes a unit).
-	units int64
-	// elements caps array lengths that built-ins walk or allocate slot by
-	// slot (a slot is a 16-byte interface value).
-	elements int64
-	// records caps work that makes an object or a string per element or
-	// per character (Object.keys, split, regular expression match lists,
-	// JSON.parse), measured at 40 to 250 bytes each.
-	records int64
-	// script caps strings compiled at run time, in code units.
-	script int64
-}
-
-func newLimits(g Grants) limits {
-	m := g.MaxMemoryBytes
-	return limits{memory: m, units: m / 2, elements: m / 16, records: m / 128, script: int64(g.MaxScriptBytes)}
 }

@@ -97,6 +97,51 @@ func processMemory() uint64 {
 	return s[0].Value.Uint64()
 }
 
+// raceTimeout lets work that fills a memory budget or walks a deep
+// structure end timeout under the race detector, which slows the
+// transpiled engine twenty- to fiftyfold (a realm takes 0.3 s to make
+// instead of 15 ms): it may outlast any deadline a test can afford there.
+// The run without the detector holds the code.
+func raceTimeout(tests []jsCase) {
+	if !testutil.RaceEnabled {
+		return
+	}
+	for i := range tests {
+		if tests[i].code != "" && tests[i].or == "" {
+			tests[i].or = protocol.CodeTimeout
+		}
+	}
+}
+
+// raceOr is timeout under the race detector, for one case that raceTimeout
+// would cover in a table of its own; "" otherwise.
+func raceOr() protocol.Code {
+	if testutil.RaceEnabled {
+		return protocol.CodeTimeout
+	}
+	return ""
+}
+
+// raceGrant is a call timeout for tests whose cases may fill a budget:
+// long without the race detector, where no case reaches it, and short
+// with it, where raceTimeout accepts the deadline.
+func raceGrant(normal time.Duration) time.Duration {
+	if testutil.RaceEnabled {
+		return 8 * time.Second
+	}
+	return normal
+}
+
+// warm leaves an idle realm in r, so that the next call's deadline goes
+// to its script rather than to making a realm (15 ms; 0.3 s and more
+// under the race detector).
+func warm(t *testing.T, r *script.Runtime) {
+	t.Helper()
+	if _, err := r.Call(context.Background(), `() => 0`, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // slow scales a time bound for the race detector, which slows tests down
 // by about ten.
 func slow(d time.Duration) time.Duration {
