@@ -8,13 +8,21 @@ import (
 
 	"github.com/brainrt/brain/examples/tools/jseval"
 	"github.com/brainrt/brain/examples/tools/toolstest"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/script"
 )
 
 func TestJSEval(t *testing.T) {
-	envs := newBoth(t, []kernel.Provider{jsProvider(script.Grants{Timeout: 500 * time.Millisecond, MaxScriptBytes: 4096})}, nil)
+	// The grant's deadline covers making the call's realm: 10 ms
+	// natively, 0.3 s and more under the race detector (which slows the
+	// transpiled engine twenty- to fiftyfold) on a loaded machine.
+	timeout := 500 * time.Millisecond
+	if testutil.RaceEnabled {
+		timeout = 5 * time.Second
+	}
+	envs := newBoth(t, []kernel.Provider{jsProvider(script.Grants{Timeout: timeout, MaxScriptBytes: 4096})}, nil)
 	envs.MustAttach(t, kernel.Attachment{Tool: jseval.Tool})
 	envs.Run(t, []toolstest.Case{
 		{Name: "sum", Tool: "js.eval", Input: `{"source":"(args) => args.a + args.b","args":{"a":1,"b":2}}`, Want: `{"result":3}`},
