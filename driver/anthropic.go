@@ -1,3 +1,5 @@
+//go:build !brain_nomodels
+
 package driver
 
 import (

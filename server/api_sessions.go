@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -44,24 +46,44 @@ type SessionInfo struct {
 // sessionLister and sessionDeleter are what a [Store] may offer beyond
 // journaling (package store has both).
 type sessionLister interface {
-	Sessions(ctx context.Context) ([]string, error)
+	// SessionsPage returns up to limit ids of stored sessions after the
+	// id after, in id order, and whether more follow.
+	SessionsPage(ctx context.Context, after string, limit int) (ids []string, more bool, err error)
 }
 
 type sessionDeleter interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// List returns every session, live or stored, ordered by id. A store that
-// cannot list its sessions contributes nothing; the error of one that
-// fails is returned with the live sessions.
-func (m *Manager) List(ctx context.Context) ([]SessionInfo, error) {
+// The bounds of a page of [Manager.List] (GET /v1/sessions' limit).
+const (
+	DefaultListLimit = 1000
+	MaxListLimit     = 1000
+	// listScan bounds the sessions one page looks at, in pages' worth,
+	// when keep refuses most of them (a tenant's few sessions among many
+	// others'): the page comes back short, with its next cursor.
+	listScan = 10
+)
+
+// List returns a page of the sessions, live or stored, in id order: up to
+// limit of those whose id sorts after the id after ("" for the first
+// page) and that keep accepts (nil: all), and the cursor of the next page
+// ("" when this one is the last: pass it as after). A page may hold fewer
+// than limit and still have a next one, when keep refused many. A store
+// that cannot list its sessions contributes nothing; the error of one
+// that fails is returned with the live sessions.
+func (m *Manager) List(ctx context.Context, after string, limit int, keep func(id string) bool) (_ []SessionInfo, next string, err error) {
+	limit = min(max(limit, 1), MaxListLimit)
 	m.mu.Lock()
 	type liveOne struct {
 		e     *managed
 		peers map[string]int
 	}
 	var lives []liveOne
-	for _, e := range m.live {
+	for id, e := range m.live {
+		if id <= after {
+			continue
+		}
 		select {
 		case <-e.ready:
 		default:
@@ -77,37 +99,76 @@ func (m *Manager) List(ctx context.Context) ([]SessionInfo, error) {
 		lives = append(lives, liveOne{e, peers})
 	}
 	m.mu.Unlock()
-	out := make([]SessionInfo, 0, len(lives))
-	seen := map[string]bool{}
-	for _, l := range lives {
-		snap := l.e.s.Snapshot()
-		info := SessionInfo{ID: l.e.id, Live: true, Peers: l.peers, LastSeq: snap.Seq}
-		for _, c := range snap.PendingCalls {
-			if c.State == protocol.CallAwaitingApproval {
-				info.PendingApprovals++
-			} else {
-				info.RunningCalls++
+	slices.SortFunc(lives, func(a, b liveOne) int { return strings.Compare(a.e.id, b.e.id) })
+
+	// The candidates, in order: the live sessions merged with the
+	// stored ones, a store page at a time.
+	sl, _ := m.opts.Store.(sessionLister)
+	var stored []string
+	storedMore := sl != nil && m.opts.Store != nil
+	storedAfter := after
+	nextStored := func() (string, bool) {
+		if len(stored) == 0 && storedMore && err == nil {
+			stored, storedMore, err = sl.SessionsPage(ctx, storedAfter, limit)
+			if err != nil {
+				stored, storedMore = nil, false
+			}
+			if len(stored) > 0 {
+				storedAfter = stored[len(stored)-1]
 			}
 		}
-		if n := l.e.activity.Load(); n > 0 {
-			info.LastActivity = time.Unix(0, n).UTC()
+		if len(stored) == 0 {
+			return "", false
 		}
-		seen[info.ID] = true
-		out = append(out, info)
+		return stored[0], true
 	}
-	var err error
-	if sl, ok := m.opts.Store.(sessionLister); ok && m.opts.Store != nil {
-		var ids []string
-		if ids, err = sl.Sessions(ctx); err == nil {
-			for _, id := range ids {
-				if !seen[id] {
-					out = append(out, SessionInfo{ID: id, Peers: map[string]int{}})
-				}
+	out := make([]SessionInfo, 0, min(limit, len(lives)+limit))
+	last := ""
+	for scanned := 0; ; scanned++ {
+		sid, haveStored := nextStored()
+		var info SessionInfo
+		switch {
+		case len(lives) > 0 && (!haveStored || lives[0].e.id <= sid):
+			l := lives[0]
+			lives = lives[1:]
+			if haveStored && sid == l.e.id {
+				stored = stored[1:] // live and stored: one row
 			}
+			info = m.liveInfo(l.e, l.peers)
+		case haveStored:
+			stored = stored[1:]
+			info = SessionInfo{ID: sid, Peers: map[string]int{}}
+		default:
+			return out, "", err // no more
+		}
+		if len(out) == limit {
+			return out, last, err // more follow: the page ends at the last one kept
+		}
+		if scanned == listScan*limit {
+			return out, last, err // scanned enough: the page ends short
+		}
+		last = info.ID
+		if keep == nil || keep(info.ID) {
+			out = append(out, info)
 		}
 	}
-	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.ID, b.ID) })
-	return out, err
+}
+
+// liveInfo is the list row of a live session.
+func (m *Manager) liveInfo(e *managed, peers map[string]int) SessionInfo {
+	snap := e.s.Snapshot()
+	info := SessionInfo{ID: e.id, Live: true, Peers: peers, LastSeq: snap.Seq}
+	for _, c := range snap.PendingCalls {
+		if c.State == protocol.CallAwaitingApproval {
+			info.PendingApprovals++
+		} else {
+			info.RunningCalls++
+		}
+	}
+	if n := e.activity.Load(); n > 0 {
+		info.LastActivity = time.Unix(0, n).UTC()
+	}
+	return info
 }
 
 // Delete ends every pending call of the session with cancelled, cancels
@@ -172,30 +233,39 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 }
 
 // connect records a connection of side to the live session id for as long
-// as the returned context lives; Delete cancels it. The caller holds the
-// session (Acquire or Lookup) and calls done when the connection ends.
-func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide, delivered *atomic.Uint64) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// as the returned context lives, and holds the session as Acquire does
+// until done is called: the connection outlives the request that opened
+// it. Delete, a move (cluster.go) and a stop (shutdown.go) cancel it. The
+// caller holds the session (Acquire or Lookup) while it connects, ends
+// the connection with cancel, and calls done when it has ended.
+func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide, delivered *atomic.Uint64) (_ context.Context, cancel context.CancelCauseFunc, done func()) {
+	ctx, cancel = context.WithCancelCause(ctx)
 	c := &conn{side: side, cancel: cancel, delivered: delivered}
 	m.mu.Lock()
 	e := m.live[id]
-	if e != nil {
+	stopping := m.stopping
+	if e != nil && !stopping {
 		e.conns[c] = struct{}{}
+		e.users++
 	}
 	m.mu.Unlock()
-	if e == nil {
+	switch {
+	case stopping:
+		e = nil
+		cancel(ErrStopping) // the stop ended the connections already: this one ends too
+	case e == nil:
 		// The session left memory since the caller acquired it (deleted,
 		// or its lease lost: cluster.go): nothing would end this
 		// connection, so it ends now and the peer reconnects.
 		cancel(nil)
 	}
-	return ctx, func() {
+	return ctx, cancel, func() {
 		cancel(nil)
 		if e != nil {
 			m.mu.Lock()
 			delete(e.conns, c)
 			m.mu.Unlock()
-			e.touch()
+			m.release(e)
 		}
 	}
 }
@@ -304,15 +374,41 @@ type sessionRead struct {
 	Seq          uint64                 `json:"seq"`
 }
 
+// sessionsPage is GET /v1/sessions' answer.
+type sessionsPage struct {
+	Sessions []SessionInfo `json:"sessions"`
+	// Next is the cursor of the next page (?cursor=), absent on the last.
+	Next string `json:"next,omitempty"`
+}
+
+// handleListSessions is GET /v1/sessions[?limit=N][&cursor=C]: a page of
+// the sessions in id order, at most limit (default and most 1000), after
+// the cursor a previous page gave as next.
 func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, pr Principal) {
-	list, err := srv.opts.Manager.List(r.Context())
+	q := r.URL.Query()
+	limit := DefaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			httpError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit %q: want a whole number from 1 to %d", v, MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	cursor := q.Get("cursor")
+	if cursor != "" && !ValidSessionID(cursor) {
+		httpError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("cursor %q: want the next of a previous page", cursor))
+		return
+	}
+	var keep func(string) bool
+	if !pr.Operator() { // a client lists its tenant's sessions
+		keep = func(id string) bool { return srv.opts.Manager.reaches(r.Context(), pr, id) }
+	}
+	list, next, err := srv.opts.Manager.List(r.Context(), cursor, limit, keep)
 	if err != nil {
 		srv.log.Warn("list stored sessions", slog.String("error", err.Error()))
 	}
-	if !pr.Operator() { // a client lists its tenant's sessions
-		list = srv.opts.Manager.reachable(r.Context(), pr, list)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
+	writeJSON(w, http.StatusOK, sessionsPage{Sessions: list, Next: next})
 }
 
 // handleCreateSession is POST /v1/sessions: an explicit create, the only
@@ -531,13 +627,8 @@ func newSessionID() (string, error) {
 	return "s" + hex.EncodeToString(b[:]), nil
 }
 
-// reachable keeps the rows of list that pr's tenant owns.
-func (m *Manager) reachable(ctx context.Context, pr Principal, list []SessionInfo) []SessionInfo {
-	out := list[:0]
-	for _, info := range list {
-		if owner, ok, err := m.owners.of(ctx, info.ID); err == nil && ok && pr.reaches(owner) {
-			out = append(out, info)
-		}
-	}
-	return out
+// reaches reports whether pr's tenant owns session id.
+func (m *Manager) reaches(ctx context.Context, pr Principal, id string) bool {
+	owner, ok, err := m.owners.of(ctx, id)
+	return err == nil && ok && pr.reaches(owner)
 }

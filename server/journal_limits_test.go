@@ -119,16 +119,42 @@ func TestNoEventPoisonsTheJournal(t *testing.T) {
 		t.Fatalf("a normal result after the refused ones: %+v", out.Outcome)
 	}
 	c.send("w", &protocol.CapabilityInvoke{Name: "fs.write", Input: json.RawMessage(`{"path":"a"}`)})
-	wid := c.reply("w").Msg.(*protocol.Ack).CallID
-	req := c.until(ofType(protocol.TypeApprovalRequested)).Msg.(*protocol.ApprovalRequested)
-	c.send("a", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
-	if r := c.reply("a"); r.Msg.MessageType() != protocol.TypeAck {
-		t.Fatalf("the approval after the refused events: %+v", r.Msg)
+	// The ack and the approval request, in either order: the request is
+	// an event of the invoke, and the writer may send it before the ack
+	// (waiting for the ack first would skip it, and wait forever).
+	var wid string
+	var req *protocol.ApprovalRequested
+	for wid == "" || req == nil {
+		f := c.next()
+		switch m := f.Msg.(type) {
+		case *protocol.Ack:
+			if f.Ref == "w" {
+				wid = m.CallID
+			}
+		case *protocol.ApprovalRequested:
+			req = m
+		}
 	}
-	out := c.until(func(f *protocol.Frame) bool {
-		o, ok := f.Msg.(*protocol.CapabilityOutcome)
-		return ok && o.CallID == wid
-	}).Msg.(*protocol.CapabilityOutcome)
+	c.send("a", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada", InputDigest: req.InputDigest})
+	// The ack and the outcome, in either order (the call may end before
+	// the ack is written).
+	var out *protocol.CapabilityOutcome
+	for acked := false; !acked || out == nil; {
+		f := c.next()
+		switch m := f.Msg.(type) {
+		case *protocol.CapabilityOutcome:
+			if m.CallID == wid {
+				out = m
+			}
+		default:
+			if f.Ref == "a" {
+				if f.Msg.MessageType() != protocol.TypeAck {
+					t.Fatalf("the approval after the refused events: %+v", f.Msg)
+				}
+				acked = true
+			}
+		}
+	}
 	if !out.Outcome.IsOK() || k.runs.Load() != 1 {
 		t.Fatalf("the approved call: %+v, runs %d", out.Outcome, k.runs.Load())
 	}

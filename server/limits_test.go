@@ -520,7 +520,26 @@ func (st *listingStore) Sessions(context.Context) ([]string, error) {
 	for id := range st.frames {
 		out = append(out, id)
 	}
-	return out, nil
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (st *listingStore) SessionsPage(ctx context.Context, after string, limit int) ([]string, bool, error) {
+	all, _ := st.Sessions(ctx)
+	i, found := slices.BinarySearch(all, after)
+	if found {
+		i++
+	}
+	all = all[i:]
+	if len(all) > limit {
+		return all[:limit], true, nil
+	}
+	return all, false, nil
+}
+
+func (st *listingStore) SessionCount(ctx context.Context) (int, error) {
+	all, _ := st.Sessions(ctx)
+	return len(all), nil
 }
 
 // TestSessionsPerTokenAcrossRestart: with package store, the sessions a

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/session"
@@ -147,11 +146,7 @@ func (srv *Server) handleWS(w http.ResponseWriter, r *http.Request, s *session.S
 		httpError(w, http.StatusForbidden, "forbidden", modelOnlyMCP)
 		return
 	}
-	p := pr.Peer
-	var delivered atomic.Uint64
-	ctx, done := srv.opts.Manager.connect(r.Context(), s.ID(), p.Side, &delivered) // counted in the sessions list; Delete ends it
-	defer done()
-	srv.serveWS(ctx, w, r, s, p, &delivered)
+	srv.serveWS(w, r, s, pr.Peer) // ws.go: the connection goes on after this returns
 }
 
 func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal) {

@@ -37,8 +37,9 @@ var ErrStopping = errors.New("the node is stopping")
 // environment's tools — to finish and for the MCP requests being answered
 // to be answered (not those parked on an approval or a peer), and closes
 // every session's journal, so that nothing that happens in memory from
-// then on is stored or seen. It returns once the journals are closed; call
-// [Manager.Close] after the connections have ended.
+// then on is stored or seen; then it ends the WebSocket connections (1001,
+// "the node is stopping"). It returns once they are told; call
+// [Manager.Close] after the other requests (MCP) have ended.
 func (m *Manager) Stop(ctx context.Context) {
 	m.mu.Lock()
 	m.stopping = true
@@ -63,6 +64,19 @@ func (m *Manager) Stop(ctx context.Context) {
 	}
 	m.journals.mu.Unlock()
 	m.log.Info("sessions' journals closed for the stop")
+	// Then the WebSocket connections end, with 1001 (ws.go): they outlive
+	// their requests, so the end of the requests does not end them.
+	m.mu.Lock()
+	var conns []*conn
+	for _, e := range m.live {
+		for c := range e.conns {
+			conns = append(conns, c)
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range conns {
+		c.cancel(ErrStopping)
+	}
 }
 
 // Close ends a stop begun with [Manager.Stop]: every session leaves memory

@@ -45,36 +45,28 @@ func (srv *Server) Connections() map[string]int {
 // storedSessions is what a [Store] may offer to count hibernated sessions
 // (package store has it).
 type storedSessions interface {
-	Sessions(ctx context.Context) ([]string, error)
+	SessionCount(ctx context.Context) (int, error)
 }
 
 // Counts returns the sessions live in memory and those hibernated: stored
-// and not in memory (0 without a store that lists its sessions, or when
-// listing fails). Listing reads the store: its cost grows with the number
-// of sessions.
+// and not in memory (0 without a store that counts its sessions, or when
+// counting fails). Hibernated is the stored count less the live sessions:
+// a live session that has stored nothing yet lowers it by one. The store
+// counts from its index, read once (package store, index.go).
 func (m *Manager) Counts(ctx context.Context) (live, hibernated int) {
 	m.mu.Lock()
 	live = len(m.live)
-	inMemory := make(map[string]bool, len(m.live))
-	for id := range m.live {
-		inMemory[id] = true
-	}
 	m.mu.Unlock()
 	st, ok := m.opts.Store.(storedSessions)
 	if !ok || m.opts.Store == nil {
 		return live, 0
 	}
-	ids, err := st.Sessions(ctx)
+	n, err := st.SessionCount(ctx)
 	if err != nil {
 		m.log.Debug("count stored sessions", "error", err.Error())
 		return live, 0
 	}
-	for _, id := range ids {
-		if !inMemory[id] {
-			hibernated++
-		}
-	}
-	return live, hibernated
+	return live, max(0, n-live)
 }
 
 // handleMetrics serves Options.Metrics to an operator token only: the

@@ -44,16 +44,17 @@ func ownerOf(ctx context.Context) string {
 // owners records who owns each session and counts the sessions of each
 // owner for the quota. With a store that records owners (package store
 // does), both survive restarts and are shared by a cluster's nodes: the
-// record of a session this node has not seen is read from the store.
+// record of a session this node has not seen is read from the store, and
+// an owner's count is read from the store's count of it the first time
+// the owner creates a session (one read: never every session's record).
 type owners struct {
 	limit int
 	rec   ownerRecorder // nil: owners live in memory only
 	log   *slog.Logger
 
 	mu     sync.Mutex
-	loaded bool              // counts hold every stored record
-	owner  map[string]string // session id → owner key (or deletedOwner)
-	counts map[string]int    // owner key → sessions
+	owner  map[string]string // session id → owner key (or deletedOwner), as far as known
+	counts map[string]int    // owner key → sessions, for the owners whose count was read
 }
 
 // ownerRecorder is what a [Store] may offer to keep owners across
@@ -61,7 +62,9 @@ type owners struct {
 type ownerRecorder interface {
 	SetSessionOwner(ctx context.Context, id, owner string) error
 	SessionOwner(ctx context.Context, id string) (string, bool, error)
-	SessionOwners(ctx context.Context) (map[string]string, error)
+	// SessionsOwned counts the sessions recorded under owner (an owner
+	// starting with "!", like deletedOwner, is not counted).
+	SessionsOwned(ctx context.Context, owner string) (int, error)
 }
 
 func newOwners(limit int, st Store, log *slog.Logger) *owners {
@@ -87,23 +90,40 @@ func (q *owners) of(ctx context.Context, id string) (owner string, ok bool, err 
 	}
 	q.mu.Lock()
 	if _, known := q.owner[id]; !known {
-		q.set(id, owner)
+		q.owner[id] = owner // counted already, if its owner's count was read
 	}
 	q.mu.Unlock()
 	return owner, true, nil
 }
 
-// set records owner for id; q.mu is held.
+// set records owner for id; q.mu is held. The counts read move with it.
 func (q *owners) set(id, owner string) {
 	if old, ok := q.owner[id]; ok && old != deletedOwner {
-		if q.counts[old]--; q.counts[old] <= 0 {
-			delete(q.counts, old)
+		if _, read := q.counts[old]; read {
+			q.counts[old] = max(0, q.counts[old]-1)
 		}
 	}
 	q.owner[id] = owner
-	if owner != deletedOwner {
+	if _, read := q.counts[owner]; read && owner != deletedOwner {
 		q.counts[owner]++
 	}
+}
+
+// count makes owner's count known, reading it from the store the first
+// time; q.mu is held (the read is one key).
+func (q *owners) count(ctx context.Context, owner string) error {
+	if _, read := q.counts[owner]; read {
+		return nil
+	}
+	n := 0
+	if q.rec != nil {
+		var err error
+		if n, err = q.rec.SessionsOwned(ctx, owner); err != nil {
+			return err
+		}
+	}
+	q.counts[owner] = n
+	return nil
 }
 
 // reserve records owner as the owner of the new session id, unless the
@@ -114,19 +134,15 @@ func (q *owners) reserve(ctx context.Context, owner, id string, explicit bool) e
 	if owner == "" {
 		return nil
 	}
+	if _, _, err := q.of(ctx, id); err != nil { // its record, if the store has one
+		return err
+	}
 	q.mu.Lock()
-	if !q.loaded && q.rec != nil && q.limit >= 0 {
-		all, err := q.rec.SessionOwners(ctx)
-		if err != nil {
+	if q.limit >= 0 {
+		if err := q.count(ctx, owner); err != nil {
 			q.mu.Unlock()
 			return fmt.Errorf("count the sessions of this token: %w", err)
 		}
-		for sid, o := range all {
-			if _, ok := q.owner[sid]; !ok {
-				q.set(sid, o)
-			}
-		}
-		q.loaded = true
 	}
 	if o, ok := q.owner[id]; ok && (o != deletedOwner || !explicit) {
 		q.mu.Unlock()
@@ -161,10 +177,8 @@ func (q *owners) reserve(ctx context.Context, owner, id string, explicit bool) e
 func (q *owners) drop(id string) {
 	if o, ok := q.owner[id]; ok {
 		delete(q.owner, id)
-		if o != deletedOwner {
-			if q.counts[o]--; q.counts[o] <= 0 {
-				delete(q.counts, o)
-			}
+		if _, read := q.counts[o]; read && o != deletedOwner {
+			q.counts[o] = max(0, q.counts[o]-1)
 		}
 	}
 }
@@ -180,6 +194,9 @@ func (q *owners) forget(id string) {
 // deleted records session id as deleted: its quota is given back, and no
 // path but an explicit create makes it again.
 func (q *owners) deleted(ctx context.Context, id string) error {
+	if _, _, err := q.of(ctx, id); err != nil { // its owner, whose count goes down
+		return err
+	}
 	q.mu.Lock()
 	q.set(id, deletedOwner)
 	q.mu.Unlock()

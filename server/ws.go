@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,10 +29,13 @@ const (
 	hardMessageLimit = 64 << 20
 )
 
-// serveWS runs one WebSocket connection of peer p to session s until the
-// peer goes away or ctx ends. Query parameter "after" resumes from a seq;
-// without it the peer gets a snapshot first.
-func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer, delivered *atomic.Uint64) {
+// serveWS accepts one WebSocket connection of peer p to session s and
+// hands it to goroutines of its own (run): it returns as soon as the
+// connection is open, so that nothing of the HTTP server's request — its
+// goroutine and stack, its buffers, the request's headers — stays with a
+// connection for its lifetime. Query parameter "after" resumes from a
+// seq; without it the peer gets a snapshot first.
+func (srv *Server) serveWS(w http.ResponseWriter, r *http.Request, s *session.Session, p session.Peer) {
 	var cw *corkedWriter
 	if _, ok := w.(http.Hijacker); ok {
 		cw = &corkedWriter{ResponseWriter: w}
@@ -42,24 +46,36 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 		return // Accept wrote the HTTP error
 	}
 	conn.SetReadLimit(-1) // frames are bounded below, while reading, without buffering
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan *protocol.Frame, replyQueue), cancel: cancel, cork: cw.corkConn(),
-		bucket: srv.opts.Manager.limits.frameLimiter(time.Now()), done: ctx.Done(), delivered: delivered,
-		log: srv.log.With(slog.String("session", s.ID()), slog.String("peer", p.String()))}
-
 	after, err := parseAfter(r.URL.Query().Get("after"))
 	if err != nil {
 		_ = conn.Close(websocket.StatusPolicyViolation, err.Error())
 		return
 	}
+	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan *protocol.Frame, replyQueue), cork: cw.corkConn(),
+		bucket: srv.opts.Manager.limits.frameLimiter(time.Now())}
+	c.kickFn = c.kick
+	// The connection outlives the request: its context is not the
+	// request's (which ends when this handler returns) but the manager's
+	// record of it, which holds the session and which a delete, a move
+	// or a stop ends (api_sessions.go).
+	ctx, cancel, done := srv.opts.Manager.connect(context.WithoutCancel(r.Context()), s.ID(), p.Side, &c.delivered)
+	go c.run(ctx, cancel, after, done)
+}
+
+// run serves the connection until the peer goes away or ctx ends (cancel
+// ends it), then calls done.
+func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after *uint64, done func()) {
+	defer done()
+	srv, s, p, conn := c.srv, c.s, c.peer, c.conn
+	defer cancel(nil)
+	c.cancel, c.done = cancel, ctx.Done()
 	srv.conns.add(p.Side, 1)
 	defer srv.conns.add(p.Side, -1)
 	s.Attach(p) // the session knows the peer is here to answer its calls
 	defer s.Detach(p)
 	c.fence = srv.opts.Manager.fenceOf(s) // cluster.go
 	c.subs = make(chan *session.Subscription, 1)
-	c.subs <- c.subscribe(after)
+	c.sub = c.subscribe(after)
 	// Reads and writes run without a context of their own (a context per
 	// frame costs coder/websocket an AfterFunc, and a write timeout a
 	// timer): the connection ends when ctx does, and each write is bounded
@@ -81,12 +97,19 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 			_ = conn.CloseNow()
 		}
 	})
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); c.writeLoop(ctx) }()
+	c.kick() // the snapshot, or the events after "after"
 	c.readLoop(ctx)
 	readerDone.Store(true)
 	cancel(nil)
-	<-writerDone
+	c.endWriters()
+	if c.sub != nil { // nil once closed (writeBatch)
+		c.sub.Close()
+	}
+	select {
+	case sub := <-c.subs:
+		sub.Close()
+	default:
+	}
 	stopClose()
 	if p.Side == session.SideEnvironment {
 		// An environment's tools cannot be called without it.
@@ -103,10 +126,10 @@ func (srv *Server) serveWS(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	if reason == nil || errors.Is(reason, context.Canceled) || isNormalClose(reason) {
-		c.log.Debug("peer disconnected")
+		c.logger().Debug("peer disconnected")
 		_ = conn.Close(websocket.StatusNormalClosure, "")
 	} else {
-		c.log.Info("peer disconnected", slog.String("reason", reason.Error()))
+		c.logger().Info("peer disconnected", slog.String("reason", reason.Error()))
 		_ = conn.Close(websocket.StatusPolicyViolation, reason.Error())
 	}
 }
@@ -131,10 +154,6 @@ func closeReason(cause error) (websocket.StatusCode, string, bool) {
 	}
 	return 0, "", false
 }
-
-// keptReadBuffer is the largest read buffer a connection keeps between
-// frames; a larger frame's buffer is left to the collector.
-const keptReadBuffer = 64 << 10
 
 // readAll is io.ReadAll into b's spare capacity.
 func readAll(b []byte, r io.Reader) ([]byte, error) {
@@ -173,22 +192,36 @@ type wsConn struct {
 	s        *session.Session
 	peer     session.Peer
 	conn     *websocket.Conn
-	log      *slog.Logger
 	replies  chan *protocol.Frame       // encoded by the writer
-	enc      []byte                     // the writer's encoding buffer
-	subs     chan *session.Subscription // a new subscription replaces the current one (resume)
+	enc      *[]byte                    // the writer's encoding buffer, borrowed for a batch (buffers.go)
+	subs     chan *session.Subscription // a new subscription replaces sub (resume)
+	sub      *session.Subscription      // the session's events for the peer; the running writer's (nil once closed)
 	cancel   context.CancelCauseFunc
 	writeErr atomic.Value // error: why the writer gave up, if it did
 	bucket   *bucket      // frame rate (limits.go); nil: unlimited; reader only
 	writing  atomic.Bool  // a write is in flight, or about to start
 	cork     *corkConn    // batches the writer's frames into one write; nil: each frame is written alone
 
+	// The writer runs only while there is something to write (see kick):
+	// an idle connection keeps its reader's goroutine alone.
+	writer  atomic.Int32 // writerIdle, writerRunning or writerKicked
+	kickFn  func()       // c.kick, made once: what the session calls on its next event
+	wmu     sync.Mutex   // guards ended, and writers.Add
+	ended   bool         // the connection ended: no writer starts any more
+	writers sync.WaitGroup
+
 	// fence, in a cluster, is the session's journal: a peer is shown no
 	// event and sent no reply the journal has not stored (cluster.go).
 	fence *fencedJournal
 
 	done      <-chan struct{} // the connection's end (its context's Done)
-	delivered *atomic.Uint64  // the last seq of the log the writer has written (or filtered out)
+	delivered atomic.Uint64   // the last seq of the log the writer has written (or filtered out)
+}
+
+// logger is the connection's logger, made when something is logged (an
+// idle connection keeps no logger of its own).
+func (c *wsConn) logger() *slog.Logger {
+	return c.srv.log.With(slog.String("session", c.s.ID()), slog.String("peer", c.peer.String()))
 }
 
 // isNormalClose reports a peer closing the connection normally.
@@ -215,8 +248,10 @@ func (c *wsConn) subscribe(after *uint64) *session.Subscription {
 // reply and the connection stays usable.
 func (c *wsConn) readLoop(ctx context.Context) {
 	var lr io.LimitedReader
-	var buf []byte
 	for {
+		// Waiting for a frame holds no buffer: one is borrowed once a frame
+		// has begun, and given back when it is decoded (decoding copies
+		// what it keeps).
 		typ, rd, err := c.conn.Reader(context.Background()) // ctx's end closes the connection
 		if err != nil {
 			if ctx.Err() == nil {
@@ -225,16 +260,16 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			return
 		}
 		lr.R, lr.N = rd, protocol.MaxFrameBytes+1
-		data, err := readAll(buf[:0], &lr)
-		if cap(data) <= keptReadBuffer {
-			buf = data // decoding copies what it keeps: the buffer serves the next frame
-		}
+		buf := buffers.get()
+		data, err := readAll(*buf, &lr)
 		if err != nil {
+			buffers.put(buf, data)
 			c.cancel(fmt.Errorf("read: %w", err))
 			return
 		}
 		allowed := c.bucket.take(time.Now())
 		if len(data) > protocol.MaxFrameBytes {
+			buffers.put(buf, data)
 			n, _ := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
 			if n >= hardMessageLimit {
 				c.cancel(fmt.Errorf("message larger than %d bytes", hardMessageLimit))
@@ -244,10 +279,12 @@ func (c *wsConn) readLoop(ctx context.Context) {
 			continue
 		}
 		if typ != websocket.MessageText {
+			buffers.put(buf, data)
 			c.reply(nil, protocol.Errorf(protocol.CodeInvalidRequest, "binary messages are not frames: send JSON text"))
 			continue
 		}
 		f, err := decodePeerFrame(data) // fastframe.go
+		buffers.put(buf, data)
 		if !allowed {
 			var de *protocol.DecodeError
 			var id *string
@@ -276,13 +313,15 @@ func (c *wsConn) readLoop(ctx context.Context) {
 		}
 		if rs, ok := f.Msg.(*protocol.Resume); ok {
 			after := rs.AfterSeq
+			sub := c.subscribe(&after)
 			select {
-			case c.subs <- c.subscribe(&after):
+			case c.subs <- sub:
 			default:
+				sub.Close()
 				c.reply(&f.ID, protocol.Errorf(protocol.CodeConflict, "a resume is already pending"))
 				continue
 			}
-			c.reply(&f.ID, nil)
+			c.reply(&f.ID, nil) // and kicks the writer, which takes the subscription first
 			continue
 		}
 		switch f.Msg.(type) {
@@ -325,11 +364,14 @@ func (c *wsConn) send(f *protocol.Frame) {
 		// back on the peer (a burst within FrameBurst always goes
 		// through). A peer that stops reading altogether is disconnected by
 		// the writer's watchdog after WriteTimeout.
+		c.kick()
 		select {
 		case c.replies <- f:
 		case <-c.done:
+			return
 		}
 	}
+	c.kick()
 }
 
 // maxBatch bounds the frames the writer gathers into one socket write
@@ -339,23 +381,72 @@ const maxBatch = 64
 // closedChan is always ready.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// The writer's states.
+const (
+	writerIdle    = iota // no writer goroutine: the next kick starts one
+	writerRunning        // a writer runs
+	writerKicked         // a writer runs, and was kicked since it last looked for work
+)
+
+// kick tells the writer there may be something to write — a reply, a new
+// subscription, or (called by the session, Subscription.Notify) an event —
+// and starts a writer goroutine when none runs. It is quick and never
+// blocks. Every kick writes the state (a compare-and-swap), so that a
+// writer about to end observes it (park).
+func (c *wsConn) kick() {
+	for {
+		st := c.writer.Load()
+		next := int32(writerKicked)
+		if st == writerIdle {
+			next = writerRunning
+		}
+		if c.writer.CompareAndSwap(st, next) {
+			if st == writerIdle {
+				c.startWriter()
+			}
+			return
+		}
+	}
+}
+
+func (c *wsConn) startWriter() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.ended {
+		return // the connection is done: no writer (the state stays running, so none ever starts)
+	}
+	c.writers.Add(1)
+	writersRunning.Add(1)
+	go c.writeLoop()
+}
+
+// writersRunning counts the connections' writers running, for tests.
+var writersRunning atomic.Int64
+
+// endWriters waits for the running writer, if any, to end (the
+// connection's end, which it sees) and lets no other start.
+func (c *wsConn) endWriters() {
+	c.wmu.Lock()
+	c.ended = true
+	c.wmu.Unlock()
+	c.writers.Wait()
+}
+
 // writeLoop writes replies and the session's events (filtered for the
-// peer) until the connection ends. It reads the subscription itself — no
-// goroutine between the session's log and the socket — and takes a waiting
-// resume first, then replies, then events: a peer answering calls at speed
-// never starves its own replies. Whatever is ready at once is written as
-// one batch: the frames are encoded into the connection's buffer and leave
-// in one write (see corkConn).
-func (c *wsConn) writeLoop(ctx context.Context) {
+// peer) until there is nothing left to write for a whole idleTick, or the
+// connection ends. It reads the subscription itself — no goroutine
+// between the session's log and the socket — and takes a waiting resume
+// first, then replies, then events: a peer answering calls at speed never
+// starves its own replies. Whatever is ready at once is written as one
+// batch: the frames are encoded into a buffer and leave in one write (see
+// corkConn).
+func (c *wsConn) writeLoop() {
+	defer c.writers.Done()
+	defer writersRunning.Add(-1)
 	wd := c.newWatchdog()
 	defer wd.t.Stop()
-	var sub *session.Subscription
-	defer func() {
-		if sub != nil {
-			sub.Close()
-		}
-	}()
-	var wake <-chan struct{} = closedChan // gather at once: a snapshot may be waiting
+	var wake <-chan struct{} = closedChan // gather at once: whatever kicked it is waiting
+	busy := true                          // wrote something since the last idle tick
 	for {
 		var first *protocol.Frame
 		if wake != nil {
@@ -367,18 +458,58 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 		}
 		select {
 		case next := <-c.subs:
-			if sub != nil {
-				sub.Close()
-			}
-			sub = next
+			c.replaceSub(next)
 		case first = <-c.replies:
 		case <-wake:
-		case <-ctx.Done():
+		case <-c.done:
+			return
+		case <-idleTicks.next():
+			if busy {
+				busy = false
+				continue
+			}
+			if c.park() {
+				return
+			}
+			wake = closedChan
+			continue
+		}
+		busy = true
+		var ok bool
+		if wake, ok = c.writeBatch(wd, first); !ok {
 			return
 		}
-		var ok bool
-		if wake, ok = c.writeBatch(ctx, wd, &sub, first); !ok {
-			return
+	}
+}
+
+// replaceSub makes next the connection's subscription.
+func (c *wsConn) replaceSub(next *session.Subscription) {
+	if c.sub != nil {
+		c.sub.Close()
+	}
+	c.sub = next
+}
+
+// park ends the writer when nothing is waiting to be written: it reports
+// true when the writer must return, false when there is work (the writer
+// goes on). Only the running writer calls it.
+//
+// A producer pushes its work and then kicks, and a kick always writes the
+// state: if the kick came before the Swap below, the Swap observes it and
+// the checks see the work; if it came between the Swap and the final
+// compare-and-swap, that fails and the writer looks again; after it, the
+// kick finds the writer idle and starts a new one.
+func (c *wsConn) park() bool {
+	for {
+		c.writer.Swap(writerRunning)
+		if len(c.replies) > 0 || len(c.subs) > 0 {
+			return false
+		}
+		if c.sub != nil && !c.sub.Notify(c.kickFn) {
+			return false // an event is ready
+		}
+		if c.writer.CompareAndSwap(writerRunning, writerIdle) {
+			return true
 		}
 	}
 }
@@ -388,8 +519,8 @@ func (c *wsConn) writeLoop(ctx context.Context) {
 // batch. It returns the channel to wait on for more events (nil without a
 // subscription; closedChan when the batch stopped at its bound), and false
 // when the connection is done.
-func (c *wsConn) writeBatch(ctx context.Context, wd *watchdog, subp **session.Subscription, first *protocol.Frame) (<-chan struct{}, bool) {
-	if !c.beginBatch(ctx, wd) {
+func (c *wsConn) writeBatch(wd *watchdog, first *protocol.Frame) (<-chan struct{}, bool) {
+	if !c.beginBatch(wd) {
 		return nil, false
 	}
 	n := 0
@@ -405,10 +536,7 @@ gather:
 	for ; n < maxBatch; n++ {
 		select {
 		case next := <-c.subs:
-			if *subp != nil {
-				(*subp).Close()
-			}
-			*subp = next
+			c.replaceSub(next)
 			continue
 		case f := <-c.replies:
 			if !c.writeReply(wd, f) {
@@ -417,15 +545,15 @@ gather:
 			continue
 		default:
 		}
-		sub := *subp
+		sub := c.sub
 		if sub == nil {
 			break
 		}
 		for {
 			ev, ok, w, err := sub.TryNext()
 			switch {
-			case err != nil: // closed: only this loop closes it
-				*subp = nil
+			case err != nil: // closed: only the writer closes it
+				c.sub = nil
 				break gather
 			case !ok:
 				wake = w
@@ -447,7 +575,7 @@ gather:
 	if !c.endBatch(wd) {
 		return nil, false
 	}
-	if read > 0 && c.delivered != nil {
+	if read > 0 {
 		c.delivered.Store(read)
 	}
 	return wake, true
@@ -470,7 +598,7 @@ func (c *wsConn) encodeEvent(ev session.Event) []byte {
 	}
 	b, err := c.encode(&protocol.Frame{Seq: ev.Seq, Msg: ev.Msg})
 	if err != nil {
-		c.log.Error("encode event", slog.String("error", err.Error()))
+		c.logger().Error("encode event", slog.String("error", err.Error()))
 		return nil
 	}
 	return b
@@ -481,7 +609,7 @@ func (c *wsConn) encodeEvent(ev session.Event) []byte {
 func (c *wsConn) writeReply(wd *watchdog, f *protocol.Frame) bool {
 	b, err := c.encode(f)
 	if err != nil {
-		c.log.Error("encode reply", slog.String("error", err.Error()))
+		c.logger().Error("encode reply", slog.String("error", err.Error()))
 		return true
 	}
 	return c.writeFrame(wd, b)
@@ -489,10 +617,8 @@ func (c *wsConn) writeReply(wd *watchdog, f *protocol.Frame) bool {
 
 // encode encodes f into the writer's buffer (protocol.AppendFrame).
 func (c *wsConn) encode(f *protocol.Frame) ([]byte, error) {
-	b, err := protocol.AppendFrame(c.enc[:0], f)
-	if cap(b) <= keptWriteBuffer {
-		c.enc = b
-	}
+	b, err := protocol.AppendFrame((*c.enc)[:0], f)
+	*c.enc = b[:0] // a larger buffer is kept for the rest of the batch
 	return b, err
 }
 
@@ -517,19 +643,31 @@ func (c *wsConn) newWatchdog() *watchdog {
 }
 
 // beginBatch starts a batch of writes: the connection is marked writing
-// (so that the end of ctx aborts it), corked, and the watchdog armed.
-func (c *wsConn) beginBatch(ctx context.Context, wd *watchdog) bool {
-	// Set before ctx is checked: an end of ctx either sees the write (and
-	// aborts it) or comes before the check (and the write does not start).
+// (so that the connection's end aborts it), corked, and the watchdog armed.
+func (c *wsConn) beginBatch(wd *watchdog) bool {
+	// Set before the end is checked: an end of the connection either sees
+	// the write (and aborts it) or comes before the check (and the write
+	// does not start).
 	c.writing.Store(true)
-	if ctx.Err() != nil {
+	select {
+	case <-c.done:
 		c.writing.Store(false)
 		return false
+	default:
 	}
 	wd.writing.Store(true)
 	wd.t.Reset(c.srv.opts.WriteTimeout)
 	c.cork.cork()
+	c.enc = buffers.get()
 	return true
+}
+
+// releaseEncoder gives the batch's encoding buffer back.
+func (c *wsConn) releaseEncoder() {
+	if c.enc != nil {
+		buffers.put(c.enc, *c.enc)
+		c.enc = nil
+	}
 }
 
 // writeFrame writes one frame of the batch (into the cork's buffer, unless
@@ -544,6 +682,7 @@ func (c *wsConn) writeFrame(wd *watchdog, b []byte) bool {
 
 // endBatch sends what the batch held back and disarms the watchdog.
 func (c *wsConn) endBatch(wd *watchdog) bool {
+	c.releaseEncoder()
 	err := c.cork.flush()
 	wd.t.Stop()
 	wd.writing.Store(false)
@@ -557,6 +696,7 @@ func (c *wsConn) endBatch(wd *watchdog) bool {
 
 func (c *wsConn) writeFailed(wd *watchdog, err error) {
 	wd.t.Stop()
+	c.releaseEncoder()
 	c.cork.drop()
 	if wd.fired.Load() { // our deadline, not a closing connection
 		c.writeErr.Store(fmt.Errorf("write: the peer has not read for %s: %w", c.srv.opts.WriteTimeout, err))

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -36,9 +38,33 @@ func (w *corkedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		}
 	}
 	w.cc = &corkConn{Conn: conn}
-	brw.Writer = bufio.NewWriterSize(w.cc, brw.Writer.Size())
-	return w.cc, brw, nil
+	// Small buffers of the connection's own instead of the server's 4 KiB
+	// ones, which an idle connection would hold for its lifetime (it
+	// outlives the request: ws.go). The reader's buffer holds a frame's
+	// header and a small frame; a larger payload is read straight into
+	// the frame's buffer. The writer's only gathers a frame's header and
+	// the start of its payload before they reach the cork's buffer, which
+	// batches the writes.
+	r := io.Reader(conn)
+	size := readBufferSize
+	if n := brw.Reader.Buffered(); n > 0 { // read ahead by the server: it comes first
+		ahead, _ := brw.Reader.Peek(n)
+		r, size = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), conn), max(size, n)
+	}
+	br := bufio.NewReaderSize(r, size)
+	if r != io.Reader(conn) {
+		// Into the buffer now: coder/websocket takes what is buffered and
+		// resets the reader onto the connection.
+		_, _ = br.Peek(brw.Reader.Buffered())
+	}
+	return w.cc, bufio.NewReadWriter(br, bufio.NewWriterSize(w.cc, writeBufferSize)), nil
 }
+
+// The sizes of a connection's buffered reader and writer (see Hijack).
+const (
+	readBufferSize  = 512
+	writeBufferSize = 256
+)
 
 // Unwrap returns the wrapped writer (for http.ResponseController).
 func (w *corkedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -57,6 +83,7 @@ type corkConn struct {
 	net.Conn
 	mu     sync.Mutex
 	corked bool
+	pooled *[]byte // buf's pool entry, borrowed while corked (buffers.go)
 	buf    []byte
 }
 
@@ -64,6 +91,10 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.corked && len(c.buf)+len(p) <= maxCorked {
+		if c.pooled == nil {
+			c.pooled = buffers.get()
+			c.buf = *c.pooled
+		}
 		c.buf = append(c.buf, p...)
 		return len(p), nil
 	}
@@ -94,7 +125,18 @@ func (c *corkConn) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.corked = false
-	return c.flushLocked()
+	err := c.flushLocked()
+	c.releaseLocked()
+	return err
+}
+
+// releaseLocked gives the buffer back to the pool: an idle connection
+// holds none.
+func (c *corkConn) releaseLocked() {
+	if c.pooled != nil {
+		buffers.put(c.pooled, c.buf)
+	}
+	c.pooled, c.buf = nil, nil
 }
 
 // drop ends the cork and discards what it held (after a failed write: the
@@ -105,7 +147,8 @@ func (c *corkConn) drop() {
 		return
 	}
 	c.mu.Lock()
-	c.corked, c.buf = false, nil
+	c.corked = false
+	c.releaseLocked()
 	c.mu.Unlock()
 }
 
@@ -114,19 +157,9 @@ func (c *corkConn) flushLocked() error {
 		return nil
 	}
 	_, err := c.Conn.Write(c.buf)
-	if cap(c.buf) > keptWriteBuffer {
-		c.buf = nil
-	} else {
-		c.buf = c.buf[:0]
-	}
+	c.buf = c.buf[:0]
 	return err
 }
-
-// keptWriteBuffer is the largest cork buffer, and encoding buffer, a
-// connection keeps between batches: a round trip's frames fit many times
-// over; a snapshot's larger buffer is left to the collector, so that an
-// idle connection holds little.
-const keptWriteBuffer = 16 << 10
 
 // corkConn returns the connection Hijack made; nil for a nil w, or before
 // Hijack.

@@ -48,6 +48,9 @@ type eventLog struct {
 	first uint64        // seq of the first event appended (1, or later after a restore)
 	last  uint64        // seq of the newest event; 0 before the first
 	wake  chan struct{} // closed on the next append; nil when nobody waits
+	// notify holds the subscribers told of the next append by a call
+	// instead of a channel (Subscription.Notify); nil when none is.
+	notify map[*Subscription]func()
 }
 
 func newEventLog(size int) eventLog { return eventLog{size: uint64(size)} }
@@ -67,6 +70,10 @@ func (l *eventLog) appendLocked(e entry) uint64 {
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
+	}
+	for sub, f := range l.notify {
+		delete(l.notify, sub)
+		f()
 	}
 	return l.last
 }
@@ -138,10 +145,47 @@ func (s *Session) SubscribeSnapshot() *Subscription {
 	return &Subscription{s: s, next: snap.Seq + 1, first: snap, closed: make(chan struct{})}
 }
 
-// Close ends the subscription; a blocked Next returns ErrSubscriptionClosed.
-// It is safe to call from any goroutine, more than once.
+// Close ends the subscription; a blocked Next returns ErrSubscriptionClosed,
+// and a call arranged by Notify is not made. It is safe to call from any
+// goroutine, more than once.
 func (sub *Subscription) Close() {
-	sub.closeOnce.Do(func() { close(sub.closed) })
+	sub.closeOnce.Do(func() {
+		close(sub.closed)
+		s := sub.s
+		s.mu.Lock()
+		delete(s.events.notify, sub)
+		s.mu.Unlock()
+	})
+}
+
+// Notify arranges for f to be called once, when the next event is
+// appended — for a transport that keeps no goroutine waiting on an idle
+// subscription — and reports true; or, when TryNext would return an event
+// now, it arranges nothing and reports false. f is called by the goroutine
+// appending the event, with the session's lock held: it must be quick,
+// must not block and must not call into the session (start a goroutine).
+// A later Notify replaces f; Close cancels it.
+func (sub *Subscription) Notify(f func()) bool {
+	select {
+	case <-sub.closed:
+		return false
+	default:
+	}
+	if sub.first != nil {
+		return false
+	}
+	s := sub.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := &s.events
+	if sub.next <= l.last || sub.next > l.last+1 || (sub.next < l.oldest() && l.last > 0) {
+		return false // an event, or a snapshot, is ready
+	}
+	if l.notify == nil {
+		l.notify = map[*Subscription]func(){}
+	}
+	l.notify[sub] = f
+	return true
 }
 
 // Next returns the next event, waiting for one until ctx is done.

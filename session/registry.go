@@ -123,7 +123,7 @@ func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registrati
 	if err := checkTrust(p, &c); err != nil {
 		return nil, fail(protocol.CodeForbidden, err)
 	}
-	r := &registration{cap: cloneCapability(c), owner: p, handler: h, timeout: s.opts.DefaultCallTimeout,
+	r := &registration{owner: p, handler: h, timeout: s.opts.DefaultCallTimeout,
 		logKey: "capability:" + string(c.Origin.Kind) + ":" + c.Name}
 	var err error
 	if r.input, err = CompileSchema(c.InputSchema); err != nil {
@@ -133,6 +133,16 @@ func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registrati
 		if r.output, err = CompileSchema(c.OutputSchema); err != nil {
 			return nil, fail(protocol.CodeInvalidRequest, fmt.Errorf("outputSchema: %w", err))
 		}
+	}
+	// The registration keeps the compiled schemas' own copies of their
+	// text (shared by every registration of the same schema, never
+	// modified: listings clone them), not copies of its own.
+	own := c
+	own.InputSchema, own.OutputSchema = nil, nil
+	r.cap = cloneCapability(own)
+	r.cap.InputSchema = r.input.raw
+	if r.output != nil {
+		r.cap.OutputSchema = r.output.raw
 	}
 	if c.CallTimeoutMs != nil {
 		r.timeout = time.Duration(*c.CallTimeoutMs) * time.Millisecond

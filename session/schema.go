@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -21,7 +22,8 @@ const MaxSchemaBytes = 256 << 10
 // another draft with $schema).
 type Schema struct {
 	s    *jsonschema.Schema
-	fast *fastSchema // nil: the schema is outside the fast subset (fastschema.go)
+	fast *fastSchema     // nil: the schema is outside the fast subset (fastschema.go)
+	raw  json.RawMessage // the schema's text, shared by every registration of it: never modified
 }
 
 // refuseLoader refuses every external reference: a schema from the wire
@@ -35,10 +37,21 @@ func (refuseLoader) Load(url string) (any, error) {
 
 // CompileSchema compiles raw as a JSON Schema. External references are
 // refused; only the draft meta-schemas are known.
+//
+// A compiled schema is immutable and safe for concurrent use, so the same
+// text compiles once while anything holds its Schema: every session
+// registering a capability with this schema — a client's, or the
+// environment's tools exposed in each session — shares one (see
+// schemacache.go).
 func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if len(raw) > MaxSchemaBytes {
 		return nil, fmt.Errorf("schema is %d bytes, more than %d", len(raw), MaxSchemaBytes)
 	}
+	return schemas.compile(raw)
+}
+
+// compileSchema compiles raw, without the cache.
+func compileSchema(raw json.RawMessage) (*Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("schema is not JSON: %w", err)
@@ -58,7 +71,7 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{s: s, fast: compileFast(doc, true)}, nil
+	return &Schema{s: s, fast: compileFast(doc, true), raw: slices.Clone(raw)}, nil
 }
 
 // ValidateJSON decodes raw and validates it. The error lists each failing

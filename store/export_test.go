@@ -37,3 +37,55 @@ func FailNextPublish(s *Store, landed bool) {
 		return nil, ErrInjected
 	}
 }
+
+// ForgetCounts removes the owners bucket's counts, as a bucket made
+// before them has none (owned.go), and makes the store ask again.
+func ForgetCounts(ctx context.Context, s *Store) error {
+	keys, err := s.owners.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for k := range keys.Keys() {
+		if k == countsKey || len(k) > len(countPrefix) && k[:len(countPrefix)] == countPrefix {
+			if err := s.owners.Purge(ctx, k); err != nil {
+				return err
+			}
+		}
+	}
+	s.countsReady.Store(false)
+	return nil
+}
+
+// Fill stores one message of data for each of the sessions ids yields,
+// published asynchronously (many in flight): the scale test's way of
+// making a million stored sessions in seconds rather than a journal's
+// round trip each.
+func Fill(ctx context.Context, s *Store, n int, id func(i int) string, data []byte) error {
+	for i := range n {
+		subj, err := subjectFor(id(i))
+		if err != nil {
+			return err
+		}
+		for {
+			_, err := s.js.PublishAsync(subj, data)
+			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				if err != nil {
+					return err
+				}
+				break
+			}
+			// Too many in flight: let them land, then go on.
+			select {
+			case <-s.js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	select {
+	case <-s.js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -25,10 +25,13 @@ const (
 	// publish again after failed appends; past them it gives up.
 	maxBacklog      = 1024
 	maxBacklogBytes = 16 << 20
-	// keptEncodeBuffer bounds the encoding buffer a journal keeps between
+	// keptEncodeBuffer bounds the encoding buffers pooled between
 	// events: a rare large event does not pin its size.
 	keptEncodeBuffer = 64 << 10
 )
+
+// encodeBuffers lend journals the buffer an event is encoded into.
+var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // journal appends one session's events; see [Store.Journal].
 type journal struct {
@@ -44,7 +47,6 @@ type journal struct {
 	backlogLen int // bytes in backlog
 	broken     error
 	hdr        nats.Header // reused by every publish (header)
-	enc        []byte      // reused to encode every event (a publish copies it)
 
 	appended atomic.Int64 // bytes of the events this journal stored (Bytes)
 
@@ -102,10 +104,17 @@ func (j *journal) appendLocked(e session.Event) error {
 	if e.Seq == 0 || (e.Seq != next && !fresh) {
 		return fmt.Errorf("%w: session %q: event seq %d does not follow seq %d", ErrConflict, j.id, e.Seq, next-1)
 	}
-	data, err := protocol.AppendFrame(j.enc[:0], &protocol.Frame{Seq: e.Seq, Msg: e.Msg})
-	if cap(data) <= keptEncodeBuffer {
-		j.enc = data[:0]
-	}
+	// The encoding buffer is borrowed for the append, not kept by the
+	// journal: a session between events holds none (a publish copies
+	// what it sends).
+	buf := encodeBuffers.Get().(*[]byte)
+	data, err := protocol.AppendFrame((*buf)[:0], &protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+	defer func() {
+		if cap(data) <= keptEncodeBuffer {
+			*buf = data[:0]
+			encodeBuffers.Put(buf)
+		}
+	}()
 	switch {
 	case err != nil:
 		j.broken = fmt.Errorf("store: session %q: event %d: %w", j.id, e.Seq, err)
@@ -147,6 +156,9 @@ func (j *journal) flushLocked() error {
 				j.broken = err
 			}
 			return err
+		}
+		if j.lastStream == 0 {
+			j.s.idx.stored(j.id) // the session's first stored event (index.go)
 		}
 		j.lastStream, j.lastSeq = streamSeq, p.seq
 		j.appended.Add(int64(len(p.data)))

@@ -14,7 +14,9 @@ import (
 const ownersBucket = "brain_session_owners"
 
 // SetSessionOwner records owner as the creator of session id, replacing
-// any earlier record. The owner is opaque to the store.
+// any earlier record. The owner is opaque to the store, but for counting
+// ([Store.SessionsOwned]): an owner that starts with "!" (a tombstone) is
+// not counted.
 func (s *Store) SetSessionOwner(ctx context.Context, id, owner string) error {
 	if _, err := subjectFor(id); err != nil {
 		return err
@@ -22,13 +24,25 @@ func (s *Store) SetSessionOwner(ctx context.Context, id, owner string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	old, had, err := s.SessionOwner(ctx, id)
+	if err != nil {
+		return err
+	}
 	if err := s.retry(ctx, fmt.Sprintf("record the owner of session %q", id), func(ctx context.Context) error {
 		_, err := s.owners.PutString(ctx, id, owner)
 		return err
 	}); err != nil {
 		return fmt.Errorf("store: record the owner of session %q: %w", id, err)
 	}
-	return nil
+	if had && old == owner {
+		return nil
+	}
+	if had {
+		if err := s.countOwned(ctx, old, -1); err != nil {
+			return err
+		}
+	}
+	return s.countOwned(ctx, owner, +1)
 }
 
 // SessionOwner returns the owner recorded for session id, with ok false
@@ -78,7 +92,7 @@ func (s *Store) SessionOwners(ctx context.Context) (map[string]string, error) {
 			if e == nil { // every current value has been delivered
 				return out, nil
 			}
-			if e.Key() != probeKey { // health.go's, no session's
+			if e.Key() != probeKey && !internalKey(e.Key()) { // health.go's and owned.go's, no session's
 				out[e.Key()] = string(e.Value())
 			}
 		case <-rctx.Done():
@@ -89,11 +103,18 @@ func (s *Store) SessionOwners(ctx context.Context) (map[string]string, error) {
 
 // deleteOwner removes the owner record of session id; none is not an error.
 func (s *Store) deleteOwner(ctx context.Context, id string) error {
-	err := s.retry(ctx, fmt.Sprintf("delete the owner of session %q", id), func(ctx context.Context) error {
+	old, had, err := s.SessionOwner(ctx, id)
+	if err != nil {
+		return err
+	}
+	err = s.retry(ctx, fmt.Sprintf("delete the owner of session %q", id), func(ctx context.Context) error {
 		return s.owners.Purge(ctx, id)
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("store: delete the owner of session %q: %w", id, err)
+	}
+	if had {
+		return s.countOwned(ctx, old, -1)
 	}
 	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,6 +131,11 @@ type Store struct {
 	stream   jetstream.Stream
 	owners   jetstream.KeyValue // who created each session (owners.go)
 	replies  replySlots         // where journal appends wait for acknowledgements (reply.go)
+	idx      index              // the sessions with stored events, by id (index.go)
+	// countsReady: the owners bucket counts each owner's sessions
+	// (owned.go); countsMu serializes making the counts of an older one.
+	countsReady atomic.Bool
+	countsMu    sync.Mutex
 	// msgIDs: journal appends carry a message id (Nats-Msg-Id), so that
 	// the stream drops a repeated publish. Only on an external server: the
 	// embedded one stores a session's messages one at a time, in order, so
@@ -228,6 +231,9 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 		Replicas:    o.Replicas,
 	}); err != nil {
 		return nil, fmt.Errorf("store: create bucket %s: %w", ownersBucket, err)
+	}
+	if err := s.markCounted(rctx); err != nil {
+		return nil, err
 	}
 	if s.ns == nil {
 		go s.monitor() // health.go
@@ -535,27 +541,14 @@ func fetchOnce(ctx context.Context, cons jetstream.Consumer, n int, events *[]se
 	return got, nil
 }
 
-// Sessions returns the ids of every session with stored events, sorted.
-// It reads the stream's subjects: its cost grows with the number of
-// sessions.
+// Sessions returns the ids of every session with stored events, sorted
+// (the whole of [Store.SessionsPage]'s list: prefer pages when there may
+// be many).
 func (s *Store) Sessions(ctx context.Context) ([]string, error) {
-	if s.closed.Load() {
-		return nil, ErrClosed
+	if err := s.loadIndex(ctx); err != nil {
+		return nil, err
 	}
-	var info *jetstream.StreamInfo
-	err := s.retry(ctx, "list sessions", func(ctx context.Context) error {
-		var err error
-		info, err = s.stream.Info(ctx, jetstream.WithSubjectFilter(subjectPrefix+"*"))
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: list sessions: %w", err)
-	}
-	ids := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		ids = append(ids, strings.TrimPrefix(subj, subjectPrefix))
-	}
-	slices.Sort(ids)
+	ids, _ := s.idx.page("", s.idx.count()+1)
 	return ids, nil
 }
 
@@ -580,6 +573,7 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	}); err != nil {
 		return fmt.Errorf("store: delete session %q: %w", sessionID, err)
 	}
+	s.idx.removed(sessionID)
 	return s.deleteOwner(ctx, sessionID)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/brainrt/brain/internal/scaleclient"
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/proc"
@@ -32,6 +33,7 @@ import (
 // as the exec handle's helper and limiter, as main does.
 func TestMain(m *testing.M) {
 	proc.RunHelperIfRequested()
+	scaleclient.RunIfRequested() // the clients of the scale tests (scale_test.go)
 	if os.Getenv("BRAIN_TEST_AS_BRAIN") == "1" {
 		ctx, stop := signalContext()
 		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -13,6 +13,7 @@ import { promisify } from "node:util";
 
 import { Client as MCPClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import { WebSocket } from "ws";
 
 import { BrainClient, type ClientOptions, type WebSocketConstructor } from "../src/index.js";
@@ -163,8 +164,9 @@ export class Brain {
   }
 
   /** mcp connects the MCP SDK's client (the model side) to the session. */
-  async mcp(session: string): Promise<MCPClient> {
-    const c = new MCPClient({ name: "ts-tests", version: "0.0.0" });
+  /** mcp connects the MCP SDK's client to session, announcing capabilities (extensions included) if given. */
+  async mcp(session: string, capabilities?: ClientCapabilities): Promise<MCPClient> {
+    const c = new MCPClient({ name: "ts-tests", version: "0.0.0" }, capabilities ? { capabilities } : undefined);
     await c.connect(
       new StreamableHTTPClientTransport(new URL(`${this.url}/v1/sessions/${session}/mcp`), {
         requestInit: { headers: { Authorization: `Bearer ${this.modelToken}` } },

@@ -293,6 +293,74 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     await renders.return!();
   });
 
+  test("render as an MCP App: a host with the extension gets a ui:// resource, one without a plain tool", async () => {
+    const { client, mcp: plain } = await setup("apps");
+    await client.register(
+      defineCapability({
+        name: "ui.card",
+        description: "Show a card in the chat.",
+        kind: "render",
+        render: { source: { kind: "web-component", url: "https://ui.example.com/card.js", tagName: "ui-card" }, targets: ["chat"], fallback: "**{{title}}**" },
+        input: z.object({ title: z.string() }),
+        handler: async () => ({ shown: true }),
+      }),
+    );
+    await listed(plain, "ui.card");
+    const host = await brain.mcp("apps", { extensions: { "io.modelcontextprotocol/ui": { mimeTypes: ["text/html;profile=mcp-app"] } } });
+    mcps.push(host);
+    const tool = (await host.listTools()).tools.find((t) => t.name === "ui.card");
+    const uri = (tool?._meta as { ui?: { resourceUri?: string } } | undefined)?.ui?.resourceUri;
+    assert.equal(uri, "ui://brain/render/ui.card");
+    const res = await host.readResource({ uri: uri! });
+    const page = res.contents[0] as { mimeType?: string; text?: string };
+    assert.equal(page.mimeType, "text/html;profile=mcp-app");
+    assert.match(page.text ?? "", /<script/);
+    assert.doesNotMatch(page.text ?? "", /<script[^>]+src=/, "the app is self-contained");
+    const plainTool = (await plain.listTools()).tools.find((t) => t.name === "ui.card");
+    assert.equal((plainTool?._meta as { ui?: unknown } | undefined)?.ui, undefined, "a host without the extension sees today's tool");
+    const r = await host.callTool({ name: "ui.card", arguments: { title: "<img src=x onerror=alert(1)>" } });
+    assert.ok(!r.isError, text(r));
+  });
+
+  test("an MCP caller that gives up (notifications/cancelled) ends the call cancelled", async () => {
+    const { client, mcp } = await setup("mcp-cancel");
+    const started = new Deferred<void>();
+    const aborted = new Deferred<unknown>();
+    await client.register(
+      defineCapability({
+        name: "ui.slow",
+        description: "Waits until cancelled.",
+        input: z.object({}),
+        handler: (_input, ctx) =>
+          new Promise((_resolve, reject) => {
+            ctx.signal.addEventListener("abort", () => {
+              aborted.resolve(ctx.signal.reason);
+              reject(ctx.signal.reason);
+            });
+            started.resolve();
+          }),
+      }),
+    );
+    await listed(mcp, "ui.slow");
+    const events = client.events();
+    const giveUp = new AbortController();
+    const call = mcp.callTool({ name: "ui.slow", arguments: {} }, undefined, { signal: giveUp.signal });
+    await within(started.promise, 10_000, "the handler to start");
+    giveUp.abort("the host's user pressed stop");
+    await assert.rejects(call);
+    const reason = await within(aborted.promise, 10_000, "the handler's signal");
+    assert.ok(reason instanceof BrainError && reason.code === "cancelled", String(reason));
+    for (;;) {
+      const ev = (await within(events.next(), 10_000, "the call's outcome")).value as BrainEvent;
+      if (ev.msg.type === "capability_outcome" && ev.msg.name === "ui.slow") {
+        const out = ev.msg.outcome;
+        assert.equal(out.ok ? "ok" : out.error.code, "cancelled");
+        break;
+      }
+    }
+    await events.return!();
+  });
+
   test("a call cancelled while its handler runs: the signal fires", async () => {
     const { client, mcp } = await setup("cancel");
     const started = new Deferred<string>();

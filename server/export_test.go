@@ -1,0 +1,14 @@
+package server
+
+import "time"
+
+// RunningWriters returns how many connection writers run (ws.go).
+func RunningWriters() int64 { return writersRunning.Load() }
+
+// SetIdleTick makes writers idle out after d instead of a second, for
+// the test's duration.
+func SetIdleTick(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := idleTick
+	idleTick = d
+	t.Cleanup(func() { idleTick = old })
+}

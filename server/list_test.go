@@ -1,0 +1,118 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/server"
+)
+
+// listPages pages through GET /v1/sessions with limit, as token, and
+// returns the ids in the order listed and the size of each page.
+func listPages(t *testing.T, f *fixture, token string, limit int) (ids []string, sizes []int) {
+	t.Helper()
+	cursor := ""
+	for range 1000 { // bounded: a list whose pages never end fails below
+		path := fmt.Sprintf("/v1/sessions?limit=%d", limit)
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		status, body := f.get("GET", path, token)
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, status, body)
+		}
+		var page struct {
+			Sessions []server.SessionInfo
+			Next     *string
+		}
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Sessions) > limit {
+			t.Fatalf("GET %s: %d sessions", path, len(page.Sessions))
+		}
+		for _, s := range page.Sessions {
+			ids = append(ids, s.ID)
+		}
+		sizes = append(sizes, len(page.Sessions))
+		if page.Next == nil {
+			return ids, sizes
+		}
+		if *page.Next <= cursor {
+			t.Fatalf("GET %s: next %q does not move on", path, *page.Next)
+		}
+		cursor = *page.Next
+	}
+	t.Fatal("the pages never end")
+	return nil, nil
+}
+
+// TestListSessionsPages: GET /v1/sessions pages with limit and cursor —
+// every session once, in id order, live and stored merged (a session
+// both live and stored is one row), a next cursor on every page but the
+// last; a client pages through its tenant's sessions only; without a
+// limit the answer is as before (every session, no next, for fewer than
+// the default limit); a bad limit or cursor is a 400 naming it.
+func TestListSessionsPages(t *testing.T) {
+	st := &listingStore{memStore: memStore{frames: map[string][][]byte{}}}
+	f, _ := newLimited(t, server.ManagerOptions{Store: st}, server.Options{})
+	create := func(token, id string) {
+		req, _ := http.NewRequestWithContext(testutil.Context(t), "POST", f.srv.URL+"/v1/sessions", strings.NewReader(`{"id":"`+id+`"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create %s: %d", id, resp.StatusCode)
+		}
+	}
+	var mine, all []string
+	for i := range 7 {
+		id := fmt.Sprintf("m%02d", i)
+		create(clientToken, id)
+		mine = append(mine, id)
+		create(otherClientToken, fmt.Sprintf("o%02d", i))
+	}
+	// Stored sessions of nobody's tenant (an operator's to see), one of
+	// them also live.
+	st.extra = []string{"a-stored", "m03", "z-stored"}
+	all = append(all, "a-stored", "z-stored")
+	for i := range 7 {
+		all = append(all, fmt.Sprintf("m%02d", i), fmt.Sprintf("o%02d", i))
+	}
+	slices.Sort(all)
+
+	for _, limit := range []int{1, 3, 16, 17, 1000} {
+		got, sizes := listPages(t, f, opsToken, limit)
+		if !slices.Equal(got, all) {
+			t.Fatalf("operator, pages of %d: %v, want %v", limit, got, all)
+		}
+		if want := (len(all) + limit - 1) / limit; len(sizes) < want || len(sizes) > want+1 {
+			t.Fatalf("operator, pages of %d: %d pages %v", limit, len(sizes), sizes)
+		}
+	}
+	for _, limit := range []int{2, 7, 100} {
+		if got, _ := listPages(t, f, clientToken, limit); !slices.Equal(got, mine) {
+			t.Fatalf("client, pages of %d: %v, want its tenant's %v", limit, got, mine)
+		}
+	}
+	// The answer without paging parameters: every session, no next.
+	status, body := f.get("GET", "/v1/sessions", opsToken)
+	if status != http.StatusOK || strings.Contains(body, `"next"`) || strings.Count(body, `"id"`) != len(all) {
+		t.Fatalf("GET /v1/sessions: %d %s", status, body)
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "limit=-1", "cursor=a.b", "cursor=" + strings.Repeat("a", 200)} {
+		status, body := f.get("GET", "/v1/sessions?"+q, opsToken)
+		name, _, _ := strings.Cut(q, "=")
+		if status != http.StatusBadRequest || !strings.Contains(body, name) {
+			t.Errorf("GET /v1/sessions?%s: %d %s, want 400 naming %s", q, status, body, name)
+		}
+	}
+}
