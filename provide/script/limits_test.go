@@ -25,7 +25,7 @@ import (
 func longBuiltin() string {
 	n, depth := 200000, 300
 	if testutil.RaceEnabled {
-		n, depth = 300000, 300
+		n, depth = 100000, 300
 	}
 	return `() => { const a = new Array(` + strconv.Itoa(n) + `); let p = Array.prototype;
 		for (let i = 0; i < ` + strconv.Itoa(depth) + `; i++) p = Object.create(p);
