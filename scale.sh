@@ -66,8 +66,8 @@ fi
 if step binary; then
   echo "scale.sh: the binary" >&2
   go build -o "$out/brain-dev" ./cmd/brain
-  go build -trimpath -ldflags='-s -w' -o "$out/brain-release" ./cmd/brain
-  go build -trimpath -ldflags='-s -w' -tags brain_nomodels -o "$out/brain-release-nomodels" ./cmd/brain
+  go build -trimpath -ldflags='-s -w' -tags grpcnotrace -o "$out/brain-release" ./cmd/brain
+  go build -trimpath -ldflags='-s -w' -tags grpcnotrace,brain_nomodels -o "$out/brain-release-nomodels" ./cmd/brain
   {
     echo "go-build $(stat -c %s "$out/brain-dev")"
     echo "release $(stat -c %s "$out/brain-release")"
