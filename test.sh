@@ -45,8 +45,8 @@ failed_tests=$(mktemp)
 trap 'rm -f "$failed_tests"' EXIT
 # -timeout 14m: a package's own bound, under the whole run's 15 minutes.
 # The host package compiles seven Go guests cold under the race detector
-# (wazero's compiler instrumented): 5–6 minutes on two quiet cores, over
-# ten on two loaded ones, where a 10-minute bound killed it mid-test.
+# (wazero's compiler instrumented): minutes on two quiet cores, over
+# ten on two loaded ones (640 s at load 9: a 10-minute bound killed it).
 go_tests() {
   CI=true go test -race -timeout 14m -json ./... | go run ./internal/testsummary -o "$failed_tests"
 }
