@@ -135,7 +135,9 @@ const catastrophic = `() => /^(a+)+(?=b)/.test("a".repeat(40))`
 // scripts a slot, the fifth keeps its slot, and the next call finds none
 // free. The slots come back as the built-ins end.
 func TestSlotsBusy(t *testing.T) {
-	r := newRuntime(t, script.Grants{Timeout: script.DefaultTimeout}, &script.Options{MaxConcurrent: 1})
+	// A long grant: the calls between the stuck ones make realms, seconds
+	// under the race detector on a loaded machine (past 5 s once).
+	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, &script.Options{MaxConcurrent: 1})
 	// The deadline must come inside the built-in, after the script's own
 	// set-up (a few milliseconds, a second and more under the race
 	// detector on a loaded machine).
