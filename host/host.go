@@ -216,15 +216,8 @@ func (h *Host) compileWithin(ctx context.Context, identity string, payload []byt
 				_ = c.cm.Close(context.Background())
 			}
 		}()
-		return nil, compileStopped(ctx)
+		return nil, stopped(ctx, "compiling the payload")
 	}
-}
-
-func compileStopped(ctx context.Context) error {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return errf(protocol.CodeCancelled, "compiling the payload was cancelled")
-	}
-	return errf(protocol.CodeTimeout, "compiling the payload did not finish before its deadline")
 }
 
 // releaseModule ends a use of the compiled module of identity, closing it

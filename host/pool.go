@@ -130,10 +130,16 @@ func (p *pool) initialise(ctx context.Context, in *instance) error {
 }
 
 func initStopped(ctx context.Context, name string) error {
+	return stopped(ctx, fmt.Sprintf("initialising an instance of %q", name))
+}
+
+// stopped is the error of work (what) that ctx ended: cancelled, or past
+// its deadline.
+func stopped(ctx context.Context, what string) error {
 	if errors.Is(ctx.Err(), context.Canceled) {
-		return errf(protocol.CodeCancelled, "initialising an instance of %q was cancelled", name)
+		return errf(protocol.CodeCancelled, "%s was cancelled", what)
 	}
-	return errf(protocol.CodeTimeout, "initialising an instance of %q did not finish before its deadline", name)
+	return errf(protocol.CodeTimeout, "%s did not finish before its deadline", what)
 }
 
 // call writes data into the guest, calls fn(ptr, len) and returns the

@@ -394,18 +394,13 @@ func TestClusterLoad(t *testing.T) {
 	case <-time.After(before):
 	case <-ctx.Done():
 	}
-	for tick := time.NewTicker(10 * time.Millisecond); ctx.Err() == nil && failed.Load() == 0; <-tick.C {
-		cold := 0
-		for _, w := range workers {
-			if !w.warm.Load() {
-				cold++
-			}
-		}
-		if cold == 0 {
-			tick.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	for ; ctx.Err() == nil && failed.Load() == 0; <-tick.C {
+		if !slices.ContainsFunc(workers, func(w *loadWorker) bool { return !w.warm.Load() }) {
 			break
 		}
 	}
+	tick.Stop()
 	killedAt := time.Now()
 	recovered := killedAt.Add(during)
 	stopAt.Store(recovered.Add(after).UnixNano())
