@@ -47,10 +47,8 @@ trap 'rm -f "$failed_tests"' EXIT
 # The host package compiles seven Go guests cold under the race detector
 # (wazero's compiler instrumented): minutes on two quiet cores, over
 # ten on two loaded ones (640 s at load 9: a 10-minute bound killed it).
-# -p 3: on two cores two packages at a time left a sixth of the machine idle
-# (tests waiting on processes, browsers and timers); a third fills it.
 go_tests() {
-  CI=true go test -race -p 3 -timeout 14m -json ./... | go run ./internal/testsummary -o "$failed_tests"
+  CI=true go test -race -timeout 14m -json ./... | go run ./internal/testsummary -o "$failed_tests"
 }
 
 # The TypeScript example tools' npm dependencies, before go test: the Go
