@@ -2,8 +2,8 @@
 # Runs every test of brain on a fresh machine: installs what the tests need
 # (Debian's chromium for the page handle), then gofmt, go vet, staticcheck,
 # go test -race over every package (the docs test included: it runs the
-# shell blocks of README.md and docs/*.md), the allocation bounds without
-# the race detector, the TypeScript client's tests, and the TypeScript
+# shell blocks of README.md and docs/*.md), the allocation bounds and the
+# JavaScript engine's limit tests without the race detector, the TypeScript client's tests, and the TypeScript
 # tool SDK's and example tools' type checks (their npm dependencies are
 # installed first, with npm ci). Every step runs even if an earlier one failed; the last lines name
 # what failed (steps, then failing tests, one per line). Exit status 0 only
@@ -42,7 +42,7 @@ check_gofmt() {
 }
 
 failed_tests=$(mktemp)
-trap 'rm -f "$failed_tests"' EXIT
+trap 'rm -f "$failed_tests" "$failed_tests.racefree"' EXIT
 # -timeout 14m: a package's own bound, under the whole run's 15 minutes.
 # The host package compiles seven Go guests cold under the race detector
 # (wazero's compiler instrumented): minutes on two quiet cores, over
@@ -77,6 +77,19 @@ step "go test" go_tests
 # allocates on its own, and its shadow memory grows the process), so they
 # run here without it.
 step "allocation bounds" go test -trimpath -count=1 -run 'Allocs$|Leaks$' ./protocol/ ./server/ ./internal/jsvm/
+# The tests that drive the JavaScript engine to its limits skip themselves
+# under the race detector, where the transpiled engine runs 20-50x slower
+# (testutil.SkipUnderRace): their packages run again here without it.
+race_free_tests() {
+  local pkgs
+  pkgs=$(git grep -l 'testutil.SkipUnderRace(t)' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's#^#./#')
+  # shellcheck disable=SC2086 # one argument per package
+  go test -trimpath -count=1 -json $pkgs | go run ./internal/testsummary -o "$failed_tests.racefree"
+  local status=$?
+  cat "$failed_tests.racefree" >>"$failed_tests"
+  return $status
+}
+step "without the race detector" race_free_tests
 step "TypeScript client" clients/ts/test.sh
 step "TypeScript tool SDK" sdk/ts/test.sh
 step "TypeScript tools: tsc" ts_tools_check

@@ -15,6 +15,7 @@ import (
 	"github.com/brainrt/brain/build"
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/provide/fsroot"
 	"github.com/brainrt/brain/tool"
@@ -79,7 +80,11 @@ func TestManifestGolden(t *testing.T) {
 	}
 
 	// End to end: host the artifact and read a file through it.
-	h, err := host.New(context.Background(), &host.Options{CacheDir: t.TempDir()})
+	cache := t.TempDir()
+	if err := testutil.WarmCache(cache, a.ManifestPath); err != nil { // under -race: testutil.WarmCache says why
+		t.Fatal(err)
+	}
+	h, err := host.New(context.Background(), &host.Options{CacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/brainrt/brain/build"
 	"github.com/brainrt/brain/host/jshost"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/kernel"
 )
 
@@ -43,6 +44,7 @@ func npmCI(t testing.TB, dir string) {
 // give identical bytes (and so identities), echo's artifact is the golden
 // one, and it runs end to end on a hosting environment.
 func TestBuildScriptsGolden(t *testing.T) {
+	testutil.SkipUnderRace(t)
 	npmCI(t, tsProject)
 	ctx := context.Background()
 	dirs := []string{t.TempDir(), t.TempDir()}

@@ -22,6 +22,45 @@ type Artifact struct {
 // Manifest returns the artifact's manifest.
 func (a *Artifact) Manifest() tool.Manifest { return a.m }
 
+// Compile verifies the payload and compiles it into the host's compilation
+// cache without provisioning an instance, so that a later attach — in this
+// process or another sharing the cache directory — loads the compiled code
+// instead of compiling. A payload that does not compile is an error here,
+// as it would fail the attach. ctx bounds the wait, as it bounds an
+// attach's compile.
+func (a *Artifact) Compile(ctx context.Context) error {
+	if err := CheckRuntime(a.m); err != nil {
+		return err
+	}
+	payload, err := a.verifiedPayload()
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil { // ended already: compile nothing
+		return stopped(ctx, "compiling the payload")
+	}
+	cm, err := a.h.compileWithin(ctx, a.m.Payload, payload)
+	if err != nil {
+		return err
+	}
+	return cm.Close(ctx)
+}
+
+// verifiedPayload returns the artifact's payload once it is known to match
+// its identity: never compile bytes that are not what the manifest names.
+func (a *Artifact) verifiedPayload() ([]byte, error) {
+	a.h.mu.RLock()
+	payload, ok := a.h.payloads[a.m.Payload]
+	a.h.mu.RUnlock()
+	if !ok {
+		return nil, errf(protocol.CodeNotFound, "unknown payload identity %q: the host holds no such payload", a.m.Payload)
+	}
+	if got := Identity(payload); got != a.m.Payload {
+		return nil, errf(protocol.CodeInvalidRequest, "payload does not match its identity %s (got %s)", a.m.Payload, got)
+	}
+	return payload, nil
+}
+
 // Provision verifies the payload, compiles it (or loads it from the cache,
 // or shares the module a provisioned instance of the same payload on this
 // host uses), checks that it imports host functions only for the handles it declares,
@@ -31,14 +70,9 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 	if err := CheckRuntime(a.m); err != nil {
 		return nil, err
 	}
-	a.h.mu.RLock()
-	payload, ok := a.h.payloads[a.m.Payload]
-	a.h.mu.RUnlock()
-	if !ok {
-		return nil, errf(protocol.CodeNotFound, "unknown payload identity %q: the host holds no such payload", a.m.Payload)
-	}
-	if got := Identity(payload); got != a.m.Payload { // never compile bytes that are not what the manifest names
-		return nil, errf(protocol.CodeInvalidRequest, "payload does not match its identity %s (got %s)", a.m.Payload, got)
+	payload, err := a.verifiedPayload()
+	if err != nil {
+		return nil, err
 	}
 	cm, err := a.h.acquireModule(ctx, a.m.Payload, payload)
 	if err != nil {

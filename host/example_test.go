@@ -35,3 +35,24 @@ func ExampleHost_Stats() {
 	}
 	// Output: echo: 1 of 2 instances, 0 in use, 0 discarded
 }
+
+// ExampleArtifact_Compile warms a compilation cache at deploy time: a host
+// started later over the same directory (this process or another) loads
+// the compiled code at attach instead of compiling it.
+func ExampleArtifact_Compile() {
+	ctx := context.Background()
+	h, err := host.New(ctx, &host.Options{CacheDir: cacheDir})
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close(ctx)
+	echo, err := h.LoadManifest(filepath.Join(artifacts, "echo.tool.json"))
+	if err != nil {
+		panic(err)
+	}
+	if err := echo.Compile(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("compiled", echo.Manifest().Name, "into", filepath.Base(cacheDir))
+	// Output: compiled echo into cache
+}

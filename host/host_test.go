@@ -13,6 +13,7 @@ import (
 	"github.com/brainrt/brain/build"
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/fsroot"
@@ -44,6 +45,18 @@ func TestMain(m *testing.M) {
 	}
 	artifacts = dir
 	cacheDir = filepath.Join(dir, "cache")
+	var manifests []string
+	for _, t := range testTools {
+		manifests = append(manifests, filepath.Join(dir, t+".tool.json"))
+	}
+	// Under the race detector the shared cache is filled by a process
+	// without it (testutil.WarmCache says why); the tests that compile on
+	// purpose (TestCompileDeadline, the cache's own tests, the
+	// instrumentation's) use payloads or caches of their own.
+	if err := testutil.WarmCache(cacheDir, manifests...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

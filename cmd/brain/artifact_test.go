@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/brainrt/brain/internal/testutil"
 )
 
 // TestBuildInspectRun drives the artifact commands as a user would:
@@ -34,6 +36,9 @@ func TestBuildInspectRun(t *testing.T) {
 		t.Fatalf("build: %d %s %s", code, stdout, stderr)
 	}
 	artifact := filepath.Join(out, "fs.read.tool.json")
+	if err := testutil.WarmCache(cache, artifact); err != nil { // under -race: testutil.WarmCache says why
+		t.Fatal(err)
+	}
 
 	code, stdout, _ = run("inspect", artifact)
 	if code != 0 || !strings.Contains(stdout, "identity verified: sha256:") || !strings.Contains(stdout, "brain_fs.read_file") {
@@ -134,6 +139,9 @@ func TestArtifactStatePerSession(t *testing.T) {
 		t.Fatalf("build: %d %s %s", code, stdout.String(), stderr.String())
 	}
 	t.Chdir(dir)
+	if err := testutil.WarmCache(filepath.Join("data", "wazero"), filepath.Join("artifacts", "memo.tool.json")); err != nil { // brain serve's cache
+		t.Fatal(err)
+	}
 	wd, _ := os.Getwd()
 	if err := os.MkdirAll("workspace", 0o755); err != nil {
 		t.Fatal(err)

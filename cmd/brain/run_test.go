@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/brainrt/brain/internal/testutil"
 )
 
 // TestRunTimeoutBoundsAttach: `brain run --timeout` bounds the attach, not
@@ -22,6 +24,9 @@ func TestRunTimeoutBoundsAttach(t *testing.T) {
 	}
 	artifact := filepath.Join(out, "stall.tool.json")
 	cache := t.TempDir()
+	if err := testutil.WarmCache(cache, artifact); err != nil { // under -race: testutil.WarmCache says why
+		t.Fatal(err)
+	}
 	for _, mode := range []string{"ok", "spin", "sleep"} { // ok first: it fills the compilation cache
 		t.Run("init "+mode, func(t *testing.T) {
 			ws := t.TempDir()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -153,6 +154,9 @@ func TestServeMetricsWasmPool(t *testing.T) {
 		t.Fatalf("build: %d %s", code, stderr.String())
 	}
 	t.Chdir(dir)
+	if err := testutil.WarmCache(filepath.Join("data", "wazero"), filepath.Join("artifacts", "fs.read.tool.json")); err != nil { // brain serve's cache
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll("workspace", 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -33,3 +33,18 @@ func Recv[T any](t testing.TB, ch <-chan T, what string) T {
 		panic("unreachable")
 	}
 }
+
+// SkipUnderRace skips t when the race detector is on: the JavaScript
+// engine (modernc.org/quickjs, C transpiled to Go) runs 20–50× slower
+// under it, and a test that drives the engine to its memory limit or its
+// deadline, or runs zod in it at build time, takes minutes there. test.sh
+// runs every package that calls it again without the race detector (it
+// finds them with git grep), where these run;
+// the engine's Go side (slots, realms, cancellation) stays under the race
+// detector through the package's other tests.
+func SkipUnderRace(t testing.TB) {
+	t.Helper()
+	if RaceEnabled {
+		t.Skip("the JavaScript engine under the race detector: test.sh runs this package without it (testutil.SkipUnderRace)")
+	}
+}

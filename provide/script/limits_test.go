@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/script"
@@ -135,16 +134,13 @@ const catastrophic = `() => /^(a+)+(?=b)/.test("a".repeat(40))`
 // scripts a slot, the fifth keeps its slot, and the next call finds none
 // free. The slots come back as the built-ins end.
 func TestSlotsBusy(t *testing.T) {
-	// A long grant: the calls between the stuck ones make realms, seconds
-	// under the race detector on a loaded machine (past 5 s once).
+	testutil.SkipUnderRace(t)
+	// A long grant: the calls between the stuck ones make realms, which
+	// must not be what times out on a loaded machine.
 	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, &script.Options{MaxConcurrent: 1})
 	// The deadline must come inside the built-in, after the script's own
-	// set-up (a few milliseconds, a second and more under the race
-	// detector on a loaded machine).
-	inside := 100 * time.Millisecond
-	if testutil.RaceEnabled {
-		inside = 3 * time.Second
-	}
+	// set-up (a few milliseconds).
+	const inside = 100 * time.Millisecond
 	stuck := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), inside)
@@ -255,6 +251,7 @@ func TestLongTimeoutRegexp(t *testing.T) {
 // which must end with too_large (or timeout) while the process stays
 // within a small multiple of the budget.
 func TestHugeAllocations(t *testing.T) {
+	testutil.SkipUnderRace(t)
 	if testing.Short() {
 		t.Skip("allocates up to a few hundred MiB")
 	}
@@ -338,6 +335,7 @@ func TestHugeAllocations(t *testing.T) {
 // TestDeepStructures checks that structures built within the budget and
 // walked by Go code end with an error rather than a fatal stack overflow.
 func TestDeepStructures(t *testing.T) {
+	testutil.SkipUnderRace(t)
 	if testing.Short() {
 		t.Skip("builds structures of up to 100 MiB")
 	}
@@ -409,6 +407,7 @@ func TestConcurrentCalls(t *testing.T) {
 // after 8 s under a 5 s deadline, the non-ASCII one after 11.5 s, the
 // concat doubling too_large after 2.6 s.
 func TestAmplificationStopsAtOnce(t *testing.T) {
+	testutil.SkipUnderRace(t)
 	r := newRuntime(t, script.Grants{}, &script.Options{MaxConcurrent: 1})
 	serves := func(t *testing.T) {
 		t.Helper()
@@ -416,8 +415,8 @@ func TestAmplificationStopsAtOnce(t *testing.T) {
 		check(t, out, err, "42", "", "")
 	}
 	// What allocates in large steps ends in milliseconds: under half the
-	// default 5 s deadline, which leaves a loaded machine (or the race
-	// detector) a few hundred times what a quiet one takes.
+	// default 5 s deadline, which leaves a loaded machine a few hundred
+	// times what a quiet one takes.
 	bound := script.DefaultTimeout / 2
 	for _, tc := range []struct{ name, src string }{
 		{"string doubling", `() => { let s = "x"; while (true) s += s }`},
@@ -430,11 +429,8 @@ func TestAmplificationStopsAtOnce(t *testing.T) {
 			start := time.Now()
 			out, err := r.Call(context.Background(), tc.src, nil)
 			took := time.Since(start)
-			if testutil.RaceEnabled && handle.CodeOf(err) == protocol.CodeTimeout {
-				return // see raceTimeout; the run without the detector holds the bound
-			}
 			check(t, out, err, "", protocol.CodeTooLarge, "")
-			if !testutil.RaceEnabled && took > bound {
+			if took > bound {
 				t.Errorf("ended after %v, want under %v", took, bound)
 			}
 			t.Logf("too_large after %v: %v", took, err)
@@ -446,7 +442,7 @@ func TestAmplificationStopsAtOnce(t *testing.T) {
 	// machine (the transpiled engine copies an array element at about
 	// 0.3 µs), several under load. Under a long deadline it must end at
 	// the budget, not at the deadline.
-	long := newRuntime(t, script.Grants{Timeout: raceGrant(30 * time.Second)}, &script.Options{MaxConcurrent: 1})
+	long := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, &script.Options{MaxConcurrent: 1})
 	for _, tc := range []struct{ name, src string }{
 		{"array doubling", `() => { let a = [1]; while (true) a = a.concat(a) }`},
 		{"join", `() => Array(1e6).fill("x".repeat(1000)).join("")`},
@@ -456,9 +452,6 @@ func TestAmplificationStopsAtOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
 			out, err := long.Call(context.Background(), tc.src, nil)
-			if testutil.RaceEnabled && handle.CodeOf(err) == protocol.CodeTimeout {
-				return // see raceTimeout
-			}
 			check(t, out, err, "", protocol.CodeTooLarge, "")
 			t.Logf("too_large after %v: %v", time.Since(start), err)
 			serves(t)
