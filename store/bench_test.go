@@ -58,6 +58,62 @@ func BenchmarkLoad1000(b *testing.B) {
 	}
 }
 
+// wakeLog is a 1,000-event log of finished calls: each call's invocation
+// and then its outcome, so that a restore leaves nothing pending and
+// appends nothing (a wake that appended would grow the log each op).
+func wakeLog(n int) []session.Event {
+	events := make([]session.Event, 0, n)
+	for i := 0; len(events) < n; i++ {
+		e := benchEvent(uint64(len(events) + 1))
+		inv := *e.Msg.(*protocol.CapabilityInvoked)
+		inv.CallID = fmt.Sprintf("cq3k5x7m2-%d", i)
+		events = append(events, session.Event{Seq: e.Seq, Msg: &inv})
+		if len(events) < n {
+			events = append(events, session.Event{Seq: e.Seq + 1, Msg: &protocol.CapabilityOutcome{
+				CallID: inv.CallID, Name: inv.Name, Outcome: protocol.OK(json.RawMessage(`{"text":"- buy milk\n- write the wake benchmark"}`)),
+			}})
+		}
+	}
+	return events
+}
+
+// BenchmarkWake wakes a hibernated session of 1,000 events from an
+// embedded store: "load" is [store.Store.Load] alone; "wake" is what
+// package server does to wake a session — the journal (which reads the
+// session's last event), the load, and [session.Restore] journaling to
+// it.
+func BenchmarkWake(b *testing.B) {
+	const n = 1000
+	st := open(b, b.TempDir(), nil)
+	j := journal(b, st, "wake")
+	appendAll(b, j, wakeLog(n)...)
+	b.Run("load", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if got := load(b, st, "wake"); len(got) != n {
+				b.Fatalf("loaded %d events", len(got))
+			}
+		}
+	})
+	b.Run("wake", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			j, err := st.Journal("wake")
+			if err != nil {
+				b.Fatal(err)
+			}
+			events := load(b, st, "wake")
+			s, err := session.Restore("wake", events, &session.Options{Journal: j}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got := s.LastSeq(); got != n {
+				b.Fatalf("restored up to seq %d, want %d (the restore appended)", got, n)
+			}
+		}
+	})
+}
+
 // BenchmarkAppendParallel appends from concurrent goroutines, each its own
 // session's journal (a session appends in seq order, one at a time), to one
 // embedded store: the shape of many sessions busy at once. It reports
