@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -81,7 +83,9 @@ func wakeLog(n int) []session.Event {
 // embedded store: "load" is [store.Store.Load] alone; "wake" is what
 // package server does to wake a session — the journal (which reads the
 // session's last event), the load, and [session.Restore] journaling to
-// it.
+// it. Besides ns/op it reports cpu-ns/op, the process's CPU time (user
+// and system, every goroutine's, the embedded server's included) a wake:
+// on a shared machine the wall time is mostly the wait for a core.
 func BenchmarkWake(b *testing.B) {
 	const n = 1000
 	st := open(b, b.TempDir(), nil)
@@ -89,6 +93,7 @@ func BenchmarkWake(b *testing.B) {
 	appendAll(b, j, wakeLog(n)...)
 	b.Run("load", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		for b.Loop() {
 			if got := load(b, st, "wake"); len(got) != n {
 				b.Fatalf("loaded %d events", len(got))
@@ -97,6 +102,7 @@ func BenchmarkWake(b *testing.B) {
 	})
 	b.Run("wake", func(b *testing.B) {
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		for b.Loop() {
 			j, err := st.Journal("wake")
 			if err != nil {
@@ -112,6 +118,24 @@ func BenchmarkWake(b *testing.B) {
 			}
 		}
 	})
+}
+
+// reportCPU starts counting the process's CPU time; the function it
+// returns reports it as cpu-ns/op.
+func reportCPU(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
 }
 
 // BenchmarkAppendParallel appends from concurrent goroutines, each its own
