@@ -24,11 +24,11 @@ func PublishRaw(ctx context.Context, s *Store, sessionID string, data []byte) (u
 }
 
 // SetLoadLimits lowers the batches of the store's loads to batch events
-// and (direct gets) maxBytes bytes; 0 keeps a limit. Call it before the
-// first load.
+// (direct gets and pulls) and maxBytes bytes (direct gets); 0 keeps a
+// limit. Call it before the first load.
 func SetLoadLimits(s *Store, batch, maxBytes int) {
 	if batch > 0 {
-		s.loadBatch = batch
+		s.loadBatch, s.pullBatch = batch, batch
 	}
 	if maxBytes > 0 {
 		s.loadMaxBytes = maxBytes

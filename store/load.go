@@ -30,12 +30,16 @@ import (
 // loadDirect reads them (Open). docs/RATIONALE.md ("Why batched direct
 // gets for a wake?") has the measurements.
 const (
-	// loadBatch is how many events one batch of [Store.Load] asks for.
-	// The embedded server answers a direct get on the goroutine that
+	// loadBatch is how many events one direct get of [Store.Load] asks
+	// for. The embedded server answers a direct get on the goroutine that
 	// reads the store's connection, holding the stream's isolation lock
 	// (which writes wait for): a batch bounds how long the appends of
 	// other sessions wait behind a wake.
 	loadBatch = 256
+	// pullBatch is how many events one pull of a load's consumer asks
+	// for: the consumer sends them from a goroutine of its own, and on an
+	// external server each pull is a network round trip.
+	pullBatch = 512
 	// loadMaxBytes caps a direct-get batch's bytes (subjects, headers and
 	// events): the server stops after the message that reaches it, so a
 	// batch of the largest events (MaxEventBytes, about 1 MiB) holds two.
@@ -61,10 +65,10 @@ const (
 // session deleted while Load reads it. Events appended while Load runs may
 // or may not be included.
 //
-// Load reads in batches of up to 256 events: through batched direct gets
+// Load reads in batches: through batched direct gets of up to 256 events
 // on the embedded server, and through an ephemeral consumer, deleted when
-// done, on an external one. A context without a deadline bounds each
-// request by Options.Timeout.
+// done, pulling up to 512, on an external one. A context without a
+// deadline bounds each request by Options.Timeout.
 func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, error) {
 	subj, err := subjectFor(sessionID)
 	if err != nil {
@@ -325,7 +329,7 @@ func (s *Store) load(ctx context.Context, subj string) ([]session.Event, error) 
 	pending := cons.CachedInfo().NumPending
 	events := make([]session.Event, 0, pending)
 	for uint64(len(events)) < pending {
-		n := min(pending-uint64(len(events)), uint64(s.loadBatch))
+		n := min(pending-uint64(len(events)), uint64(s.pullBatch))
 		rctx, cancel := s.requestContext(ctx)
 		got, err := fetchInto(rctx, cons, int(n), &events)
 		cancel()

@@ -134,11 +134,11 @@ type Store struct {
 	// their batches arrive.
 	direct bool
 	loads  replySlots
-	// loadBatch and loadMaxBytes bound a load's batches (load.go's
-	// constants; tests lower them). loadHook, set only by tests, runs
-	// between a load's batches.
-	loadBatch, loadMaxBytes int
-	loadHook                func()
+	// loadBatch, loadMaxBytes and pullBatch bound a load's batches
+	// (load.go's constants; tests lower them). loadHook, set only by
+	// tests, runs between a load's batches.
+	loadBatch, loadMaxBytes, pullBatch int
+	loadHook                           func()
 	// countsReady: the owners bucket counts each owner's sessions
 	// (owned.go); countsMu serializes making the counts of an older one.
 	countsReady atomic.Bool
@@ -180,7 +180,7 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, log: o.Logger, connClosed: make(chan struct{}), health: newHealth(), loadBatch: loadBatch, loadMaxBytes: loadMaxBytes}
+	s := &Store{opts: o, log: o.Logger, connClosed: make(chan struct{}), health: newHealth(), loadBatch: loadBatch, loadMaxBytes: loadMaxBytes, pullBatch: pullBatch}
 	s.loads.buffer = loadBatch + 1
 	defer func() {
 		if err != nil {
