@@ -176,6 +176,9 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // DecodeFrame accepts what the kernel sends (frames with "seq" and "ref");
 // a kernel decoding what a peer sent uses [DecodePeerFrame].
 func DecodeFrame(data []byte) (*Frame, error) {
+	if f, ok := decodeFrameFast(data); ok { // a kernel frame (decodefast.go)
+		return f, nil
+	}
 	f, _, err := decodeFrame(data)
 	return f, err
 }
@@ -203,6 +206,12 @@ func DecodePeerFrame(data []byte) (*Frame, error) {
 }
 
 func decodeFrame(data []byte) (*Frame, map[string]bool, error) {
+	return decodeFrameWith(data, DecodeMessage)
+}
+
+// decodeFrameWith is decodeFrame decoding the message with decodeMsg (a
+// test gives decodeMessageStrict).
+func decodeFrameWith(data []byte, decodeMsg func([]byte) (Message, error)) (*Frame, map[string]bool, error) {
 	if len(data) > MaxFrameBytes {
 		return nil, nil, &DecodeError{Code: CodeTooLarge, Err: fmt.Errorf("frame is %d bytes, more than the limit of %d", len(data), MaxFrameBytes)}
 	}
@@ -229,7 +238,7 @@ func decodeFrame(data []byte) (*Frame, map[string]bool, error) {
 	if fj.V != Version {
 		return fail(fmt.Errorf("v: unsupported protocol version %d (want %d)", fj.V, Version))
 	}
-	msg, err := DecodeMessage(fj.Msg)
+	msg, err := decodeMsg(fj.Msg)
 	if err != nil {
 		return fail(fmt.Errorf("msg: %w", err))
 	}
@@ -267,6 +276,14 @@ func frameID(data []byte) string {
 
 // DecodeMessage decodes one message strictly by its "type".
 func DecodeMessage(data []byte) (Message, error) {
+	if m, ok := decodeMessageFast(data); ok { // decodefast.go
+		return m, nil
+	}
+	return decodeMessageStrict(data)
+}
+
+// decodeMessageStrict is DecodeMessage without its fast path.
+func decodeMessageStrict(data []byte) (Message, error) {
 	var head struct {
 		Type *Type `json:"type"`
 	}

@@ -32,10 +32,16 @@ func checkFields(data []byte, allowed map[string]bool, required ...string) error
 
 // checkKeys is checkFields on the keys objectKeys returned.
 func checkKeys(seen, allowed map[string]bool, required ...string) error {
+	// The first unknown field in sorted order, so that a frame with
+	// several gets the same error every time (map order is random).
+	bad, found := "", false
 	for k := range seen {
-		if !allowed[k] {
-			return fmt.Errorf("unknown field %q (allowed: %s)", k, strings.Join(sortedKeys(allowed), ", "))
+		if !allowed[k] && (!found || k < bad) {
+			bad, found = k, true
 		}
+	}
+	if found {
+		return fmt.Errorf("unknown field %q (allowed: %s)", bad, strings.Join(sortedKeys(allowed), ", "))
 	}
 	for _, r := range required {
 		if !seen[r] {
@@ -69,58 +75,70 @@ func objectKeys(data []byte) (map[string]bool, error) {
 // but an object whose keys are printable ASCII without escapes; dup is the
 // first key seen twice, if any.
 func scanKeys(data []byte) (seen map[string]bool, dup *string, ok bool) {
+	seen, dup, _, ok = scanKeysCapture(data, "")
+	return seen, dup, ok
+}
+
+// scanKeysCapture is scanKeys that also returns the raw value of the last
+// top-level key equal to capture (nil if none; "" captures nothing).
+func scanKeysCapture(data []byte, capture string) (seen map[string]bool, dup *string, val []byte, ok bool) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	seen = make(map[string]bool, 8)
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
-		return seen, nil, true
+		return seen, nil, nil, true
 	}
 	for i < len(data) {
 		if data[i] != '"' {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		j := i + 1
 		for j < len(data) && data[j] != '"' {
 			if c := data[j]; c == '\\' || c < 0x20 || c >= 0x7f {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
 			j++
 		}
 		if j >= len(data) {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		k, ok := keyNames()[string(data[i+1:j])] // a lookup that allocates nothing
 		if !ok {
 			k = string(data[i+1 : j])
 		}
 		if seen[k] && dup == nil {
-			dup = &k
+			d := k // its own variable: &k would move every key to the heap
+			dup = &d
 		}
 		seen[k] = true
 		i = skipSpace(data, j+1)
 		if i >= len(data) || data[i] != ':' {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
-		if i = skipValue(data, skipSpace(data, i+1)); i < 0 {
-			return nil, nil, false
+		start := skipSpace(data, i+1)
+		if i = skipValue(data, start); i < 0 {
+			return nil, nil, nil, false
+		}
+		if capture != "" && k == capture {
+			val = data[start:i]
 		}
 		i = skipSpace(data, i)
 		if i >= len(data) {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		switch data[i] {
 		case ',':
 			i = skipSpace(data, i+1)
 		case '}':
-			return seen, dup, true
+			return seen, dup, val, true
 		default:
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 	}
-	return nil, nil, false
+	return nil, nil, nil, false
 }
 
 var (

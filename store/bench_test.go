@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -54,6 +56,84 @@ func BenchmarkLoad1000(b *testing.B) {
 	for b.Loop() {
 		if got := load(b, st, "bench"); len(got) != 1000 {
 			b.Fatalf("loaded %d events", len(got))
+		}
+	}
+}
+
+// wakeLog is a 1,000-event log of finished calls: each call's invocation
+// and then its outcome, so that a restore leaves nothing pending and
+// appends nothing (a wake that appended would grow the log each op).
+func wakeLog(n int) []session.Event {
+	events := make([]session.Event, 0, n)
+	for i := 0; len(events) < n; i++ {
+		e := benchEvent(uint64(len(events) + 1))
+		inv := *e.Msg.(*protocol.CapabilityInvoked)
+		inv.CallID = fmt.Sprintf("cq3k5x7m2-%d", i)
+		events = append(events, session.Event{Seq: e.Seq, Msg: &inv})
+		if len(events) < n {
+			events = append(events, session.Event{Seq: e.Seq + 1, Msg: &protocol.CapabilityOutcome{
+				CallID: inv.CallID, Name: inv.Name, Outcome: protocol.OK(json.RawMessage(`{"text":"- buy milk\n- write the wake benchmark"}`)),
+			}})
+		}
+	}
+	return events
+}
+
+// BenchmarkWake wakes a hibernated session of 1,000 events from an
+// embedded store: "load" is [store.Store.Load] alone; "wake" is what
+// package server does to wake a session — the journal (which reads the
+// session's last event), the load, and [session.Restore] journaling to
+// it. Besides ns/op it reports cpu-ns/op, the process's CPU time (user
+// and system, every goroutine's, the embedded server's included) a wake:
+// on a shared machine the wall time is mostly the wait for a core.
+func BenchmarkWake(b *testing.B) {
+	const n = 1000
+	st := open(b, b.TempDir(), nil)
+	j := journal(b, st, "wake")
+	appendAll(b, j, wakeLog(n)...)
+	b.Run("load", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			if got := load(b, st, "wake"); len(got) != n {
+				b.Fatalf("loaded %d events", len(got))
+			}
+		}
+	})
+	b.Run("wake", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			j, err := st.Journal("wake")
+			if err != nil {
+				b.Fatal(err)
+			}
+			events := load(b, st, "wake")
+			s, err := session.Restore("wake", events, &session.Options{Journal: j}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got := s.LastSeq(); got != n {
+				b.Fatalf("restored up to seq %d, want %d (the restore appended)", got, n)
+			}
+		}
+	})
+}
+
+// reportCPU starts counting the process's CPU time; the function it
+// returns reports it as cpu-ns/op.
+func reportCPU(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op")
 		}
 	}
 }

@@ -9,15 +9,41 @@ import (
 )
 
 // PublishRaw stores data as the session's next message, bypassing the
-// journal: tests use it to plant an event that does not decode.
-func PublishRaw(ctx context.Context, s *Store, sessionID string, data []byte) error {
+// journal, and returns its stream sequence: tests use it to plant an
+// event that does not decode.
+func PublishRaw(ctx context.Context, s *Store, sessionID string, data []byte) (uint64, error) {
 	subj, err := subjectFor(sessionID)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = s.js.Publish(ctx, subj, data)
-	return err
+	ack, err := s.js.Publish(ctx, subj, data)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
+
+// SetLoadLimits lowers the batches of the store's loads to batch events
+// (direct gets and pulls) and maxBytes bytes (direct gets); 0 keeps a
+// limit. Call it before the first load.
+func SetLoadLimits(s *Store, batch, maxBytes int) {
+	if batch > 0 {
+		s.loadBatch, s.pullBatch = batch, batch
+	}
+	if maxBytes > 0 {
+		s.loadMaxBytes = maxBytes
+	}
+}
+
+// LoadThroughConsumers makes the store's loads read through an ephemeral
+// consumer, as a replicated store's do.
+func LoadThroughConsumers(s *Store) { s.direct = false }
+
+// LoadsDirect reports whether the store's loads use direct gets.
+func LoadsDirect(s *Store) bool { return s.direct }
+
+// BetweenBatches makes f run between the batches of every load.
+func BetweenBatches(s *Store, f func()) { s.loadHook = f }
 
 // ErrInjected is the error of a publish failed by FailNextPublish.
 var ErrInjected = errors.New("injected publish failure")

@@ -46,8 +46,11 @@ type replySlot struct {
 
 // replySlots are a store's idle reply slots.
 type replySlots struct {
-	mu   sync.Mutex
-	idle []*replySlot
+	// buffer is each new slot's channel capacity; 0 means slotBuffer. A
+	// load's slots (load.go) take a whole batch and its end.
+	buffer int
+	mu     sync.Mutex
+	idle   []*replySlot
 }
 
 // take returns an idle slot, or subscribes a new one.
@@ -60,7 +63,11 @@ func (r *replySlots) take(nc *nats.Conn) (*replySlot, error) {
 		return sl, nil
 	}
 	r.mu.Unlock()
-	sl := &replySlot{ch: make(chan *nats.Msg, slotBuffer), prefix: nc.NewInbox() + "."}
+	size := r.buffer
+	if size <= 0 {
+		size = slotBuffer
+	}
+	sl := &replySlot{ch: make(chan *nats.Msg, size), prefix: nc.NewInbox() + "."}
 	sub, err := nc.ChanSubscribe(sl.prefix+"*", sl.ch)
 	if err != nil {
 		return nil, err
@@ -84,6 +91,10 @@ func (r *replySlots) give(sl *replySlot) {
 		_ = sl.sub.Unsubscribe()
 	}
 }
+
+// drop unsubscribes sl instead of keeping it: replies may still be on
+// their way to it.
+func (r *replySlots) drop(sl *replySlot) { _ = sl.sub.Unsubscribe() }
 
 // request publishes m with the slot's next reply subject and waits at
 // most timeout for the reply to that attempt: nats.ErrTimeout without

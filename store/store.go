@@ -33,8 +33,6 @@ const (
 	// maxPayload is the embedded server's largest message: a frame of
 	// protocol.MaxFrameBytes and its headers fit.
 	maxPayload = 2 << 20
-	// loadBatch is how many events one pull of [Store.Load] asks for.
-	loadBatch = 512
 	// startTimeout bounds the embedded server's start when ctx has no
 	// deadline (it recovers its streams before it is ready).
 	startTimeout = 30 * time.Second
@@ -132,6 +130,15 @@ type Store struct {
 	owners   jetstream.KeyValue // who created each session (owners.go)
 	replies  replySlots         // where journal appends wait for acknowledgements (reply.go)
 	idx      index              // the sessions with stored events, by id (index.go)
+	// direct: loads use batched direct gets (load.go); loads is where
+	// their batches arrive.
+	direct bool
+	loads  replySlots
+	// loadBatch, loadMaxBytes and pullBatch bound a load's batches
+	// (load.go's constants; tests lower them). loadHook, set only by
+	// tests, runs between a load's batches.
+	loadBatch, loadMaxBytes, pullBatch int
+	loadHook                           func()
 	// countsReady: the owners bucket counts each owner's sessions
 	// (owned.go); countsMu serializes making the counts of an older one.
 	countsReady atomic.Bool
@@ -173,7 +180,8 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, log: o.Logger, connClosed: make(chan struct{}), health: newHealth()}
+	s := &Store{opts: o, log: o.Logger, connClosed: make(chan struct{}), health: newHealth(), loadBatch: loadBatch, loadMaxBytes: loadMaxBytes, pullBatch: pullBatch}
+	s.loads.buffer = loadBatch + 1
 	defer func() {
 		if err != nil {
 			s.shutdown()
@@ -224,6 +232,11 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 	if s.stream, err = s.js.CreateOrUpdateStream(rctx, cfg); err != nil {
 		return nil, fmt.Errorf("store: create stream %s: %w", streamName, err)
 	}
+	// Loads use batched direct gets on the embedded server only: its
+	// version is the one go.mod pins, whose batches' protocol the tests
+	// check (load.go); an external server's may answer a batch otherwise
+	// (before v2.11 it sends one message and no end of batch).
+	s.direct = s.ns != nil && s.stream.CachedInfo().Config.AllowDirect
 	if s.owners, err = s.js.CreateOrUpdateKeyValue(rctx, jetstream.KeyValueConfig{
 		Bucket:      ownersBucket,
 		Description: "brain: who created each session",
@@ -396,149 +409,6 @@ func (s *Store) last(ctx context.Context, subj string) (lastEvent, error) {
 		return lastEvent{}, fmt.Errorf("stream sequence %d: %w", m.Sequence, err)
 	}
 	return lastEvent{streamSeq: m.Sequence, seq: f.Seq, token: m.Header.Get(tokenHeader)}, nil
-}
-
-// Load returns every event stored for the session, in seq order: an empty
-// slice for a session never stored, or deleted. An event that does not
-// decode is an error naming its stream sequence, never skipped. Events
-// appended while Load runs may or may not be included.
-//
-// Load reads through an ephemeral consumer, deleted when done; a context
-// without a deadline bounds each request by Options.Timeout.
-func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, error) {
-	subj, err := subjectFor(sessionID)
-	if err != nil {
-		return nil, err
-	}
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	var events []session.Event
-	err = s.retryEach(ctx, fmt.Sprintf("load session %q", sessionID), 0, func(ctx context.Context) error {
-		events, err = s.load(ctx, subj)
-		return err
-	})
-	// Replicated, the load's consumer may sit on a follower that has not
-	// applied the latest acknowledged events: load again until the events
-	// reach the last one the leader holds (a node taking a session over
-	// must restore everything its peers were shown).
-	for try := 0; err == nil && s.opts.Replicas > 1; try++ {
-		var last lastEvent
-		err = s.retry(ctx, fmt.Sprintf("read the last event of session %q", sessionID), func(ctx context.Context) error {
-			last, err = s.last(ctx, subj)
-			return err
-		})
-		if err != nil || last.streamSeq == 0 || (len(events) > 0 && events[len(events)-1].Seq >= last.seq) {
-			break
-		}
-		if try == loadCatchUp {
-			err = fmt.Errorf("the events stop at %d of %d after %d loads: a replica lags", len(events), last.seq, try+1)
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // a follower catching up
-		events, err = s.load(ctx, subj)
-	}
-	if errors.Is(err, ErrUnavailable) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: load session %q: %w", sessionID, err)
-	}
-	return events, nil
-}
-
-// loadCatchUp bounds the loads again of a replicated session that lag
-// its leader.
-const loadCatchUp = 50
-
-func (s *Store) load(ctx context.Context, subj string) ([]session.Event, error) {
-	rctx, cancel := s.requestContext(ctx)
-	cons, err := s.stream.CreateConsumer(rctx, jetstream.ConsumerConfig{
-		FilterSubject:     subj,
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		AckPolicy:         jetstream.AckNonePolicy,
-		MemoryStorage:     true,
-		Replicas:          1,
-		InactiveThreshold: time.Minute, // in case the delete below is lost
-	})
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("create consumer: %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
-		defer cancel()
-		if err := s.stream.DeleteConsumer(dctx, cons.CachedInfo().Name); err != nil {
-			s.log.Debug("delete load consumer", slog.String(logKeyError, err.Error()))
-		}
-	}()
-	pending := cons.CachedInfo().NumPending
-	events := make([]session.Event, 0, pending)
-	for uint64(len(events)) < pending {
-		n := min(pending-uint64(len(events)), loadBatch)
-		rctx, cancel := s.requestContext(ctx)
-		got, err := fetchInto(rctx, cons, int(n), &events)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if got == 0 {
-			// The session was deleted or trimmed while loading.
-			return nil, fmt.Errorf("fetch: %d events missing (deleted while loading?)", pending-uint64(len(events)))
-		}
-	}
-	return events, nil
-}
-
-// fetchInto fetches up to n events from cons and appends them to events,
-// returning how many came. A fetch that meets no responders before any
-// event came is sent again after a pause until ctx ends: in a cluster the
-// consumer just created may sit on another server whose interest in its
-// pull requests has not reached this connection's server yet (seen in
-// TestClusterLeases: "fetch: nats: no responders available for request").
-func fetchInto(ctx context.Context, cons jetstream.Consumer, n int, events *[]session.Event) (int, error) {
-	for {
-		got, err := fetchOnce(ctx, cons, n, events)
-		if got > 0 || !errors.Is(err, nats.ErrNoResponders) {
-			return got, err
-		}
-		t := time.NewTimer(fetchRetryWait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return 0, fmt.Errorf("%w (and then %w)", err, ctx.Err())
-		}
-	}
-}
-
-// fetchRetryWait is the pause before a fetch that met no responders is sent
-// again: interest reaches the other servers of a cluster in milliseconds.
-const fetchRetryWait = 20 * time.Millisecond
-
-// fetchOnce is one fetch of fetchInto.
-func fetchOnce(ctx context.Context, cons jetstream.Consumer, n int, events *[]session.Event) (int, error) {
-	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx))
-	if err != nil {
-		return 0, fmt.Errorf("fetch: %w", err)
-	}
-	got := 0
-	for m := range batch.Messages() {
-		got++
-		md, err := m.Metadata()
-		if err != nil {
-			return got, err
-		}
-		f, err := protocol.DecodeFrame(m.Data())
-		if err != nil {
-			return got, fmt.Errorf("stream sequence %d: %w", md.Sequence.Stream, err)
-		}
-		*events = append(*events, session.Event{Seq: f.Seq, Msg: f.Msg})
-	}
-	if err := batch.Error(); err != nil {
-		return got, fmt.Errorf("fetch: %w", err)
-	}
-	return got, nil
 }
 
 // Sessions returns the ids of every session with stored events, sorted

@@ -358,7 +358,7 @@ func TestRetention(t *testing.T) {
 func TestLoadRefusesUndecodableEvent(t *testing.T) {
 	st := open(t, t.TempDir(), nil)
 	appendAll(t, journal(t, st, "s"), ev(1, "a"))
-	if err := store.PublishRaw(ctx(t), st, "s", []byte(`{"v":2,"seq":2,"msg":{"type":"no_such_type"}}`)); err != nil {
+	if _, err := store.PublishRaw(ctx(t), st, "s", []byte(`{"v":2,"seq":2,"msg":{"type":"no_such_type"}}`)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := st.Load(ctx(t), "s")
