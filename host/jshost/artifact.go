@@ -232,20 +232,44 @@ type Artifact struct {
 // Manifest returns the artifact's manifest.
 func (a *Artifact) Manifest() tool.Manifest { return a.m }
 
-// Provision verifies the payload, compiles it (or takes its bytecode from
-// the cache), and makes the first realm: the module evaluated, its tool
-// checked against the manifest, and its init run with the bindings and
-// the attach's handles. Every failure is returned here, so that it fails
-// the attach receipt.
-func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[string]json.RawMessage) (tool.Instance, error) {
+// Compile verifies the payload and compiles it to bytecode into the host's
+// cache (and the host's memory) without making a realm, so that a later
+// attach — in this process or another sharing the cache directory — does
+// not compile. A payload that does not compile is an error here, as it
+// would fail the attach.
+func (a *Artifact) Compile(ctx context.Context) error {
+	payload, err := a.verifiedPayload()
+	if err != nil {
+		return err
+	}
+	_, err = a.h.bytecode(ctx, a.m.Payload, payload)
+	return err
+}
+
+// verifiedPayload returns the artifact's payload once it is known to match
+// its identity: never compile bytes that are not what the manifest names.
+func (a *Artifact) verifiedPayload() ([]byte, error) {
 	a.h.mu.Lock()
 	payload, ok := a.h.payloads[a.m.Payload]
 	a.h.mu.Unlock()
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeNotFound, "unknown payload identity %q: the host holds no such payload", a.m.Payload)
 	}
-	if got := Identity(payload); got != a.m.Payload { // never compile bytes that are not what the manifest names
+	if got := Identity(payload); got != a.m.Payload {
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "payload does not match its identity %s (got %s)", a.m.Payload, got)
+	}
+	return payload, nil
+}
+
+// Provision verifies the payload, compiles it (or takes its bytecode from
+// the cache), and makes the first realm: the module evaluated, its tool
+// checked against the manifest, and its init run with the bindings and
+// the attach's handles. Every failure is returned here, so that it fails
+// the attach receipt.
+func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[string]json.RawMessage) (tool.Instance, error) {
+	payload, err := a.verifiedPayload()
+	if err != nil {
+		return nil, err
 	}
 	code, err := a.h.bytecode(ctx, a.m.Payload, payload)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/brainrt/brain/host/jshost"
 	"github.com/brainrt/brain/kernel"
@@ -34,4 +36,27 @@ func Example() {
 	// [echo] js/1
 	// {"message":"hello"}
 	// invalid_input
+}
+
+// ExampleArtifact_Compile fills a bytecode cache at deploy time: a host
+// started later over the same directory attaches without compiling.
+func ExampleArtifact_Compile() {
+	dir, err := os.MkdirTemp("", "brain-js-cache-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	h, err := jshost.New(&jshost.Options{CacheDir: filepath.Join(dir, "cache")})
+	if err != nil {
+		panic(err)
+	}
+	art, err := h.LoadManifest("testdata/echo.tool.json")
+	if err != nil {
+		panic(err)
+	}
+	if err := art.Compile(context.Background()); err != nil {
+		panic(err)
+	}
+	fmt.Println("compiled", art.Manifest().Name)
+	// Output: compiled echo
 }

@@ -40,10 +40,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +50,7 @@ import (
 
 	"github.com/brainrt/brain/build"
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/tool"
@@ -111,7 +110,7 @@ func Build(ctx context.Context, opts Options) (*Harness, error) {
 	if ho.CacheDir == "" {
 		ho.CacheDir = filepath.Join(h.out, "cache")
 	}
-	if err := h.precompile(ctx, opts.Dir, ho.CacheDir); err != nil {
+	if err := h.precompile(ho.CacheDir); err != nil {
 		h.removeOut()
 		return nil, err
 	}
@@ -122,56 +121,18 @@ func Build(ctx context.Context, opts Options) (*Harness, error) {
 	return h, nil
 }
 
-// precompile compiles every payload into the host's cache with the
-// command toolstest/internal/precompile, run with `go run` and so built
-// without the race detector: under -race, wazero's compiler is itself
-// instrumented and takes about 20 s a payload instead of 1 or 2. The
-// tests' attaches then load compiled code from the cache.
-//
-// wazero files its cache under, and checks each entry against, the wazero
-// version it reads from the binary's build information; a test binary
-// carries none and says "dev", a `go run` binary says "v1.12.0". So the
-// command is linked with the version this binary reports: the code is the
-// same, both binaries being built from one go.mod.
-func (h *Harness) precompile(ctx context.Context, dir, cacheDir string) error {
-	args := []string{"run", "-ldflags=-X " + wazeroVersionVar + "=" + wazeroVersion(), precompileCmd, "-cache", cacheDir}
+// precompile compiles every payload into the host's cache in a process
+// without the race detector when this one has it (testutil.WarmCache says
+// why); the tests' attaches then load compiled code from the cache.
+func (h *Harness) precompile(cacheDir string) error {
+	var manifests []string
 	for _, b := range h.built {
-		args = append(args, b.ManifestPath)
+		manifests = append(manifests, b.ManifestPath)
 	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("precompile: %v: %s", err, bytes.TrimSpace(out.Bytes()))
+	if err := testutil.WarmCache(cacheDir, manifests...); err != nil {
+		return fmt.Errorf("precompile: %w", err)
 	}
 	return nil
-}
-
-// precompileCmd is the import path of the precompile command.
-const precompileCmd = "github.com/brainrt/brain/examples/tools/toolstest/internal/precompile"
-
-// wazeroVersionVar is the variable wazero reads its version from first.
-const wazeroVersionVar = "github.com/tetratelabs/wazero/internal/version.version"
-
-// wazeroVersion returns the version wazero finds in this binary, as
-// wazero's internal/version.GetWazeroVersion does.
-func wazeroVersion() string {
-	v := ""
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range info.Deps {
-			if strings.Contains(d.Path, "github.com/tetratelabs/wazero") {
-				v = d.Version
-			}
-		}
-		if v == "" || v == "(devel)" {
-			v = info.Main.Version
-		}
-	}
-	if v == "" || v == "(devel)" {
-		return "dev"
-	}
-	return v
 }
 
 func (h *Harness) removeOut() {
