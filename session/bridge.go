@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"slices"
@@ -163,7 +162,7 @@ func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMe
 	if r == nil {
 		return nil, protocol.Fail(protocol.CodeNotFound, "no capability named %s in this session", quoteName(name))
 	}
-	if err := s.checkValue(fmt.Sprintf("the input for %q", name), input); err != nil {
+	if err := s.checkValue("the input for", name, input); err != nil {
 		return nil, protocol.Outcome{Err: err}
 	}
 	if !Visible(&r.cap, invoker) {
@@ -481,7 +480,7 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 		return protocol.Errorf(protocol.CodeConflict, "call %q has not been dispatched yet (it is awaiting approval)", m.CallID)
 	}
 	s.mu.Unlock()
-	if err := s.checkValue(fmt.Sprintf("the result of %q", c.name), m.Result); err != nil {
+	if err := s.checkValue("the result of", c.name, m.Result); err != nil {
 		// The call ends with the error, and the peer hears why.
 		s.finish(c, protocol.Outcome{Err: err})
 		return err

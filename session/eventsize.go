@@ -80,9 +80,14 @@ func (s *Session) tooLarge(what string, size int) *protocol.Error {
 		what, size, s.valueLimit(), s.opts.MaxEventBytes, eventHeadroom)
 }
 
-// checkValue refuses a value over the limit.
-func (s *Session) checkValue(what string, v []byte) *protocol.Error {
+// checkValue refuses a value over the limit; what names it in the error,
+// as "<what> %q" of name when name is not empty (formatted only then: the
+// check runs on every call and result).
+func (s *Session) checkValue(what, name string, v []byte) *protocol.Error {
 	if n := EncodedSize(v); n > s.valueLimit() {
+		if name != "" {
+			what = fmt.Sprintf("%s %q", what, name)
+		}
 		return s.tooLarge(what, n)
 	}
 	return nil

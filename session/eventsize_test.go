@@ -46,30 +46,30 @@ func TestEventBounds(t *testing.T) {
 	}
 	sub := watch(t, s)
 	seq := s.LastSeq()
-	wantTooLarge := func(what string, err error) {
+	wantTooLarge := func(what string, err error, names string) {
 		t.Helper()
 		var c protocol.Coder
-		if err == nil || !errors.As(err, &c) || c.ErrorCode() != protocol.CodeTooLarge || !strings.Contains(err.Error(), "over the limit") {
-			t.Fatalf("%s: %v, want too_large naming the limit", what, err)
+		if err == nil || !errors.As(err, &c) || c.ErrorCode() != protocol.CodeTooLarge || !strings.Contains(err.Error(), "over the limit") || !strings.Contains(err.Error(), ": "+names+" is ") {
+			t.Fatalf("%s: %v, want too_large naming %s and the limit", what, err, names)
 		}
 	}
 	out := s.Invoke(context.Background(), protocol.AudienceLLM, "echo", value(limit))
-	wantTooLarge("an input over the limit", out.Err)
+	wantTooLarge("an input over the limit", out.Err, `the input for "echo"`)
 	if s.LastSeq() != seq {
 		t.Fatal("a refused input emitted an event")
 	}
 	answer = json.RawMessage(`"` + strings.Repeat("<", limit/6+1) + `"`) // small as bytes, over the limit escaped
 	out = s.Invoke(context.Background(), protocol.AudienceLLM, "echo", value(10))
-	wantTooLarge("a result over the limit once escaped", out.Err)
+	wantTooLarge("a result over the limit once escaped", out.Err, `the result of "echo"`)
 	o, _ := waitFor[*protocol.CapabilityOutcome](t, sub, nil)
 	if o.Outcome.Err == nil || o.Outcome.Err.Code != protocol.CodeTooLarge {
 		t.Fatalf("the outcome event %+v, want the caller's too_large", o.Outcome)
 	}
 	big := protocol.Capability{Name: "ui.big", Description: strings.Repeat("d", limit), InputSchema: json.RawMessage(`{"type":"object"}`),
 		Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}}
-	wantTooLarge("a registration over the limit", s.Register(session.Client, big))
+	wantTooLarge("a registration over the limit", s.Register(session.Client, big), "the registration")
 	_, err := s.StartTurn(session.Client, strings.Repeat("&", limit/6+1))
-	wantTooLarge("a user message over the limit once escaped", err)
+	wantTooLarge("a user message over the limit once escaped", err, "the message")
 }
 
 // TestJournalRefusalIsNotVisible: when the journal refuses an event for

@@ -95,7 +95,7 @@ func (s *Session) StartTurn(p Peer, message string) (int, error) {
 	if !utf8.ValidString(message) {
 		return 0, protocol.Errorf(protocol.CodeInvalidRequest, "the message is not valid UTF-8")
 	}
-	if err := s.checkValue("the message", []byte(message)); err != nil {
+	if err := s.checkValue("the message", "", []byte(message)); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
