@@ -439,6 +439,7 @@ func TestConsole(t *testing.T) {
 				for (let i = 0; i < n; i++) { const [a, b] = await once(() => f(i)); w.push(a); fr.push(b); }
 				out[name] = med(w); out[name + 'Frame'] = med(fr); out[name + 'Max'] = Math.max(...fr);
 			};
+			await measure('idle', () => {}, 21); // the machine's own frame: the bound's baseline
 			await measure('filterType', (i) => tl.setFilter({type: i % 2 ? '' : 'capability_outcome'}));
 			tl.setFilter({type: 'capability_outcome'}); out.filteredType = tl.filtered.length; tl.setFilter({type: ''});
 			await measure('filterCall', (i) => tl.setFilter({call: i % 2 ? '' : '-4999'}));
@@ -450,16 +451,21 @@ func TestConsole(t *testing.T) {
 			return out;
 		})()`)
 		load, _ := os.ReadFile("/proc/loadavg")
-		t.Logf("timeline with %d events, loaded over the WebSocket in %v (load average %s): median work / to next frame / max to next frame, in ms: filter by type %.1f / %.1f / %.1f (%v rows); by call %.1f / %.1f / %.1f; by capability %.1f / %.1f / %.1f; scroll (21 positions) %.1f / %.1f / %.1f; jump to seq %.1f / %.1f / %.1f; %v rows in the DOM",
+		t.Logf("timeline with %d events, loaded over the WebSocket in %v (load average %s): median work / to next frame / max to next frame, in ms: filter by type %.1f / %.1f / %.1f (%v rows); by call %.1f / %.1f / %.1f; by capability %.1f / %.1f / %.1f; scroll (21 positions) %.1f / %.1f / %.1f; jump to seq %.1f / %.1f / %.1f; an idle frame %.1f; %v rows in the DOM",
 			last, loaded.Round(time.Millisecond), strings.Join(strings.Fields(string(load))[:3], " "),
 			m["filterType"], m["filterTypeFrame"], m["filterTypeMax"], m["filteredType"],
 			m["filterCall"], m["filterCallFrame"], m["filterCallMax"],
 			m["filterCap"], m["filterCapFrame"], m["filterCapMax"],
 			m["scroll"], m["scrollFrame"], m["scrollMax"],
-			m["jump"], m["jumpFrame"], m["jumpMax"], m["rowsInDOM"])
+			m["jump"], m["jumpFrame"], m["jumpMax"], m["idleFrame"], m["rowsInDOM"])
+		// 100 ms on a quiet machine; on a loaded one, four frames of a page
+		// doing nothing, measured the same way just before (at load 11 one
+		// such run had a jump at 120.9 ms): what an action costs must not
+		// be more than a few frames, whatever the machine's load.
+		bound := max(100, 4*m["idleFrame"])
 		for _, k := range []string{"filterTypeFrame", "filterCallFrame", "filterCapFrame", "scrollFrame", "jumpFrame"} {
-			if m[k] >= 100 {
-				t.Errorf("%s: median %.1f ms to the next frame, want < 100", k, m[k])
+			if m[k] >= bound {
+				t.Errorf("%s: median %.1f ms to the next frame, want < %.1f (an idle frame: %.1f)", k, m[k], bound, m["idleFrame"])
 			}
 		}
 		if m["rowsInDOM"] > 200 {

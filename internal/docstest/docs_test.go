@@ -171,6 +171,7 @@ func TestDocs(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
+	machineWide(t, ctx)
 
 	files := []string{"README.md"}
 	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
