@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,7 +125,7 @@ func startMCPCallers(t *testing.T, ctx context.Context, addr, model, id, content
 				case err != nil:
 					bad = fmt.Sprintf("caller %d, call %d after %s: %v", i, k, took.Round(time.Millisecond), err)
 				case res.IsError || len(res.Content) == 0:
-					bad = fmt.Sprintf("caller %d, call %d after %s: an error result %+v", i, k, took.Round(time.Millisecond), res.Content)
+					bad = fmt.Sprintf("caller %d, call %d after %s: an error result %s", i, k, took.Round(time.Millisecond), contentText(res.Content))
 				default:
 					if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !strings.Contains(tc.Text, content) {
 						bad = fmt.Sprintf("caller %d, call %d: result %+v", i, k, res.Content[0])
@@ -240,4 +241,18 @@ func mcpAcrossKill(t *testing.T, ctx context.Context, mc *mcpCallers, killed tim
 	}
 	t.Logf("MCP calls through node c across the SIGKILL of node a: %d results (%d after the kill; served again %s after it), %d failed (in flight on a: %q), the longest %s; the log holds %d successful outcomes, %d others",
 		total, total-int(atKill), servedAgain.Sub(killed).Round(time.Millisecond), len(failed), failed, longest.Round(time.Millisecond), ok, bad)
+}
+
+// contentText is what a result's content says, for a failure message (the
+// content's values are pointers: %+v would print addresses).
+func contentText(content []mcp.Content) string {
+	var parts []string
+	for _, c := range content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, strconv.Quote(tc.Text))
+		} else {
+			parts = append(parts, fmt.Sprintf("%T", c))
+		}
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
