@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -225,27 +224,18 @@ const scanTimeout = 2 * time.Minute
 func (s *Store) scanSessions(ctx context.Context) ([]string, error) {
 	// The server counts the subjects before it answers the consumer's
 	// creation: seconds for a million, more than a request's timeout.
-	rctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, scanTimeout))
-	cons, err := s.stream.CreateConsumer(rctx, jetstream.ConsumerConfig{
-		FilterSubject:     subjectPrefix + "*",
-		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
-		AckPolicy:         jetstream.AckNonePolicy,
-		HeadersOnly:       true,
-		MemoryStorage:     true,
-		Replicas:          1,
-		InactiveThreshold: time.Minute, // in case the delete below is lost
-	})
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("create consumer: %w", err)
+	scanBound := func(ctx context.Context) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(ctx, max(s.opts.Timeout, scanTimeout))
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
-		defer cancel()
-		if err := s.stream.DeleteConsumer(dctx, cons.CachedInfo().Name); err != nil {
-			s.log.Debug("delete scan consumer", slog.String(logKeyError, err.Error()))
-		}
-	}()
+	cons, done, err := s.ephemeralConsumer(ctx, scanBound, "scan", jetstream.ConsumerConfig{
+		FilterSubject: subjectPrefix + "*",
+		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		HeadersOnly:   true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	pending := cons.CachedInfo().NumPending
 	ids := make([]string, 0, pending)
 	for uint64(len(ids)) < pending {

@@ -306,26 +306,14 @@ func (s *Store) directGet(ctx context.Context, sl *replySlot, subj string, from 
 // load reads the events on subj through an ephemeral consumer (a
 // replicated stream, which refuses direct gets).
 func (s *Store) load(ctx context.Context, subj string) ([]session.Event, error) {
-	rctx, cancel := s.requestContext(ctx)
-	cons, err := s.stream.CreateConsumer(rctx, jetstream.ConsumerConfig{
-		FilterSubject:     subj,
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		AckPolicy:         jetstream.AckNonePolicy,
-		MemoryStorage:     true,
-		Replicas:          1,
-		InactiveThreshold: time.Minute, // in case the delete below is lost
+	cons, done, err := s.ephemeralConsumer(ctx, s.requestContext, "load", jetstream.ConsumerConfig{
+		FilterSubject: subj,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
-	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("create consumer: %w", err)
+		return nil, err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
-		defer cancel()
-		if err := s.stream.DeleteConsumer(dctx, cons.CachedInfo().Name); err != nil {
-			s.log.Debug("delete load consumer", slog.String(logKeyError, err.Error()))
-		}
-	}()
+	defer done()
 	pending := cons.CachedInfo().NumPending
 	events := make([]session.Event, 0, pending)
 	for uint64(len(events)) < pending {
@@ -396,4 +384,29 @@ func fetchOnce(ctx context.Context, cons jetstream.Consumer, n int, events *[]se
 		return got, fmt.Errorf("fetch: %w", err)
 	}
 	return got, nil
+}
+
+// ephemeralConsumer creates a consumer for one read (cfg's filter and
+// delivery; no acks, in memory, one replica, gone after a minute idle in
+// case its delete is lost), its creation bounded by the context bound
+// derives from ctx. done deletes it; what names it in the log if the
+// delete fails.
+func (s *Store) ephemeralConsumer(ctx context.Context, bound func(context.Context) (context.Context, context.CancelFunc), what string, cfg jetstream.ConsumerConfig) (_ jetstream.Consumer, done func(), _ error) {
+	cfg.AckPolicy = jetstream.AckNonePolicy
+	cfg.MemoryStorage = true
+	cfg.Replicas = 1
+	cfg.InactiveThreshold = time.Minute
+	rctx, cancel := bound(ctx)
+	cons, err := s.stream.CreateConsumer(rctx, cfg)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("create consumer: %w", err)
+	}
+	return cons, func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
+		defer cancel()
+		if err := s.stream.DeleteConsumer(dctx, cons.CachedInfo().Name); err != nil {
+			s.log.Debug("delete "+what+" consumer", slog.String(logKeyError, err.Error()))
+		}
+	}, nil
 }
