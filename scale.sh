@@ -24,8 +24,9 @@ appenders=${SCALE_APPENDERS:-100,300,1000}
 mcpclients=${SCALE_MCP:-100,300,1000}
 count=${COUNT:-5}
 out=${SCALE_OUT:-scale-out}
-only=${SCALE_ONLY:-clients stored appenders mcp floor binary}
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # absolute: the tests run in their packages' directories
+only=${SCALE_ONLY:-clients stored appenders mcp floor binary}
 status=0
 step() { # name: whether to run it (and forget its last figures)
   case " $only " in *" $1 "*) ;; *) return 1 ;; esac
@@ -36,25 +37,25 @@ failed() { echo "scale.sh: $1 failed" >&2; status=1; }
 if step clients; then
   echo "scale.sh: connected clients ($clients) at $rate round trips/s for ${seconds}s each" >&2
   go test ./cmd/brain -run '^TestScaleClients$' -count 1 -timeout 60m -v \
-    -args -scale.clients "$clients" -scale.rate "$rate" -scale.seconds "$seconds" -scale.json "$PWD/$out/clients.json" >&2 || failed clients
+    -args -scale.clients "$clients" -scale.rate "$rate" -scale.seconds "$seconds" -scale.json "$out/clients.json" >&2 || failed clients
 fi
 
 if step stored; then
   echo "scale.sh: stored sessions ($stored)" >&2
   go test ./store -run '^TestScaleStored$' -count 1 -timeout 60m -v \
-    -args -scale.stored "$stored" -scale.json "$PWD/$out/stored.json" >&2 || failed stored
+    -args -scale.stored "$stored" -scale.json "$out/stored.json" >&2 || failed stored
 fi
 
 if step appenders; then
   echo "scale.sh: busy sessions ($appenders)" >&2
   go test ./store -run '^TestScaleAppenders$' -count 1 -timeout 30m -v \
-    -args -scale.appenders "$appenders" -scale.json "$PWD/$out/appenders.json" >&2 || failed appenders
+    -args -scale.appenders "$appenders" -scale.json "$out/appenders.json" >&2 || failed appenders
 fi
 
 if step mcp; then
   echo "scale.sh: sessions each driven by its own MCP client ($mcpclients)" >&2
   go test ./cmd/brain -run '^TestScaleMCP$' -count 1 -timeout 30m -v \
-    -args -scale.mcp "$mcpclients" -scale.mcpjson "$PWD/$out/mcp.json" >&2 || failed mcp
+    -args -scale.mcp "$mcpclients" -scale.mcpjson "$out/mcp.json" >&2 || failed mcp
 fi
 
 if step floor; then
