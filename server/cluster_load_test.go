@@ -53,6 +53,9 @@ type loadWorker struct {
 	trace     []string  // the latest of what the worker saw, for a failure's report
 }
 
+// firstConnect bounds a load worker's first connect (see run).
+const firstConnect = 30 * time.Second
+
 // traceLines bounds a worker's trace.
 const traceLines = 300
 
@@ -115,11 +118,14 @@ func (h *memLog) grep(s string) []string {
 	return out
 }
 
-func (w *loadWorker) dial(ctx context.Context, query string, within time.Duration) error {
+// dial connects to the session through w.nodes[w.cur], trying the next
+// node when one is gone, for at most within; each attempt is given at most
+// attempt (a node that neither answers nor refuses is left for the next).
+func (w *loadWorker) dial(ctx context.Context, query string, within, attempt time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
 		n := w.nodes[w.cur]
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		dctx, cancel := context.WithTimeout(ctx, min(attempt, time.Until(deadline)+time.Millisecond))
 		conn, resp, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(n.url, "http")+"/v1/sessions/"+w.sid+"/ws"+query,
 			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + clientToken}}})
 		cancel()
@@ -155,7 +161,7 @@ func (w *loadWorker) reconnect(ctx context.Context) error {
 		w.movedAt = time.Now()
 	}
 	w.moves++
-	if err := w.dial(ctx, fmt.Sprintf("?after=%d", w.lastSeq), 20*time.Second); err != nil {
+	if err := w.dial(ctx, fmt.Sprintf("?after=%d", w.lastSeq), 20*time.Second, 5*time.Second); err != nil {
 		return err
 	}
 	// A result sent just before the node died may never have been
@@ -173,7 +179,13 @@ func (w *loadWorker) reconnect(ctx context.Context) error {
 // passed, at most maxCalls; the first connection (to nodes[cur]) places
 // the session there.
 func (w *loadWorker) run(ctx context.Context, maxCalls int, stopAt *atomic.Int64, echo protocol.Capability, finished *atomic.Int64) error {
-	if err := w.dial(ctx, "", 10*time.Second); err != nil {
+	// The first connect opens the session — a lease and the session
+	// stream's first writes through a three-node raft, 20-100 at once —
+	// which beside another go test -race took more than two 5 s attempts.
+	// The test is about the failover, not the opening: the first connect
+	// may take the whole of a run's start (the kill waits for it), in one
+	// attempt, since a retry only adds an open to the queue.
+	if err := w.dial(ctx, "", firstConnect, firstConnect); err != nil {
 		return err
 	}
 	defer func() { w.conn.CloseNow() }()
@@ -366,7 +378,7 @@ func TestClusterLoad(t *testing.T) {
 	echo := clientCap("ui.echo", false)
 	echo.Audience = []protocol.Audience{protocol.AudienceLLM, protocol.AudienceUser}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), firstConnect+45*time.Second)
 	defer cancel()
 	var finished, failed, stopAt atomic.Int64
 	workers := make([]*loadWorker, sessions)
