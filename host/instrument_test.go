@@ -235,7 +235,7 @@ func dispatchSpin(back int64) []byte {
 // instructions, a bulk memory operation on a megabyte — a guest reaches a
 // tick within a few milliseconds of work, so that it is stopped within
 // its deadline plus 10 ms (the best of three; 30 ms under -race, whose
-// Go side is slower). Without weighting the fuel, the straight-line loop
+// Go side is slower), beyond the lateness of the machine itself. Without weighting the fuel, the straight-line loop
 // and the fill would run hundreds of milliseconds past their deadline.
 func TestInstrumentationPrecision(t *testing.T) {
 	h := newHost(t, &host.Options{CacheDir: t.TempDir()})
@@ -260,22 +260,32 @@ func TestInstrumentationPrecision(t *testing.T) {
 			must(t, err)
 			defer inst.Close()
 			const deadline = 50 * time.Millisecond
-			best := time.Hour
+			best, bestLate := time.Hour, time.Duration(0)
 			for range 3 {
 				start := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				// The machine's own lateness: when a goroutine waiting for
+				// the deadline wakes. On a loaded machine the deadline's
+				// timer fires late and a woken goroutine waits for a core
+				// (40 ms beside another go test -race): that delay is the
+				// machine's, not the instrumentation's, and is not counted.
+				woke := make(chan time.Time, 1)
+				go func() { <-ctx.Done(); woke <- time.Now() }()
 				_, err := inst.Invoke(ctx, &tool.Call{ID: "c", Input: json.RawMessage(`{}`)})
 				took := time.Since(start)
 				cancel()
 				if o := protocol.OutcomeOf(err); o.IsOK() || o.Err.Code != protocol.CodeTimeout || took > deadline+slack {
 					t.Fatalf("invoke = %v after %v, want timeout within %v", err, took, deadline+slack)
 				}
-				best = min(best, took)
+				late := max(0, (<-woke).Sub(start)-deadline)
+				if took-late < best {
+					best, bestLate = took-late, late
+				}
 			}
 			if over := best - deadline; over > precision {
-				t.Fatalf("stopped %v after its deadline at best, want within %v", over, precision)
+				t.Fatalf("stopped %v after its deadline at best (the machine's own lateness, %v, not counted), want within %v", over, bestLate, precision)
 			}
-			t.Logf("stopped %v after the deadline at best", best-deadline)
+			t.Logf("stopped %v after the deadline at best (and %v the machine's own lateness)", best-deadline, bestLate)
 		})
 	}
 }
