@@ -577,11 +577,29 @@ func (x *Lease) Release(ctx context.Context) error {
 	rctx, cancel := x.l.s.requestContext(ctx)
 	defer cancel()
 	err := x.l.s.retry(rctx, fmt.Sprintf("release the lease of session %q", x.id), func(ctx context.Context) error {
-		err := x.l.kv.Delete(ctx, x.id, jetstream.LastRevision(rev))
-		if isRevisionMismatch(err) {
-			return nil // taken since, or deleted by an earlier attempt whose answer was lost
+		for {
+			err := x.l.kv.Delete(ctx, x.id, jetstream.LastRevision(rev))
+			if !isRevisionMismatch(err) {
+				return err
+			}
+			// The entry is at another revision: taken since, deleted by an
+			// earlier attempt whose answer was lost — or renewed by this
+			// node after rev was read (a renewal in flight as the release
+			// began lands, and its new revision is never recorded). Only
+			// the last is still this node's to delete; left alone, it
+			// would make the next owner wait out the TTL.
+			e, gerr := x.l.kv.Get(ctx, x.id)
+			if errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				return nil
+			}
+			if gerr != nil {
+				return gerr
+			}
+			if !bytes.Equal(e.Value(), x.l.value) || e.Revision() == rev {
+				return nil
+			}
+			rev = e.Revision()
 		}
-		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store: session %q: release lease: %w", x.id, err)
