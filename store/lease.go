@@ -262,8 +262,12 @@ func (l *Leases) Acquire(ctx context.Context, id string) (*Lease, error) {
 		}
 		sent = time.Now()
 		rev, err = l.kv.Update(ctx, id, l.value, e.Revision())
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("%w: session %q: taken by another node while acquiring", ErrLeased, id)
+		if isRevisionMismatch(err) {
+			// The entry changed since it was read: taken by another node
+			// (the next attempt reads it and says so), or renewed by this
+			// node id's earlier run, still alive, which the next attempt
+			// takes it from.
+			return errAgain
 		}
 		return err
 	})
