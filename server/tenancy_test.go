@@ -309,8 +309,24 @@ func TestDeleteIsFinal(t *testing.T) {
 	c := k.dial(tenantAClient, "doomed", "")
 	c.until(ofType(protocol.TypeSnapshot))
 	c.send("i", &protocol.CapabilityInvoke{Name: "fs.write", Input: json.RawMessage(`{"path":"a"}`)})
-	id := c.reply("i").Msg.(*protocol.Ack).CallID
-	c.until(ofType(protocol.TypeApprovalRequested))
+	// The ack and the approval's request, in either order: the request is
+	// an event, and the writer may send it before the reply (waiting for
+	// it after the ack waited 10 s for a frame already read, 1 run in
+	// about 300 under -race).
+	var id, requested string
+	for id == "" || requested == "" {
+		switch f := c.next(); m := f.Msg.(type) {
+		case *protocol.Ack:
+			if f.Ref == "i" {
+				id = m.CallID
+			}
+		case *protocol.ApprovalRequested:
+			requested = m.CallID
+		}
+	}
+	if requested != id {
+		t.Fatalf("approval requested for %q, want the call %q", requested, id)
+	}
 	if status, body := k.get("DELETE", "/v1/sessions/doomed", tenantAClient); status != http.StatusOK {
 		t.Fatalf("delete: %d %s", status, body)
 	}
