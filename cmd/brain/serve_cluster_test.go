@@ -141,6 +141,24 @@ func startCluster(t *testing.T, urls []string, ttl string) ([]*exec.Cmd, []strin
 		}
 		cmds[i], addrs[i] = cmd, addr
 	}
+	// A failure shows what each node said about sessions and leases
+	// (registered after startBrain's cleanups, so it runs before them,
+	// while the logs are there).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for i, cmd := range cmds {
+			b, _ := os.ReadFile(filepath.Join(cmd.Dir, "brain.log"))
+			var lines []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "session") || strings.Contains(l, "lease") {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("node %s's log, its lines about sessions and leases (the last %d of %d):\n  %s", ids[i], min(len(lines), 80), len(lines), strings.Join(lines[max(0, len(lines)-80):], "\n  "))
+		}
+	})
 	return cmds, addrs, token
 }
 

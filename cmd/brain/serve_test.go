@@ -203,11 +203,17 @@ func startBrain(t *testing.T, dir string, extra ...string) (*exec.Cmd, string, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = io.Discard
+	// The log goes to dir/brain.log, for a failing test to show
+	// (startCluster does).
+	logf, err := os.Create(filepath.Join(dir, "brain.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = logf.Close() })
 	sc := bufio.NewScanner(stdout)
 	addr := ""
 	for sc.Scan() {
