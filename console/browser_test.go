@@ -404,7 +404,8 @@ func TestConsole(t *testing.T) {
 		b := tab{t, b.ctx}
 		echo := protocol.Capability{Name: "echo", Description: "echo", InputSchema: obj(`{"type":"object"}`),
 			Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}}
-		// fill gives a session calls events of echo (two events a call).
+		// fill registers echo in session id, calls it calls times (two
+		// events a call) and returns the session's last seq.
 		fill := func(id string, calls int) uint64 {
 			s := k.session(id)
 			if err := s.RegisterAgent(echo, session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) { return c.Input, nil })); err != nil {
@@ -478,8 +479,8 @@ func TestConsole(t *testing.T) {
 		// 100 ms on a quiet machine. On a loaded one an action costs what
 		// the machine makes it cost, and an idle frame does not show that
 		// (it stayed at 16.6 ms at load 10, while a scroll's frame went
-		// from 17 ms quiet to 102): the bound there is the same action on the
-		// 100-event timeline measured just before, three times over — a
+		// from 17 ms quiet to 102): the bound there is the same action on
+		// the 100-event timeline measured just before, three times over — a
 		// timeline that draws only the rows in view costs about the same
 		// whatever its length, and one that drew all 10,000 would cost
 		// hundreds of times more — or four idle frames.

@@ -235,8 +235,9 @@ func dispatchSpin(back int64) []byte {
 // instructions, a bulk memory operation on a megabyte — a guest reaches a
 // tick within a few milliseconds of work, so that it is stopped within
 // its deadline plus 10 ms (the best of three; 30 ms under -race, whose
-// Go side is slower), beyond the lateness of the machine itself. Without weighting the fuel, the straight-line loop
-// and the fill would run hundreds of milliseconds past their deadline.
+// Go side is slower), beyond the lateness of the machine itself. Without
+// weighting the fuel, the straight-line loop and the fill would run
+// hundreds of milliseconds past their deadline.
 func TestInstrumentationPrecision(t *testing.T) {
 	h := newHost(t, &host.Options{CacheDir: t.TempDir()})
 	tests := []struct {
