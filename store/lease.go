@@ -246,14 +246,14 @@ func (l *Leases) Acquire(ctx context.Context, id string) (*Lease, error) {
 		}
 		// Held (by another node, by this node id from an earlier run, or
 		// by this very acquire whose earlier attempt's answer was lost).
-		e, err := l.kv.Get(ctx, id)
+		e, err := l.readLease(ctx, id)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return errAgain // expired or released in between
 		} else if err != nil {
 			return err
 		}
 		var h LeaseHolder
-		if jerr := json.Unmarshal(e.Value(), &h); jerr != nil {
+		if jerr := json.Unmarshal(e.value, &h); jerr != nil {
 			return fmt.Errorf("store: session %q: lease entry does not decode: %w", id, jerr)
 		}
 		if h.Node != l.opts.Node {
@@ -261,7 +261,7 @@ func (l *Leases) Acquire(ctx context.Context, id string) (*Lease, error) {
 			return leased
 		}
 		sent = time.Now()
-		rev, err = l.kv.Update(ctx, id, l.value, e.Revision())
+		rev, err = l.kv.Update(ctx, id, l.value, e.revision)
 		if isRevisionMismatch(err) {
 			// The entry changed since it was read: taken by another node
 			// (the next attempt reads it and says so), or renewed by this
@@ -297,10 +297,10 @@ func (l *Leases) Holder(ctx context.Context, id string) (h LeaseHolder, ok bool,
 	if _, err := subjectFor(id); err != nil {
 		return h, false, err
 	}
-	var e jetstream.KeyValueEntry
+	var e kvEntry
 	err = l.s.retry(ctx, fmt.Sprintf("read the lease of session %q", id), func(ctx context.Context) error {
 		var err error
-		e, err = l.kv.Get(ctx, id)
+		e, err = l.readLease(ctx, id)
 		return err
 	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -309,7 +309,7 @@ func (l *Leases) Holder(ctx context.Context, id string) (h LeaseHolder, ok bool,
 	if err != nil {
 		return h, false, fmt.Errorf("store: session %q: read lease: %w", id, err)
 	}
-	if err := json.Unmarshal(e.Value(), &h); err != nil {
+	if err := json.Unmarshal(e.value, &h); err != nil {
 		return h, false, fmt.Errorf("store: session %q: lease entry does not decode: %w", id, err)
 	}
 	return h, true, nil
@@ -442,24 +442,27 @@ func (x *Lease) renew() {
 		// Another node holds it — or this node does, at a revision whose
 		// acknowledgement was lost (a renewal sent as the stream's leader
 		// died, stored by its successor): renew on the revision stored.
-		e, gerr := kv.Get(ctx, x.id)
+		e, gerr := x.l.readLease(ctx, x.id)
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound):
 			x.lose(fmt.Errorf("%w: session %q: the lease entry expired or was deleted", ErrLeaseLost, x.id), true)
 			return
 		case gerr != nil:
 			err = gerr
-		case !bytes.Equal(e.Value(), x.l.value):
+		case !bytes.Equal(e.value, x.l.value):
 			var h LeaseHolder
-			_ = json.Unmarshal(e.Value(), &h)
+			_ = json.Unmarshal(e.value, &h)
 			x.lose(fmt.Errorf("%w: session %q: taken by node %q", ErrLeaseLost, x.id, h.Node), true)
 			return
 		default:
 			now = time.Now()
-			newRev, err = kv.Update(ctx, x.id, x.l.value, e.Revision())
+			newRev, err = kv.Update(ctx, x.id, x.l.value, e.revision)
 			if isRevisionMismatch(err) {
-				x.lose(fmt.Errorf("%w: session %q: taken by another node", ErrLeaseLost, x.id), true)
-				return
+				// Changed again since it was read: an earlier renewal of
+				// this node's still in flight landed, or another node took
+				// it. A renewal like any failed one, tried again while the
+				// lease is valid: the next reads which it was.
+				err = fmt.Errorf("store: session %q: the lease entry changed again while it was renewed: %w", x.id, err)
 			}
 		}
 	}
@@ -592,17 +595,17 @@ func (x *Lease) Release(ctx context.Context) error {
 			// began lands, and its new revision is never recorded). Only
 			// the last is still this node's to delete; left alone, it
 			// would make the next owner wait out the TTL.
-			e, gerr := x.l.kv.Get(ctx, x.id)
+			e, gerr := x.l.readLease(ctx, x.id)
 			if errors.Is(gerr, jetstream.ErrKeyNotFound) {
 				return nil
 			}
 			if gerr != nil {
 				return gerr
 			}
-			if !bytes.Equal(e.Value(), x.l.value) || e.Revision() == rev {
+			if !bytes.Equal(e.value, x.l.value) || e.revision == rev {
 				return nil
 			}
-			rev = e.Revision()
+			rev = e.revision
 		}
 	})
 	if err != nil {

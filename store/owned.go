@@ -53,27 +53,27 @@ func (s *Store) countOwned(ctx context.Context, owner string, delta int) error {
 	}
 	key := countKey(owner)
 	for range maxCountTries {
-		var e jetstream.KeyValueEntry
+		var e kvEntry
 		err := s.retry(ctx, "read a count of sessions", func(ctx context.Context) error {
 			var err error
-			e, err = s.owners.Get(ctx, key)
+			e, err = s.leaderGet(ctx, s.owners, key)
 			return err
 		})
-		n := 0
+		n, found := 0, err == nil
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
 			return fmt.Errorf("store: count the sessions of an owner: %w", err)
 		default:
-			if n, err = strconv.Atoi(string(e.Value())); err != nil {
-				return fmt.Errorf("store: the count of sessions at %s is %q: %w", key, e.Value(), err)
+			if n, err = strconv.Atoi(string(e.value)); err != nil {
+				return fmt.Errorf("store: the count of sessions at %s is %q: %w", key, e.value, err)
 			}
 		}
 		val := []byte(strconv.Itoa(max(0, n+delta)))
-		if e == nil {
+		if !found {
 			_, err = s.owners.Create(ctx, key, val)
 		} else {
-			_, err = s.owners.Update(ctx, key, val, e.Revision())
+			_, err = s.owners.Update(ctx, key, val, e.revision)
 		}
 		switch {
 		case err == nil:
@@ -97,10 +97,10 @@ func (s *Store) SessionsOwned(ctx context.Context, owner string) (int, error) {
 	if err := s.ensureCounts(ctx); err != nil {
 		return 0, err
 	}
-	var e jetstream.KeyValueEntry
+	var e kvEntry
 	err := s.retry(ctx, "read a count of sessions", func(ctx context.Context) error {
 		var err error
-		e, err = s.owners.Get(ctx, countKey(owner))
+		e, err = s.leaderGet(ctx, s.owners, countKey(owner))
 		return err
 	})
 	switch {
@@ -109,9 +109,9 @@ func (s *Store) SessionsOwned(ctx context.Context, owner string) (int, error) {
 	case err != nil:
 		return 0, fmt.Errorf("store: count the sessions of an owner: %w", err)
 	}
-	n, err := strconv.Atoi(string(e.Value()))
+	n, err := strconv.Atoi(string(e.value))
 	if err != nil {
-		return 0, fmt.Errorf("store: the count of sessions at %s is %q: %w", countKey(owner), e.Value(), err)
+		return 0, fmt.Errorf("store: the count of sessions at %s is %q: %w", countKey(owner), e.value, err)
 	}
 	return n, nil
 }
@@ -126,7 +126,7 @@ func (s *Store) ensureCounts(ctx context.Context) error {
 	if s.countsReady.Load() {
 		return nil
 	}
-	_, err := s.owners.Get(ctx, countsKey)
+	_, err := s.leaderGet(ctx, s.owners, countsKey)
 	switch {
 	case err == nil:
 		s.countsReady.Store(true)

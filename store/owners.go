@@ -54,10 +54,10 @@ func (s *Store) SessionOwner(ctx context.Context, id string) (owner string, ok b
 	if s.closed.Load() {
 		return "", false, ErrClosed
 	}
-	var e jetstream.KeyValueEntry
+	var e kvEntry
 	err = s.retry(ctx, fmt.Sprintf("read the owner of session %q", id), func(ctx context.Context) error {
 		var err error
-		e, err = s.owners.Get(ctx, id)
+		e, err = s.leaderGet(ctx, s.owners, id)
 		return err
 	})
 	switch {
@@ -66,7 +66,7 @@ func (s *Store) SessionOwner(ctx context.Context, id string) (owner string, ok b
 	case err != nil:
 		return "", false, fmt.Errorf("store: read the owner of session %q: %w", id, err)
 	}
-	return string(e.Value()), true, nil
+	return string(e.value), true, nil
 }
 
 // SessionOwners returns every recorded session owner by session id. It

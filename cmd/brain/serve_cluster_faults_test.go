@@ -193,7 +193,12 @@ func TestServeClusterFaults(t *testing.T) {
 			time.Sleep(10 * time.Millisecond) // polling a count, for at most a minute
 		}
 	}
-	runTraffic := func(stop <-chan struct{}, clients []*wsClient, out chan<- result) {
+	// runTraffic starts a caller per client and returns end, which stops
+	// them, waits for every one (none is left calling into the next
+	// step, even when this one fails) and returns their calls, the
+	// longest and the first error. end may be called more than once.
+	runTraffic := func(clients []*wsClient) (end func() result) {
+		stop, out := make(chan struct{}), make(chan result, len(clients))
 		for i, cl := range clients {
 			go func() {
 				var r result
@@ -216,6 +221,19 @@ func TestServeClusterFaults(t *testing.T) {
 				}
 			}()
 		}
+		return sync.OnceValue(func() result {
+			close(stop)
+			var all result
+			for range clients {
+				r := <-out
+				all.calls += r.calls
+				all.longest = max(all.longest, r.longest)
+				if all.err == nil {
+					all.err = r.err
+				}
+			}
+			return all
+		})
 	}
 	clients := make([]*wsClient, callers)
 	for i := range clients {
@@ -254,9 +272,8 @@ func TestServeClusterFaults(t *testing.T) {
 		for i, n := range nodes {
 			logsBefore[i] = len(n.log())
 		}
-		stop := make(chan struct{})
-		out := make(chan result, callers)
-		runTraffic(stop, clients, out)
+		end := runTraffic(clients)
+		defer end()
 		time.Sleep(time.Second) // calls running before the kill: the behaviour under test is traffic through it
 		pc.Server(leader).Kill()
 		killed := time.Now()
@@ -274,16 +291,11 @@ func TestServeClusterFaults(t *testing.T) {
 		// lease that did not ride the election out is lost by then, and
 		// its session's connection with it.
 		time.Sleep(time.Until(killed.Add(17 * time.Second))) // traffic through a lease's validity: the behaviour under test is its passage
-		close(stop)
-		total, longest := 0, time.Duration(0)
-		for range callers {
-			r := <-out
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			total += r.calls
-			longest = max(longest, r.longest)
+		r := end()
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
+		total, longest := r.calls, r.longest
 		for i, n := range nodes {
 			if l := n.log()[logsBefore[i]:]; strings.Contains(l, "lease lost") || strings.Contains(l, "handing the session over") {
 				t.Fatalf("node %s lost a lease or handed a session over:\n%s", n.id, grepLines(l, "lease"))
@@ -320,22 +332,16 @@ func TestServeClusterFaults(t *testing.T) {
 				order = append(order, s)
 			}
 		}
-		stop := make(chan struct{})
-		out := make(chan result, callers)
-		runTraffic(stop, clients, out)
+		end := runTraffic(clients)
+		defer end()
 		waitProgress(2 * callers) // calls running before the kill
 		order[0].Kill()
 		waitProgress(50 * callers) // and after it (a connection to the killed server reconnects)
-		close(stop)
-		total, longest := 0, time.Duration(0)
-		for range callers {
-			r := <-out
-			if r.err != nil {
-				t.Fatalf("with one NATS server of three gone: %v", r.err)
-			}
-			total += r.calls
-			longest = max(longest, r.longest)
+		r := end()
+		if r.err != nil {
+			t.Fatalf("with one NATS server of three gone: %v", r.err)
 		}
+		total, longest := r.calls, r.longest
 		t.Logf("SIGKILL of %s, leading neither the lease bucket (%s) nor the events stream (%s): %d calls, none failed, the longest %s",
 			order[0].Name, leases, events, total, longest.Round(time.Millisecond))
 

@@ -68,9 +68,17 @@ func startBrainNodes(t *testing.T, url string, ids []string, extra ...string) []
 		}
 		if t.Failed() {
 			for _, n := range nodes {
+				// Its warnings and errors, every run's: a session moved or
+				// a lease lost is there, not among thousands of finished
+				// calls.
 				b, _ := os.ReadFile(filepath.Join(n.dir, "brain.log"))
-				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-				t.Logf("node %s's log (the last %d lines):\n  %s", n.id, min(len(lines), 60), strings.Join(lines[max(0, len(lines)-60):], "\n  "))
+				var lines []string
+				for l := range strings.SplitSeq(string(b), "\n") {
+					if !strings.Contains(l, "level=INFO") && !strings.Contains(l, "level=DEBUG") && strings.TrimSpace(l) != "" {
+						lines = append(lines, l)
+					}
+				}
+				t.Logf("node %s's log, its last %d lines that are not INFO:\n  %s", n.id, min(len(lines), 150), strings.Join(lines[max(0, len(lines)-150):], "\n  "))
 			}
 		}
 	})
