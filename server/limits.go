@@ -169,9 +169,17 @@ func (js *journals) track(s *session.Session, cj *countingJournal) {
 	js.by[s] = cj
 }
 
+// untrack forgets s's journal as s leaves memory (hibernated, its lease
+// lost, its creation failed, a stop), and closes it: what the session
+// object does after — a timer of its own firing (session's Restore waits
+// out a peer grace) — is not stored, where it could come before the
+// events of the session's next incarnation and break its journal.
 func (js *journals) untrack(s *session.Session) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
+	if cj := js.by[s]; cj != nil {
+		cj.closed.Store(true)
+	}
 	delete(js.by, s)
 }
 

@@ -49,6 +49,49 @@ func (st *memStore) Load(_ context.Context, id string) ([]session.Event, error) 
 	return out, nil
 }
 
+// TestALeftSessionWritesNothing: a session object that left memory
+// (hibernated here; a lost lease, a stop, the same) stores nothing more —
+// a timer of its own firing late (a restore's peer grace, deregistering
+// what was not registered again) would otherwise write into the session's
+// journal behind its next incarnation's back.
+func TestALeftSessionWritesNothing(t *testing.T) {
+	st := &memStore{frames: map[string][][]byte{}}
+	mgr := server.NewManager(server.ManagerOptions{Store: st})
+	ctx := context.Background()
+	s, release, err := mgr.Acquire(ctx, "left")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(session.Client, clientCap("ui.keep", false)); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if n := mgr.Hibernate(0); n != 1 {
+		t.Fatalf("hibernated %d sessions, want 1", n)
+	}
+	st.mu.Lock()
+	stored := len(st.frames["left"])
+	st.mu.Unlock()
+	// The object left behind changes.
+	if err := s.Register(session.Client, clientCap("ui.late", false)); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	after := len(st.frames["left"])
+	st.mu.Unlock()
+	if after != stored {
+		t.Fatalf("the hibernated session's object stored %d more events", after-stored)
+	}
+	s2, release2, err := mgr.Acquire(ctx, "left")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release2()
+	if _, ok := s2.Lookup("ui.late"); ok {
+		t.Fatal("the woken session holds what its left object registered")
+	}
+}
+
 // TestHibernateAndWake: an idle session leaves memory and comes back, with
 // its registry and its seq, on the next use; a held session, or one with a
 // pending call, stays.

@@ -197,7 +197,6 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeUnavailable, "the approval of call %q could not be journaled (%v); the call ended without running", m.CallID, jerr)
 	}
-	c.approval <- *m
 	logKey := c.reg.logKey
 	s.mu.Unlock()
 	s.logInfo("call decided", slog.String(keyCapability, logKey), slog.String(keyCall, c.id),
@@ -206,6 +205,11 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 		e.Decision, e.DecidedBy = m.Decision, decidedBy(p, m.DecidedBy)
 		return e
 	})
+	// Handed to the waiting call only now: observed after, its dispatch
+	// and its end would reach an observer before the decision. The channel
+	// holds one, and c.decided (set above, under the lock) lets no second
+	// decision in, so the send never waits.
+	c.approval <- *m
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -104,7 +105,10 @@ func (s *Session) emitDurableLocked(e entry) error {
 //     handlers that no journal can store, so reattach — called after the
 //     registrations are rebuilt and before pending calls resume — must
 //     register them again (an environment re-attaching its tools); doing
-//     so with an unchanged definition emits nothing;
+//     so with an unchanged definition emits nothing. Those not registered
+//     again — by reattach, or within Options.PeerGrace by a peer (an
+//     environment over a connection reconnecting) — are then ended by one
+//     capability_deregister;
 //   - a call awaiting approval waits again, and can still be approved or
 //     rejected — unless the journal holds its decision, which is never
 //     asked for or applied twice: an approved call that had not been
@@ -128,7 +132,12 @@ func (s *Session) emitDurableLocked(e entry) error {
 //
 // The restored session journals to opts.Journal like any other.
 func Restore(id string, events []Event, opts *Options, reattach func(*Session) error) (*Session, error) {
-	o := opts.withDefaults()
+	// New applies the defaults: given them applied already, it would take
+	// the 0 a negative PeerGrace becomes for "unset".
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	journal := o.Journal
 	o.Journal = nil // replaying must not append again
 	s := New(id, &o)
@@ -252,11 +261,51 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			return nil, fmt.Errorf("restore session %q: reattach: %w", id, err)
 		}
 	}
+	s.awaitUnattached()
 	for _, p := range calls {
 		s.resume(p)
 	}
 	s.endInterruptedTurn() // turn.go
 	return s, nil
+}
+
+// awaitUnattached gives the registrations the journal holds that reattach
+// did not make again PeerGrace to be made again — an environment over a
+// connection (`brain env`) registers its tools once it reconnects — and
+// then ends those still missing (deregisterUnattached).
+func (s *Session) awaitUnattached() {
+	s.mu.Lock()
+	left := len(s.journaled)
+	s.mu.Unlock()
+	switch {
+	case left == 0:
+	case s.opts.PeerGrace <= 0:
+		s.deregisterUnattached()
+	default:
+		time.AfterFunc(s.opts.PeerGrace, s.deregisterUnattached)
+	}
+}
+
+// deregisterUnattached ends the registrations the journal holds that
+// were not made again since the restore — a tool the restarted
+// environment no longer has, an MCP server whose import failed, an
+// environment that did not reconnect — with one capability_deregister,
+// so that the log read from its start says what the registry holds
+// (a live environment's tools leave with its connection the same way:
+// server's ws.go). They were never installed (their handlers died with
+// the process): nothing else changes. Made again unchanged, none is left
+// and nothing is emitted. In a stopping process the journal is closed and
+// the event is dropped (emitLocked): a stop is not an event.
+func (s *Session) deregisterUnattached() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.journaled) == 0 {
+		return
+	}
+	names := slices.Sorted(maps.Keys(s.journaled))
+	s.journaled = nil
+	s.logInfo("capabilities deregistered: not registered again after the restore", slog.Any("names", names))
+	s.emitLocked(entry{typ: protocol.TypeCapabilityDeregister, msg: &protocol.CapabilityDeregister{Names: names}})
 }
 
 // restoredOwner returns the peer that registers origin o, for the origins

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -319,4 +320,77 @@ func TestCallLoggedAtInfo(t *testing.T) {
 		t.Errorf("call finished record %v", attrs)
 	}
 	rec.wait(t, "call finished", map[string]string{"capability": "capability:client:ui.show", "call": id, "invoker": "llm", "code": "cancelled"})
+}
+
+// TestRestoreDeregistersWhatIsNotAttachedAgain (issue 23): the runtime
+// registrations a journal holds come back only if reattach — or, within
+// PeerGrace, an environment reconnecting — registers them again; those
+// that do not are ended by one capability_deregister, so the log read
+// from its start says what the registry holds. Those registered again
+// unchanged emit nothing.
+func TestRestoreDeregistersWhatIsNotAttachedAgain(t *testing.T) {
+	j := &memJournal{}
+	s := session.New("diff", &session.Options{Journal: j})
+	for _, name := range []string{"fs.read", "fs.gone", "env.late"} {
+		if err := s.RegisterAgent(agentCap(name), echo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events := j.events(t)
+	last := events[len(events)-1].Seq
+	reattach := func(r *session.Session) error { return r.RegisterAgent(agentCap("fs.read"), echo) }
+
+	t.Run("after the grace, what was not registered again is deregistered", func(t *testing.T) {
+		j2 := &memJournal{}
+		// Subscribed before the grace can pass: Restore returns the
+		// session first, and 50 ms is the grace, not a bound of the test.
+		r, err := session.Restore("diff", events, &session.Options{Journal: j2, PeerGrace: 50 * time.Millisecond}, reattach)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := r.Subscribe(last)
+		t.Cleanup(sub.Close)
+		d, seq := waitFor[*protocol.CapabilityDeregister](t, sub, nil)
+		if !slices.Equal(d.Names, []string{"env.late", "fs.gone"}) || seq != last+1 {
+			t.Fatalf("deregistered %v at seq %d, want [env.late fs.gone] at %d", d.Names, seq, last+1)
+		}
+		if _, ok := r.Lookup("fs.read"); !ok {
+			t.Fatal("fs.read, registered again, is gone")
+		}
+		for _, e := range j2.events(t) {
+			if _, ok := e.Msg.(*protocol.CapabilityRegister); ok {
+				t.Fatalf("the unchanged fs.read was registered again in the journal: %s", jsonOf(t, e.Msg))
+			}
+		}
+		if n := len(j2.events(t)); n != 1 {
+			t.Fatalf("the restore journaled %d events, want the one deregister", n)
+		}
+	})
+
+	t.Run("registered again within the grace, nothing is emitted", func(t *testing.T) {
+		r, err := session.Restore("diff", events, &session.Options{PeerGrace: time.Hour}, reattach)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The environment over a connection, back: its tool unchanged.
+		if err := r.RegisterAgent(agentCap("env.late"), echo); err != nil {
+			t.Fatal(err)
+		}
+		if r.LastSeq() != last {
+			t.Fatalf("the restore and the environment's return emitted %d events", r.LastSeq()-last)
+		}
+	})
+
+	t.Run("without a grace, at once", func(t *testing.T) {
+		r, err := session.Restore("diff", events, &session.Options{PeerGrace: -1}, reattach)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.LastSeq() != last+1 {
+			t.Fatalf("%d events after the restore, want the deregister", r.LastSeq()-last)
+		}
+		if _, ok := r.Lookup("env.late"); ok {
+			t.Fatal("env.late is registered")
+		}
+	})
 }
