@@ -360,6 +360,9 @@ func TestScaleClients(t *testing.T) {
 		}
 		t.Logf("%d clients: %d round trips at %.0f/s: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms; %d failed, %d dropped (load %s)",
 			n, r.Sent, r.Achieved, r.P50, r.P99, r.P999, r.Max, r.Failed, r.Dropped, loadAverage())
+		for _, w := range r.Slow {
+			t.Logf("%d clients: %d round trips over 20 ms started at %d–%d ms of the load, the slowest %.1f ms", n, w.Calls, w.AtMs, w.AtMs+100, w.MaxMs)
+		}
 		figs.Sizes = append(figs.Sizes, scaleClientsAtSize{pc, r, loadAverage()})
 	}
 	if *scaleJSON != "" {

@@ -19,6 +19,7 @@ package scaleclient
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,10 +166,20 @@ type client struct {
 
 // collector gathers a load's round trips.
 type collector struct {
+	start      time.Time // the load's
 	mu         sync.Mutex
 	lats       []time.Duration
+	slow       []slowCall // those over slowCallAt
 	ok, failed atomic.Int64
 }
+
+// slowCallAt is the latency over which a round trip is listed by when it
+// started ([Result.Slow]): issue 21's p99 goal.
+const slowCallAt = 20 * time.Millisecond
+
+// slowCall is one round trip over slowCallAt: when it started, after the
+// load's start, and how long it took.
+type slowCall struct{ at, took time.Duration }
 
 // connect opens clients until there are n, each registering the
 // capability and waiting for its ack.
@@ -305,8 +316,12 @@ func (c *client) finish(n int64, ok bool) {
 	switch {
 	case !found || col == nil:
 	case ok:
+		took := now.Sub(start)
 		col.mu.Lock()
-		col.lats = append(col.lats, now.Sub(start))
+		col.lats = append(col.lats, took)
+		if took > slowCallAt {
+			col.slow = append(col.slow, slowCall{start.Sub(col.start), took})
+		}
 		col.mu.Unlock()
 		col.ok.Add(1)
 	default:
@@ -342,6 +357,41 @@ type Result struct {
 	P99      float64 `json:"p99Ms"`
 	P999     float64 `json:"p999Ms"`
 	Max      float64 `json:"maxMs"`
+	// Slow groups the round trips over 20 ms by the 100 ms in which they
+	// started, the busiest ten such windows first: whether the slow ones
+	// are spread over the load or come together (a pause of the kernel).
+	Slow []SlowWindow `json:"slow,omitempty"`
+}
+
+// SlowWindow is the round trips over 20 ms that started in one 100 ms of
+// a load.
+type SlowWindow struct {
+	AtMs  int64   `json:"atMs"` // the window's start, after the load's
+	Calls int     `json:"calls"`
+	MaxMs float64 `json:"maxMs"`
+}
+
+// slowWindows groups slow calls by the 100 ms in which they started and
+// returns the ten windows with the most, the most first.
+func slowWindows(calls []slowCall) []SlowWindow {
+	const width = 100 * time.Millisecond
+	by := map[int64]*SlowWindow{}
+	for _, c := range calls {
+		k := int64(c.at / width)
+		w := by[k]
+		if w == nil {
+			w = &SlowWindow{AtMs: k * width.Milliseconds()}
+			by[k] = w
+		}
+		w.Calls++
+		w.MaxMs = max(w.MaxMs, float64(c.took)/float64(time.Millisecond))
+	}
+	out := make([]SlowWindow, 0, len(by))
+	for _, w := range by {
+		out = append(out, *w)
+	}
+	slices.SortFunc(out, func(a, b SlowWindow) int { return cmp.Or(b.Calls-a.Calls, cmp.Compare(a.AtMs, b.AtMs)) })
+	return out[:min(len(out), 10)]
 }
 
 // grace is how long a load waits, after its last invocation, for the
@@ -356,14 +406,14 @@ func (p *pool) load(rate float64, d time.Duration) Result {
 	if len(p.clients) == 0 || rate <= 0 {
 		return res
 	}
-	col := &collector{}
-	for _, c := range p.clients {
-		c.col.Store(col)
-	}
 	// The schedule: invocation k is due at start + k/rate; a tick sends
 	// every one that is due, so that a late tick catches up instead of
 	// lowering the rate.
 	start := time.Now()
+	col := &collector{start: start}
+	for _, c := range p.clients {
+		c.col.Store(col)
+	}
 	total := int64(rate * d.Seconds())
 	tick := time.NewTicker(time.Millisecond)
 	var sent int64
@@ -393,6 +443,7 @@ func (p *pool) load(rate float64, d time.Duration) Result {
 	}
 	col.mu.Lock()
 	all := slices.Clone(col.lats)
+	res.Slow = slowWindows(col.slow)
 	col.mu.Unlock()
 	res.Sent, res.OK, res.Failed = sent, col.ok.Load(), col.failed.Load()
 	res.Dropped = sent - res.OK - res.Failed
