@@ -37,7 +37,14 @@ type node struct {
 	conns  map[net.Conn]struct{} // every accepted connection, hijacked WebSockets included
 }
 
-const clusterTTL = time.Second
+// clusterTTL is the test nodes' lease TTL: short, so that the failovers
+// below wait little, and long enough that a loaded machine does not lose
+// a lease by itself. A lease rides out a store that does not answer for
+// 23/40 of its TTL (store.LeaseOptions): with 1 s that was 575 ms, which
+// an in-process three-server cluster under -race beside another test run
+// exceeded (a session handed over, and its connection closed, in the
+// middle of "a session used through a node that does not own it").
+const clusterTTL = 3 * time.Second
 
 func startNode(t testing.TB, id, natsURL string, tokens *server.Tokens) *node {
 	t.Helper()

@@ -64,15 +64,31 @@ func (srv *Server) serveWS(w http.ResponseWriter, r *http.Request, s *session.Se
 
 // run serves the connection until the peer goes away or ctx ends (cancel
 // ends it), then calls done.
+//
+// Its goroutine spends an idle connection's life waiting for the next
+// frame, and the collector shrinks a parked goroutine's stack to what it
+// uses there (at best by half, when that is under a quarter): so the wait
+// is here, under as few and as small frames as can be — setting up,
+// reading a frame and ending are calls of their own, whose frames are
+// gone while it waits (idlewait.go; TestIdleClientMemory holds the bound).
 func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after *uint64, done func()) {
-	defer done()
+	c.open(ctx, cancel, after, done)
+	for {
+		c.cork.waitReadable()
+		if !c.readFrame() {
+			break
+		}
+	}
+	c.end()
+}
+
+// open is run's start: the connection is counted, attached to its session
+// and subscribed to its events, and ctx's end will close it.
+func (c *wsConn) open(ctx context.Context, cancel context.CancelCauseFunc, after *uint64, done func()) {
 	srv, s, p, conn := c.srv, c.s, c.peer, c.conn
-	defer cancel(nil)
-	c.cancel, c.done = cancel, ctx.Done()
+	c.ctx, c.cancel, c.done, c.closed = ctx, cancel, ctx.Done(), done
 	srv.conns.add(p.Side, 1)
-	defer srv.conns.add(p.Side, -1)
-	s.Attach(p) // the session knows the peer is here to answer its calls
-	defer s.Detach(p)
+	s.Attach(p)                           // the session knows the peer is here to answer its calls
 	c.fence = srv.opts.Manager.fenceOf(s) // cluster.go
 	c.subs = make(chan *session.Subscription, 1)
 	c.sub = c.subscribe(after)
@@ -83,24 +99,32 @@ func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after 
 	// The end of ctx aborts a blocked read or a write in flight, as a
 	// context per call would; otherwise the connection is closed below with
 	// a status and a reason (the close handshake), not dropped.
-	var readerDone atomic.Bool
-	stopClose := context.AfterFunc(ctx, func() {
+	c.stopClose = context.AfterFunc(ctx, func() {
 		if code, why, ok := closeReason(context.Cause(ctx)); ok {
 			// A stop, a delete or a move tells the peer why, with the close
 			// handshake (which ends the blocked read): it reconnects — in
 			// a cluster to the session's next owner — or not, for a deleted
 			// session (shutdown.go, api_sessions.go, cluster.go).
-			go func() { _ = conn.Close(code, why) }()
+			go c.cork.closing(func() { _ = conn.Close(code, why) })
 			return
 		}
-		if !readerDone.Load() || c.writing.Load() {
+		if !c.readerDone.Load() || c.writing.Load() {
 			_ = conn.CloseNow()
 		}
 	})
 	c.kick() // the snapshot, or the events after "after"
-	c.readLoop(ctx)
-	readerDone.Store(true)
-	cancel(nil)
+}
+
+// end is run's end, once the reader has stopped: the writers stop, the
+// subscriptions close, the peer leaves the session and is told why.
+func (c *wsConn) end() {
+	srv, s, p, conn, ctx := c.srv, c.s, c.peer, c.conn, c.ctx
+	defer c.closed()
+	defer c.cancel(nil)
+	defer srv.conns.add(p.Side, -1)
+	defer s.Detach(p)
+	c.readerDone.Store(true)
+	c.cancel(nil)
 	c.endWriters()
 	if c.sub != nil { // nil once closed (writeBatch)
 		c.sub.Close()
@@ -110,7 +134,7 @@ func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after 
 		sub.Close()
 	default:
 	}
-	stopClose()
+	c.stopClose()
 	if p.Side == session.SideEnvironment {
 		// An environment's tools cannot be called without it.
 		c.deregisterOwned()
@@ -188,19 +212,23 @@ func parseAfter(v string) (*uint64, error) {
 }
 
 type wsConn struct {
-	srv      *Server
-	s        *session.Session
-	peer     session.Peer
-	conn     *websocket.Conn
-	replies  chan *protocol.Frame       // encoded by the writer
-	enc      *[]byte                    // the writer's encoding buffer, borrowed for a batch (buffers.go)
-	subs     chan *session.Subscription // a new subscription replaces sub (resume)
-	sub      *session.Subscription      // the session's events for the peer; the running writer's (nil once closed)
-	cancel   context.CancelCauseFunc
-	writeErr atomic.Value // error: why the writer gave up, if it did
-	bucket   *bucket      // frame rate (limits.go); nil: unlimited; reader only
-	writing  atomic.Bool  // a write is in flight, or about to start
-	cork     *corkConn    // batches the writer's frames into one write; nil: each frame is written alone
+	srv        *Server
+	s          *session.Session
+	peer       session.Peer
+	conn       *websocket.Conn
+	replies    chan *protocol.Frame       // encoded by the writer
+	enc        *[]byte                    // the writer's encoding buffer, borrowed for a batch (buffers.go)
+	subs       chan *session.Subscription // a new subscription replaces sub (resume)
+	sub        *session.Subscription      // the session's events for the peer; the running writer's (nil once closed)
+	ctx        context.Context            // the connection's: its end ends the connection
+	cancel     context.CancelCauseFunc
+	closed     func()       // the manager's: the connection has ended (connect)
+	stopClose  func() bool  // stops ctx's end from closing the connection (open)
+	readerDone atomic.Bool  // the reader has stopped
+	writeErr   atomic.Value // error: why the writer gave up, if it did
+	bucket     *bucket      // frame rate (limits.go); nil: unlimited; reader only
+	writing    atomic.Bool  // a write is in flight, or about to start
+	cork       *corkConn    // batches the writer's frames into one write; nil: each frame is written alone
 
 	// The writer runs only while there is something to write (see kick):
 	// an idle connection keeps its reader's goroutine alone.
@@ -244,95 +272,94 @@ func (c *wsConn) subscribe(after *uint64) *session.Subscription {
 	return c.s.Subscribe(*after)
 }
 
-// readLoop decodes each frame and answers it; a bad frame gets an error
-// reply and the connection stays usable.
-func (c *wsConn) readLoop(ctx context.Context) {
-	var lr io.LimitedReader
-	for {
-		// Waiting for a frame holds no buffer: one is borrowed once a frame
-		// has begun, and given back when it is decoded (decoding copies
-		// what it keeps).
-		typ, rd, err := c.conn.Reader(context.Background()) // ctx's end closes the connection
-		if err != nil {
-			if ctx.Err() == nil {
-				c.cancel(fmt.Errorf("read: %w", err))
-			}
-			return
-		}
-		lr.R, lr.N = rd, protocol.MaxFrameBytes+1
-		buf := buffers.get()
-		data, err := readAll(*buf, &lr)
-		if err != nil {
-			buffers.put(buf, data)
+// readFrame reads, decodes and answers the peer's next frame, and reports
+// whether the connection goes on: a bad frame gets an error reply and
+// the connection stays usable.
+func (c *wsConn) readFrame() bool {
+	// Waiting for a frame holds no buffer: one is borrowed once a frame
+	// has begun, and given back when it is decoded (decoding copies what
+	// it keeps).
+	typ, rd, err := c.conn.Reader(context.Background()) // ctx's end closes the connection
+	if err != nil {
+		if c.ctx.Err() == nil {
 			c.cancel(fmt.Errorf("read: %w", err))
-			return
 		}
-		allowed := c.bucket.take(time.Now())
-		if len(data) > protocol.MaxFrameBytes {
-			buffers.put(buf, data)
-			n, _ := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
-			if n >= hardMessageLimit {
-				c.cancel(fmt.Errorf("message larger than %d bytes", hardMessageLimit))
-				return
-			}
-			c.reply(nil, protocol.Errorf(protocol.CodeTooLarge, "frame larger than %d bytes; nothing was applied", protocol.MaxFrameBytes))
-			continue
-		}
-		if typ != websocket.MessageText {
-			buffers.put(buf, data)
-			c.reply(nil, protocol.Errorf(protocol.CodeInvalidRequest, "binary messages are not frames: send JSON text"))
-			continue
-		}
-		f, err := decodePeerFrame(data) // fastframe.go
+		return false
+	}
+	lr := io.LimitedReader{R: rd, N: protocol.MaxFrameBytes + 1}
+	buf := buffers.get()
+	data, err := readAll(*buf, &lr)
+	if err != nil {
 		buffers.put(buf, data)
-		if !allowed {
-			var de *protocol.DecodeError
-			var id *string
-			if f != nil {
-				id = &f.ID
-			} else if errors.As(err, &de) && de.ID != "" {
+		c.cancel(fmt.Errorf("read: %w", err))
+		return false
+	}
+	allowed := c.bucket.take(time.Now())
+	if len(data) > protocol.MaxFrameBytes {
+		buffers.put(buf, data)
+		n, _ := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
+		if n >= hardMessageLimit {
+			c.cancel(fmt.Errorf("message larger than %d bytes", hardMessageLimit))
+			return false
+		}
+		c.reply(nil, protocol.Errorf(protocol.CodeTooLarge, "frame larger than %d bytes; nothing was applied", protocol.MaxFrameBytes))
+		return true
+	}
+	if typ != websocket.MessageText {
+		buffers.put(buf, data)
+		c.reply(nil, protocol.Errorf(protocol.CodeInvalidRequest, "binary messages are not frames: send JSON text"))
+		return true
+	}
+	f, err := decodePeerFrame(data) // fastframe.go
+	buffers.put(buf, data)
+	if !allowed {
+		var de *protocol.DecodeError
+		var id *string
+		if f != nil {
+			id = &f.ID
+		} else if errors.As(err, &de) && de.ID != "" {
+			id = &de.ID
+		}
+		c.reply(id, c.srv.opts.Manager.limits.rateError())
+		return true
+	}
+	if err != nil {
+		var de *protocol.DecodeError
+		var id *string
+		code := protocol.CodeInvalidRequest
+		if errors.As(err, &de) {
+			if de.ID != "" {
 				id = &de.ID
 			}
-			c.reply(id, c.srv.opts.Manager.limits.rateError())
-			continue
-		}
-		if err != nil {
-			var de *protocol.DecodeError
-			var id *string
-			code := protocol.CodeInvalidRequest
-			if errors.As(err, &de) {
-				if de.ID != "" {
-					id = &de.ID
-				}
-				if de.Code != "" {
-					code = de.Code
-				}
-			}
-			c.reply(id, protocol.Errorf(code, "%v", err))
-			continue
-		}
-		if rs, ok := f.Msg.(*protocol.Resume); ok {
-			after := rs.AfterSeq
-			sub := c.subscribe(&after)
-			select {
-			case c.subs <- sub:
-			default:
-				sub.Close()
-				c.reply(&f.ID, protocol.Errorf(protocol.CodeConflict, "a resume is already pending"))
-				continue
-			}
-			c.reply(&f.ID, nil) // and kicks the writer, which takes the subscription first
-			continue
-		}
-		switch f.Msg.(type) {
-		case *protocol.CapabilityRegister, *protocol.CapabilityInvoke, *protocol.TurnStart: // new work; results, decisions and endings go through
-			if perr := c.srv.opts.Manager.Admit(c.s); perr != nil {
-				c.reply(&f.ID, perr)
-				continue
+			if de.Code != "" {
+				code = de.Code
 			}
 		}
-		c.send(c.s.HandleFrame(c.peer, f))
+		c.reply(id, protocol.Errorf(code, "%v", err))
+		return true
 	}
+	if rs, ok := f.Msg.(*protocol.Resume); ok {
+		after := rs.AfterSeq
+		sub := c.subscribe(&after)
+		select {
+		case c.subs <- sub:
+		default:
+			sub.Close()
+			c.reply(&f.ID, protocol.Errorf(protocol.CodeConflict, "a resume is already pending"))
+			return true
+		}
+		c.reply(&f.ID, nil) // and kicks the writer, which takes the subscription first
+		return true
+	}
+	switch f.Msg.(type) {
+	case *protocol.CapabilityRegister, *protocol.CapabilityInvoke, *protocol.TurnStart: // new work; results, decisions and endings go through
+		if perr := c.srv.opts.Manager.Admit(c.s); perr != nil {
+			c.reply(&f.ID, perr)
+			return true
+		}
+	}
+	c.send(c.s.HandleFrame(c.peer, f))
+	return true
 }
 
 // reply queues an ack (err nil) or an error reply to the frame id.

@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // corkedWriter is the http.ResponseWriter given to websocket.Accept: its
@@ -45,18 +45,17 @@ func (w *corkedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// the frame's buffer. The writer's only gathers a frame's header and
 	// the start of its payload before they reach the cork's buffer, which
 	// batches the writes.
-	r := io.Reader(conn)
-	size := readBufferSize
-	if n := brw.Reader.Buffered(); n > 0 { // read ahead by the server: it comes first
+	if n := brw.Reader.Buffered(); n > 0 {
+		// Read ahead by the server (a peer that sent its first frame
+		// before the upgrade's answer): the cork's Read gives it first.
+		// Not in br: coder/websocket would move what br buffers into a
+		// reader of its own, where the reader's wait could not see it.
 		ahead, _ := brw.Reader.Peek(n)
-		r, size = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), conn), max(size, n)
+		w.cc.ahead = bytes.Clone(ahead)
+		w.cc.aheadLeft.Store(true)
 	}
-	br := bufio.NewReaderSize(r, size)
-	if r != io.Reader(conn) {
-		// Into the buffer now: coder/websocket takes what is buffered and
-		// resets the reader onto the connection.
-		_, _ = br.Peek(brw.Reader.Buffered())
-	}
+	br := bufio.NewReaderSize(w.cc, readBufferSize)
+	w.cc.waiter = newReadWaiter(conn, br, &w.cc.aheadLeft)
 	return w.cc, bufio.NewReadWriter(br, bufio.NewWriterSize(w.cc, writeBufferSize)), nil
 }
 
@@ -81,10 +80,30 @@ const maxCorked = 256 << 10
 // lock while it writes.
 type corkConn struct {
 	net.Conn
-	mu     sync.Mutex
-	corked bool
-	pooled *[]byte // buf's pool entry, borrowed while corked (buffers.go)
-	buf    []byte
+	waiter *readWaiter // nil: the reader waits where it reads (idlewait.go)
+	// ahead is what the HTTP server read of the connection past the
+	// upgrade request, which Read gives before the connection's own bytes;
+	// aheadLeft says some is left (for the reader's wait). Only
+	// coder/websocket reads, one read at a time.
+	ahead     []byte
+	aheadLeft atomic.Bool
+	mu        sync.Mutex
+	corked    bool
+	pooled    *[]byte // buf's pool entry, borrowed while corked (buffers.go)
+	buf       []byte
+}
+
+// Read gives what the server read ahead first, then reads the connection.
+func (c *corkConn) Read(p []byte) (int, error) {
+	if c.aheadLeft.Load() {
+		n := copy(p, c.ahead)
+		if c.ahead = c.ahead[n:]; len(c.ahead) == 0 {
+			c.ahead = nil
+			c.aheadLeft.Store(false)
+		}
+		return n, nil
+	}
+	return c.Conn.Read(p)
 }
 
 func (c *corkConn) Write(p []byte) (int, error) {
@@ -159,6 +178,25 @@ func (c *corkConn) flushLocked() error {
 	_, err := c.Conn.Write(c.buf)
 	c.buf = c.buf[:0]
 	return err
+}
+
+// waitReadable waits, near the top of the reader's stack, for the peer's
+// next frame (idlewait.go). A nil c returns at once.
+func (c *corkConn) waitReadable() {
+	if c != nil {
+		c.waiter.wait()
+	}
+}
+
+// closing runs close, coder/websocket's Close from another goroutine than
+// the reader, so that it and waitReadable do not race (idlewait.go). A
+// nil c just runs close.
+func (c *corkConn) closing(close func()) {
+	if c == nil {
+		close()
+		return
+	}
+	c.waiter.closing(close)
 }
 
 // corkConn returns the connection Hijack made; nil for a nil w, or before

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -85,6 +86,22 @@ type memSample struct {
 	Stack      uint64 `json:"stackBytes"`      // goroutine stacks
 	RSS        uint64 `json:"rssBytes"`        // resident set (VmRSS)
 	Goroutines int    `json:"goroutines"`
+	// Where the runtime's memory is (runtime/metrics): what it maps and
+	// has not returned, and of that the free space in spans in use
+	// (fragmentation) and the collector's and allocator's own.
+	Mapped   uint64 `json:"mappedBytes"`
+	Unused   uint64 `json:"heapUnusedBytes"`
+	Metadata uint64 `json:"metadataBytes"`
+}
+
+// memoryClasses reads the runtime's memory classes.
+func memoryClasses(m *memSample) {
+	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/metadata/other:bytes"},
+		{Name: "/memory/classes/metadata/mspan/inuse:bytes"}, {Name: "/memory/classes/metadata/mcache/inuse:bytes"}}
+	metrics.Read(samples)
+	v := func(i int) uint64 { return samples[i].Value.Uint64() }
+	m.Mapped, m.Unused, m.Metadata = v(0)-v(1), v(2), v(3)+v(4)+v(5)
 }
 
 func sampleMemory(t testing.TB) memSample {
@@ -93,7 +110,9 @@ func sampleMemory(t testing.TB) memSample {
 	debug.FreeOSMemory() // collects again, and returns what is free
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return memSample{Heap: ms.HeapAlloc, StoreCache: storeCacheHeap(), Stack: ms.StackInuse, RSS: residentBytes(t), Goroutines: runtime.NumGoroutine()}
+	m := memSample{Heap: ms.HeapAlloc, StoreCache: storeCacheHeap(), Stack: ms.StackInuse, RSS: residentBytes(t), Goroutines: runtime.NumGoroutine()}
+	memoryClasses(&m)
+	return m
 }
 
 // storeCacheProfileRate is a heap profile rate at which every buffer of
@@ -189,12 +208,16 @@ type perClient struct {
 	Stack      float64 `json:"stackBytesPerClient"`
 	RSS        float64 `json:"rssBytesPerClient"`
 	Goroutines float64 `json:"goroutinesPerClient"`
+	Unused     float64 `json:"heapUnusedBytesPerClient"` // free space in the heap's spans in use
+	Metadata   float64 `json:"metadataBytesPerClient"`
+	Mapped     float64 `json:"mappedBytesPerClient"` // all the runtime maps and has not returned
 }
 
 func per(n int, base, at memSample) perClient {
 	d := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(n) }
 	return perClient{N: n, Heap: d(at.Heap-at.StoreCache, base.Heap-base.StoreCache), Stack: d(at.Stack, base.Stack), RSS: d(at.RSS, base.RSS),
-		Goroutines: float64(at.Goroutines-base.Goroutines) / float64(n)}
+		Goroutines: float64(at.Goroutines-base.Goroutines) / float64(n),
+		Unused:     d(at.Unused, base.Unused), Metadata: d(at.Metadata, base.Metadata), Mapped: d(at.Mapped, base.Mapped)}
 }
 
 // scaleKernel runs `brain serve` in this process — the default tools over
@@ -282,7 +305,8 @@ func TestIdleClientMemory(t *testing.T) {
 	at := settledMemory(t, g0+warm+n)
 	writeHeapProfile(t, "")
 	pc := per(n, base, at)
-	t.Logf("%d clients: the store's write cache %d → %d B; per client %.0f B heap, %.0f B stacks, %.0f B RSS, %.2f goroutines", n, base.StoreCache, at.StoreCache, pc.Heap, pc.Stack, pc.RSS, pc.Goroutines)
+	t.Logf("%d clients: the store's write cache %d → %d B; per client %.0f B heap, %.0f B stacks, %.0f B RSS, %.2f goroutines (%.0f B mapped: %.0f B free in spans in use, %.0f B metadata)",
+		n, base.StoreCache, at.StoreCache, pc.Heap, pc.Stack, pc.RSS, pc.Goroutines, pc.Mapped, pc.Unused, pc.Metadata)
 	bound := float64(goalBytesPerClient)
 	if testutil.RaceEnabled {
 		bound *= 2 // the race detector's bookkeeping rides on every allocation and goroutine
@@ -350,8 +374,8 @@ func TestScaleClients(t *testing.T) {
 		connected := time.Since(start)
 		at := settledMemory(t, g0+1+n)
 		pc := per(n, base, at)
-		t.Logf("%d clients (connected in %s): per client %.0f B heap, %.0f B stacks, %.0f B RSS, %.2f goroutines",
-			n, connected.Round(time.Millisecond), pc.Heap, pc.Stack, pc.RSS, pc.Goroutines)
+		t.Logf("%d clients (connected in %s): per client %.0f B heap, %.0f B stacks, %.0f B RSS, %.2f goroutines (%.0f B mapped: %.0f B free in spans in use, %.0f B metadata)",
+			n, connected.Round(time.Millisecond), pc.Heap, pc.Stack, pc.RSS, pc.Goroutines, pc.Mapped, pc.Unused, pc.Metadata)
 		stop := startCPUProfile(t, n)
 		r, err := clients.Load(*scaleRate, time.Duration(*scaleSeconds*float64(time.Second)))
 		stop()
