@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -114,4 +115,26 @@ func Fill(ctx context.Context, s *Store, n int, id func(i int) string, data []by
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// StreamConfig returns the events stream's configuration as the server
+// holds it.
+func StreamConfig(ctx context.Context, s *Store) (jetstream.StreamConfig, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return jetstream.StreamConfig{}, err
+	}
+	return info.Config, nil
+}
+
+// SetDuplicates changes the events stream's deduplication window, as a
+// store made by an earlier version of brain had it.
+func SetDuplicates(ctx context.Context, s *Store, d time.Duration) error {
+	cfg, err := StreamConfig(ctx, s)
+	if err != nil {
+		return err
+	}
+	cfg.Duplicates = d
+	_, err = s.js.UpdateStream(ctx, cfg)
+	return err
 }

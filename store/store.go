@@ -168,6 +168,11 @@ type Store struct {
 	closeErr   error
 }
 
+// noDuplicatesWindow is the embedded stream's deduplication window: its
+// appends carry no message id (msgIDs), and the server takes no less (0 is
+// its default, 2 minutes).
+const noDuplicatesWindow = 100 * time.Millisecond
+
 // Open starts the embedded server (or connects to Options.URL), waits until
 // it is ready, and creates or updates the events stream. ctx bounds the
 // start; without a deadline, the embedded server gets 30 seconds and each
@@ -226,6 +231,15 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 		// read the session's last event from the leader. One replica has
 		// nothing to lag behind.
 		AllowDirect: o.Replicas == 1,
+	}
+	if !s.msgIDs {
+		// No message ids, nothing to deduplicate: the least window the
+		// server takes (0 is its default of 2 minutes). The window is not
+		// free: at every start the server reads back each message stored
+		// within it to rebuild its ids — every event of the last 2 minutes,
+		// more than half of a start after busy minutes (docs/RATIONALE.md,
+		// "Why the embedded stream has no deduplication window").
+		cfg.Duplicates = noDuplicatesWindow
 	}
 	rctx, cancel := s.requestContext(ctx)
 	defer cancel()
