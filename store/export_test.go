@@ -138,3 +138,29 @@ func SetDuplicates(ctx context.Context, s *Store, d time.Duration) error {
 	_, err = s.js.UpdateStream(ctx, cfg)
 	return err
 }
+
+// Lost is an answer of AnswerAttempts: the attempt is stored, and its
+// acknowledgement lost.
+const Lost = "(lost)"
+
+// AnswerAttempts answers the next len(answers) publish attempts, of any
+// publish, in the server's place, in order (the server answers the
+// rest): an answer's text as the server's reply, or Lost. It is how a
+// test stands in for a stream between leaders. Call it before the
+// appends it is for, from the goroutine that appends.
+func AnswerAttempts(s *Store, answers ...string) {
+	s.answerHook = func(m *nats.Msg) (*nats.Msg, error, bool) {
+		if len(answers) == 0 {
+			return nil, nil, false
+		}
+		a := answers[0]
+		answers = answers[1:]
+		if a == Lost {
+			if _, err := s.js.PublishMsg(context.Background(), &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}); err != nil {
+				return nil, err, true
+			}
+			return nil, nats.ErrTimeout, true
+		}
+		return &nats.Msg{Data: []byte(a)}, nil, true
+	}
+}

@@ -168,13 +168,44 @@ func (j *journal) flushLocked() error {
 	return nil
 }
 
+// errUnsettled is resync's finding that the store refused an append
+// whose expected last event is the one the store holds: an earlier
+// attempt of the same event is still being applied (or the read came
+// before it). Sent again after a pause, the append settles.
+var errUnsettled = errors.New("the store refused the event, yet its last event is this journal's last: an earlier attempt is still being applied")
+
 // publish stores p after the journal's last event, and returns its stream
-// sequence.
+// sequence. An append the store has not settled (errUnsettled) is sent
+// again after a pause, for as long as a publish would be retried: the
+// store's timeout, or while the journal's hold says so (HoldWhile).
 func (j *journal) publish(p *pending) (uint64, error) {
 	var hold func() bool
 	if h := j.hold.Load(); h != nil {
 		hold = *h
 	}
+	start := time.Now()
+	for {
+		seq, err := j.publishOnce(p, hold)
+		if !errors.Is(err, errUnsettled) {
+			return seq, err
+		}
+		since := time.Since(start)
+		if since >= j.s.opts.Timeout && (hold == nil || since >= maxAppendHold || !hold()) {
+			return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
+		}
+		t := time.NewTimer(pubRetryWait)
+		select {
+		case <-t.C:
+		case <-j.s.connClosed:
+			t.Stop()
+			return 0, ErrClosed
+		}
+	}
+}
+
+// publishOnce sends p once (with the store's own retries of an
+// unanswered publish) and reads what the answer means.
+func (j *journal) publishOnce(p *pending, hold func() bool) (uint64, error) {
 	ack, err := j.s.publishHeld(&nats.Msg{Subject: j.subject, Data: p.data, Header: j.header(p)}, hold)
 	if err == nil {
 		if ack.Duplicate {
@@ -256,6 +287,10 @@ func (j *journal) resync(ctx context.Context, p *pending) (uint64, error) {
 		return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
 	case last.token == j.token && last.seq == p.seq && last.streamSeq > j.lastStream:
 		return last.streamSeq, nil
+	case j.lastStream != 0 && last.token == j.token && last.seq == j.lastSeq && last.streamSeq == j.lastStream:
+		// Nobody wrote after this journal's last event, yet the store
+		// refused the next: not a conflict.
+		return 0, errUnsettled
 	case last.streamSeq == 0:
 		return 0, fmt.Errorf("%w: session %q: event %d: the session was deleted", ErrConflict, j.id, p.seq)
 	}

@@ -157,6 +157,9 @@ type Store struct {
 
 	// publishHook, set only by tests, replaces the journal's publish.
 	publishHook func(context.Context, *nats.Msg) (*jetstream.PubAck, error)
+	// answerHook, set only by tests, answers a publish's attempt in the
+	// server's place when it returns data (publish.go's attempt).
+	answerHook func(*nats.Msg) (*nats.Msg, error, bool)
 
 	// health is what the store knows of its servers (health.go); probed
 	// on an external server only.

@@ -67,18 +67,39 @@ func startBrainNodes(t *testing.T, url string, ids []string, extra ...string) []
 			n.kill()
 		}
 		if t.Failed() {
-			for _, n := range nodes {
+			logs := make([]string, len(nodes))
+			troubled := map[string]bool{} // sessions named by a warning or an error, any node's
+			for i, n := range nodes {
+				b, _ := os.ReadFile(filepath.Join(n.dir, "brain.log"))
+				logs[i] = string(b)
+				for l := range strings.SplitSeq(logs[i], "\n") {
+					if !strings.Contains(l, "level=INFO") && !strings.Contains(l, "level=DEBUG") {
+						if id := sessionOf(l); id != "" {
+							troubled[id] = true
+						}
+					}
+				}
+			}
+			for i, n := range nodes {
 				// Its warnings and errors, every run's: a session moved or
 				// a lease lost is there, not among thousands of finished
-				// calls.
-				b, _ := os.ReadFile(filepath.Join(n.dir, "brain.log"))
-				var lines []string
-				for l := range strings.SplitSeq(string(b), "\n") {
-					if !strings.Contains(l, "level=INFO") && !strings.Contains(l, "level=DEBUG") && strings.TrimSpace(l) != "" {
+				// calls. And what happened to each session they name, on
+				// every node, but for its finished calls: which node
+				// loaded it when, and why it left.
+				var lines, history []string
+				for l := range strings.SplitSeq(logs[i], "\n") {
+					switch {
+					case strings.TrimSpace(l) == "":
+					case !strings.Contains(l, "level=INFO") && !strings.Contains(l, "level=DEBUG"):
 						lines = append(lines, l)
+					case !strings.Contains(l, "call finished") && mentionsAny(l, troubled):
+						history = append(history, l)
 					}
 				}
 				t.Logf("node %s's log, its last %d lines that are not INFO:\n  %s", n.id, min(len(lines), 150), strings.Join(lines[max(0, len(lines)-150):], "\n  "))
+				if len(history) > 0 {
+					t.Logf("node %s's log, its last %d INFO lines of those sessions:\n  %s", n.id, min(len(history), 100), strings.Join(history[max(0, len(history)-100):], "\n  "))
+				}
 			}
 		}
 	})
@@ -388,4 +409,19 @@ func (c *wsClient) closeStatus(ctx context.Context) (websocket.StatusCode, strin
 		}
 		return ce.Code, ce.Reason, nil
 	}
+}
+
+// mentionsAny reports whether log line l names one of sessions.
+func mentionsAny(l string, sessions map[string]bool) bool {
+	id := sessionOf(l)
+	return id != "" && sessions[id]
+}
+
+// sessionOf is the session a log line names (session=<id>), or "".
+func sessionOf(l string) string {
+	_, rest, _ := strings.Cut(l, " session=")
+	if f := strings.Fields(rest); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
