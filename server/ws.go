@@ -222,13 +222,14 @@ type wsConn struct {
 	sub        *session.Subscription      // the session's events for the peer; the running writer's (nil once closed)
 	ctx        context.Context            // the connection's: its end ends the connection
 	cancel     context.CancelCauseFunc
-	closed     func()       // the manager's: the connection has ended (connect)
-	stopClose  func() bool  // stops ctx's end from closing the connection (open)
-	readerDone atomic.Bool  // the reader has stopped
-	writeErr   atomic.Value // error: why the writer gave up, if it did
-	bucket     *bucket      // frame rate (limits.go); nil: unlimited; reader only
-	writing    atomic.Bool  // a write is in flight, or about to start
-	cork       *corkConn    // batches the writer's frames into one write; nil: each frame is written alone
+	closed     func()           // the manager's: the connection has ended (connect)
+	stopClose  func() bool      // stops ctx's end from closing the connection (open)
+	readerDone atomic.Bool      // the reader has stopped
+	writeErr   atomic.Value     // error: why the writer gave up, if it did
+	bucket     *bucket          // frame rate (limits.go); nil: unlimited; reader only
+	frame      io.LimitedReader // the frame being read, bounded (readFrame; reader only)
+	writing    atomic.Bool      // a write is in flight, or about to start
+	cork       *corkConn        // batches the writer's frames into one write; nil: each frame is written alone
 
 	// The writer runs only while there is something to write (see kick):
 	// an idle connection keeps its reader's goroutine alone.
@@ -286,9 +287,10 @@ func (c *wsConn) readFrame() bool {
 		}
 		return false
 	}
-	lr := io.LimitedReader{R: rd, N: protocol.MaxFrameBytes + 1}
+	lr := &c.frame
+	lr.R, lr.N = rd, protocol.MaxFrameBytes+1
 	buf := buffers.get()
-	data, err := readAll(*buf, &lr)
+	data, err := readAll(*buf, lr)
 	if err != nil {
 		buffers.put(buf, data)
 		c.cancel(fmt.Errorf("read: %w", err))
