@@ -22,7 +22,7 @@ import (
 const (
 	// replyQueue bounds the replies waiting to be written to a peer; while
 	// it is full the connection reads no further frame (send).
-	replyQueue = 64
+	replyQueue = 16
 	// hardMessageLimit closes a connection whose message is absurdly large;
 	// anything above protocol.MaxFrameBytes and below this is read,
 	// discarded and answered with an error.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unique"
 
 	"github.com/brainrt/brain/protocol"
 )
@@ -38,7 +39,10 @@ func revisionOf(c *protocol.Capability) (string, error) {
 		return "", fmt.Errorf("the definition does not encode as JSON: %w", err)
 	}
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	// Interned: every session registers the same few definitions (the
+	// environment's tools, a platform's client capabilities), and a
+	// revision is kept for the registration's life.
+	return unique.Make("sha256:" + hex.EncodeToString(sum[:])).Value(), nil
 }
 
 // inputDigest binds an approval request to registration r and input:

@@ -10,6 +10,7 @@ import (
 
 // presence is what the session knows of a party's connections.
 type presence struct {
+	party  Peer // its key (see party)
 	conns  int
 	goneAt time.Time   // when conns last dropped to 0
 	timer  *time.Timer // fails the party's dispatched calls at goneAt+PeerGrace
@@ -57,16 +58,25 @@ func (s *Session) Detach(p Peer) int {
 }
 
 func (s *Session) presenceLocked(p Peer) *presence {
-	if s.presence == nil {
-		s.presence = map[Peer]*presence{}
-	}
 	k := party(p)
-	pr := s.presence[k]
-	if pr == nil {
-		pr = &presence{}
-		s.presence[k] = pr
+	if pr := s.presenceOfLocked(k); pr != nil {
+		return pr
 	}
+	pr := &presence{party: k}
+	s.presence = append(s.presence, pr)
 	return pr
+}
+
+// presenceOfLocked returns what the session knows of party k, or nil.
+// A session has a handful of parties (a client, its apps, an
+// environment): a slice holds them in less than a map's smallest table.
+func (s *Session) presenceOfLocked(k Peer) *presence {
+	for _, pr := range s.presence {
+		if pr.party == k {
+			return pr
+		}
+	}
+	return nil
 }
 
 // goneLocked records that party k has no connection from now on.
@@ -81,7 +91,7 @@ func (s *Session) goneLocked(k Peer, pr *presence) {
 // failGone ends the dispatched calls of party k if it is still gone.
 func (s *Session) failGone(k Peer) {
 	s.mu.Lock()
-	pr := s.presence[k]
+	pr := s.presenceOfLocked(k)
 	if pr == nil || pr.conns > 0 {
 		s.mu.Unlock()
 		return
@@ -105,7 +115,7 @@ func (s *Session) failGone(k Peer) {
 func (s *Session) ownerGone(r *registration) (protocol.Outcome, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pr := s.presence[party(r.owner)]
+	pr := s.presenceOfLocked(party(r.owner))
 	if pr == nil || pr.conns > 0 || time.Since(pr.goneAt) < s.opts.PeerGrace {
 		return protocol.Outcome{}, false
 	}

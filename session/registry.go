@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/brainrt/brain/protocol"
 )
@@ -124,7 +125,7 @@ func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registrati
 		return nil, fail(protocol.CodeForbidden, err)
 	}
 	r := &registration{owner: p, handler: h, timeout: s.opts.DefaultCallTimeout,
-		logKey: "capability:" + string(c.Origin.Kind) + ":" + c.Name}
+		logKey: unique.Make("capability:" + string(c.Origin.Kind) + ":" + c.Name).Value()} // interned, as revisions are
 	var err error
 	if r.input, err = CompileSchema(c.InputSchema); err != nil {
 		return nil, fail(protocol.CodeInvalidRequest, fmt.Errorf("inputSchema: %w", err))

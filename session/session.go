@@ -142,8 +142,8 @@ type Session struct {
 	finished finishedRing
 	events   eventLog
 	turn     int
-	turns    turnState          // the running turn and the conversation (turn.go)
-	presence map[Peer]*presence // by party (Side, AppID); see Attach
+	turns    turnState   // the running turn and the conversation (turn.go)
+	presence []*presence // one a party (Side, AppID); see Attach
 	// journaled holds the revisions of registrations a journal replayed
 	// but [Restore] could not install (agent side: their handlers died with
 	// the process); registering one of them again unchanged emits nothing.
