@@ -208,16 +208,20 @@ type perClient struct {
 	Stack      float64 `json:"stackBytesPerClient"`
 	RSS        float64 `json:"rssBytesPerClient"`
 	Goroutines float64 `json:"goroutinesPerClient"`
-	Unused     float64 `json:"heapUnusedBytesPerClient"` // free space in the heap's spans in use
-	Metadata   float64 `json:"metadataBytesPerClient"`
-	Mapped     float64 `json:"mappedBytesPerClient"` // all the runtime maps and has not returned
+	// RSSLessCache is RSS less the store's write cache (when profiled):
+	// the node's, resident, up to 8 MiB a block being written or read.
+	RSSLessCache float64 `json:"rssLessStoreCacheBytesPerClient"`
+	Unused       float64 `json:"heapUnusedBytesPerClient"` // free space in the heap's spans in use
+	Metadata     float64 `json:"metadataBytesPerClient"`
+	Mapped       float64 `json:"mappedBytesPerClient"` // all the runtime maps and has not returned
 }
 
 func per(n int, base, at memSample) perClient {
 	d := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(n) }
 	return perClient{N: n, Heap: d(at.Heap-at.StoreCache, base.Heap-base.StoreCache), Stack: d(at.Stack, base.Stack), RSS: d(at.RSS, base.RSS),
-		Goroutines: float64(at.Goroutines-base.Goroutines) / float64(n),
-		Unused:     d(at.Unused, base.Unused), Metadata: d(at.Metadata, base.Metadata), Mapped: d(at.Mapped, base.Mapped)}
+		Goroutines:   float64(at.Goroutines-base.Goroutines) / float64(n),
+		RSSLessCache: d(at.RSS-at.StoreCache, base.RSS-base.StoreCache),
+		Unused:       d(at.Unused, base.Unused), Metadata: d(at.Metadata, base.Metadata), Mapped: d(at.Mapped, base.Mapped)}
 }
 
 // scaleKernel runs `brain serve` in this process — the default tools over
@@ -336,12 +340,19 @@ type scaleClientsAtSize struct {
 	perClient
 	Result scaleclient.Result `json:"roundTrips"`
 	Load   string             `json:"loadAverage"` // after the round trips
+	// After is the memory per client once the round trips are done and
+	// the clients idle again: each session keeps its latest events for
+	// replay and its latest calls' timings (bounded: session.Options
+	// LogSize, server's maxCallTimes).
+	After perClient `json:"afterRoundTrips"`
 }
 
 // TestScaleClients is the connected-clients load of issue 21, run only
-// with -scale.clients: at each size, the kernel's memory per idle
-// connected client (over a baseline of one), then round trips at
-// -scale.rate a second spread over all of them.
+// with -scale.clients: at each size, on a kernel of its own (so that no
+// size carries what an earlier one's round trips left), the kernel's
+// memory per idle connected client (over a baseline of one), then round
+// trips at -scale.rate a second spread over all of them, then the memory
+// per client again.
 func TestScaleClients(t *testing.T) {
 	if *scaleClients == "" {
 		t.Skip("the connected-clients load runs with -scale.clients (scale.sh)")
@@ -358,36 +369,53 @@ func TestScaleClients(t *testing.T) {
 	if need := uint64(sizes[len(sizes)-1]) + 256; limit < need {
 		t.Fatalf("the open-file limit is %d, %d clients need %d", limit, sizes[len(sizes)-1], need)
 	}
-	addr, data := scaleKernel(t)
-	clients := startClients(t, addr, tokenOf(t, data, "client"))
-	g0 := runtime.NumGoroutine()
-	if err := clients.Connect(1); err != nil {
-		t.Fatal(err)
-	}
-	base := settledMemory(t, g0+1)
+	// The store's write cache is the node's, not any client's: profiled,
+	// so that the heap per client leaves it out (storeCacheHeap).
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	runtime.MemProfileRate = storeCacheProfileRate
 	figs := scaleFigures{Load: loadAverage()}
+	idle := runtime.NumGoroutine()
 	for _, n := range sizes {
-		start := time.Now()
-		if err := clients.Connect(n + 1); err != nil {
-			t.Fatal(err)
-		}
-		connected := time.Since(start)
-		at := settledMemory(t, g0+1+n)
-		pc := per(n, base, at)
-		t.Logf("%d clients (connected in %s): per client %.0f B heap, %.0f B stacks, %.0f B RSS, %.2f goroutines (%.0f B mapped: %.0f B free in spans in use, %.0f B metadata)",
-			n, connected.Round(time.Millisecond), pc.Heap, pc.Stack, pc.RSS, pc.Goroutines, pc.Mapped, pc.Unused, pc.Metadata)
-		stop := startCPUProfile(t, n)
-		r, err := clients.Load(*scaleRate, time.Duration(*scaleSeconds*float64(time.Second)))
-		stop()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%d clients: %d round trips at %.0f/s: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms; %d failed, %d dropped (load %s)",
-			n, r.Sent, r.Achieved, r.P50, r.P99, r.P999, r.Max, r.Failed, r.Dropped, loadAverage())
-		for _, w := range r.Slow {
-			t.Logf("%d clients: %d round trips over 20 ms started at %d–%d ms of the load, the slowest %.1f ms", n, w.Calls, w.AtMs, w.AtMs+100, w.MaxMs)
-		}
-		figs.Sizes = append(figs.Sizes, scaleClientsAtSize{pc, r, loadAverage()})
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			// The last size's kernel has stopped (its subtest's cleanup);
+			// its goroutines, and with them what they hold, end before this
+			// size's baseline is taken.
+			for deadline := time.Now().Add(time.Minute); runtime.NumGoroutine() > idle && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond) // polling a count, for at most a minute
+			}
+			runtime.GC()
+			runtime.GC()
+			addr, data := scaleKernel(t)
+			clients := startClients(t, addr, tokenOf(t, data, "client"))
+			g0 := runtime.NumGoroutine()
+			if err := clients.Connect(1); err != nil {
+				t.Fatal(err)
+			}
+			base := settledMemory(t, g0+1)
+			start := time.Now()
+			if err := clients.Connect(n + 1); err != nil {
+				t.Fatal(err)
+			}
+			connected := time.Since(start)
+			at := settledMemory(t, g0+1+n)
+			pc := per(n, base, at)
+			t.Logf("%d clients (connected in %s): per client %.0f B heap, %.0f B stacks, %.0f B RSS (%.0f B less the store's write cache), %.2f goroutines (%.0f B mapped: %.0f B free in spans in use, %.0f B metadata)",
+				n, connected.Round(time.Millisecond), pc.Heap, pc.Stack, pc.RSS, pc.RSSLessCache, pc.Goroutines, pc.Mapped, pc.Unused, pc.Metadata)
+			stop := startCPUProfile(t, n)
+			r, err := clients.Load(*scaleRate, time.Duration(*scaleSeconds*float64(time.Second)))
+			stop()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d clients: %d round trips at %.0f/s: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms; %d failed, %d dropped (load %s)",
+				n, r.Sent, r.Achieved, r.P50, r.P99, r.P999, r.Max, r.Failed, r.Dropped, loadAverage())
+			for _, w := range r.Slow {
+				t.Logf("%d clients: %d round trips over 20 ms started at %d–%d ms of the load, the slowest %.1f ms", n, w.Calls, w.AtMs, w.AtMs+100, w.MaxMs)
+			}
+			after := per(n, base, settledMemory(t, g0+1+n))
+			t.Logf("%d clients after the round trips: per client %.0f B heap, %.0f B stacks, %.0f B RSS (%.0f B less the store's write cache)", n, after.Heap, after.Stack, after.RSS, after.RSSLessCache)
+			figs.Sizes = append(figs.Sizes, scaleClientsAtSize{pc, r, loadAverage(), after})
+		})
 	}
 	if *scaleJSON != "" {
 		b, _ := json.MarshalIndent(figs, "", "  ")

@@ -59,17 +59,24 @@ func verdict(ok bool) string {
 
 func kib(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
 
+// perClient is a size's memory per client (cmd/brain's perClient).
+type perClient struct {
+	Heap         float64 `json:"heapBytesPerClient"`
+	Stack        float64 `json:"stackBytesPerClient"`
+	RSS          float64 `json:"rssBytesPerClient"`
+	RSSLessCache float64 `json:"rssLessStoreCacheBytesPerClient"`
+	Goroutines   float64 `json:"goroutinesPerClient"`
+}
+
 func clients(dir string) {
-	fmt.Println("Connected clients (each in its own session, a client capability registered)")
+	fmt.Println("Connected clients (each in its own session, a client capability registered; a kernel of its own at each size)")
 	var f struct {
 		Load  string `json:"loadAverage"`
 		Sizes []struct {
-			N          int     `json:"clients"`
-			Heap       float64 `json:"heapBytesPerClient"`
-			Stack      float64 `json:"stackBytesPerClient"`
-			RSS        float64 `json:"rssBytesPerClient"`
-			Goroutines float64 `json:"goroutinesPerClient"`
-			Result     struct {
+			N int `json:"clients"`
+			perClient
+			After  perClient `json:"afterRoundTrips"`
+			Result struct {
 				Sent, OK, Failed, Dropped int64
 				Achieved                  float64 `json:"achieved"`
 				P50                       float64 `json:"p50Ms"`
@@ -83,12 +90,13 @@ func clients(dir string) {
 		return
 	}
 	const goalMem, goalP99 = 32 << 10, 20.0
-	fmt.Printf("  %8s  %-28s  %-28s  %6s  %-40s  %s\n", "clients", "RSS/client (goal ≤ 32 KiB)", "heap+stacks/client (≤ 32 KiB)", "gorout", "round trips (goal p99 ≤ 20 ms, 0 dropped)", "load")
+	fmt.Printf("  %8s  %-28s  %-22s  %-28s  %6s  %-40s  %-26s  %s\n", "clients", "RSS/client (goal ≤ 32 KiB)", "less the store's cache", "heap+stacks/client (≤ 32 KiB)", "gorout",
+		"round trips (goal p99 ≤ 20 ms, 0 dropped)", "after them: RSS, heap+stacks", "load")
 	for _, s := range f.Sizes {
 		r := s.Result
-		fmt.Printf("  %8d  %-10s %-17s  %-10s %-17s  %6.2f  %6.0f/s p50 %6.2f p99 %7.2f ms %-6s  %s\n", s.N,
-			kib(s.RSS), verdict(s.RSS <= goalMem), kib(s.Heap+s.Stack), verdict(s.Heap+s.Stack <= goalMem), s.Goroutines,
-			r.Achieved, r.P50, r.P99, verdict(r.P99 <= goalP99 && r.Dropped == 0 && r.Failed == 0 && r.Sent > 0), s.Load)
+		fmt.Printf("  %8d  %-10s %-17s  %-10s %-11s  %-10s %-17s  %6.2f  %6.0f/s p50 %6.2f p99 %7.2f ms %-6s  %-10s %-15s  %s\n", s.N,
+			kib(s.RSS), verdict(s.RSS <= goalMem), kib(s.RSSLessCache), verdict(s.RSSLessCache <= goalMem), kib(s.Heap+s.Stack), verdict(s.Heap+s.Stack <= goalMem), s.Goroutines,
+			r.Achieved, r.P50, r.P99, verdict(r.P99 <= goalP99 && r.Dropped == 0 && r.Failed == 0 && r.Sent > 0), kib(s.After.RSS), kib(s.After.Heap+s.After.Stack), s.Load)
 		if r.Failed+r.Dropped > 0 {
 			fmt.Printf("  %8s  %d of %d round trips failed, %d dropped\n", "", r.Failed, r.Sent, r.Dropped)
 		}
