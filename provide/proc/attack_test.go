@@ -4,6 +4,7 @@ package proc_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -217,13 +218,24 @@ func TestAttackParentSecretNotVisible(t *testing.T) {
 func TestAttackForkBomb(t *testing.T) {
 	forEachLimitMode(t, func(t *testing.T, mode string) {
 		const limit = 12
-		e := newExec(t, proc.Grants{Allow: []string{"sh"}, MaxProcesses: limit, Timeout: 2 * time.Second, MaxOutputBytes: 4096})
+		// The bomb runs as a uid of this test process's own: the kernel
+		// counts RLIMIT_NPROC per user across the system, and as nobody it
+		// shared its 12 with every program other tests run as nobody — a
+		// second test run beside this one, its own fork bomb included, left
+		// the bomb no fork at all (its sh exited at once, no timeout).
+		uid := bombUID()
+		// Its markers too: a bomb of another test run is not this one's.
+		bomb, sleep := fmt.Sprintf("bomb_%d", os.Getpid()), fmt.Sprintf("sleep 60.%d", os.Getpid())
+		root := t.TempDir()
+		if err := os.Chown(root, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		e := newExec(t, proc.Grants{Root: root, User: &uid, Allow: []string{"sh"}, MaxProcesses: limit, Timeout: 2 * time.Second, MaxOutputBytes: 4096})
 		wantMode(t, e, mode)
 
 		// Watch the bomb's process count while it runs: the processes of
-		// the exec user in the process groups of the bomb's processes
-		// (zombies included). Not every process of the exec user: tests of
-		// other packages run programs as the same user at the same time.
+		// its user in the process groups of the bomb's processes (zombies
+		// included).
 		done := make(chan struct{})
 		peak := make(chan int, 1)
 		go func() {
@@ -231,7 +243,7 @@ func TestAttackForkBomb(t *testing.T) {
 			tick := time.NewTicker(5 * time.Millisecond)
 			defer tick.Stop()
 			for range 2000 { // at most 10 s
-				if n := processesInGroupsOf(execUID(), "bomb_4711", "sleep 60.104"); n > max {
+				if n := processesInGroupsOf(uid, bomb, sleep); n > max {
 					max = n
 				}
 				select {
@@ -247,7 +259,7 @@ func TestAttackForkBomb(t *testing.T) {
 		start := time.Now()
 		// The bomb spreads in the background while the leader waits in
 		// exec'd sleep, so the call runs until the deadline.
-		res, err := e.Run(context.Background(), handle.Command{Program: "sh", Args: []string{"-c", "bomb_4711() { bomb_4711 | bomb_4711 & }; bomb_4711 & exec sleep 60.104"}})
+		res, err := e.Run(context.Background(), handle.Command{Program: "sh", Args: []string{"-c", bomb + "() { " + bomb + " | " + bomb + " & }; " + bomb + " & exec " + sleep}})
 		close(done)
 		wantCode(t, err, protocol.CodeTimeout)
 		if d := time.Since(start); d > 10*time.Second {
@@ -261,10 +273,16 @@ func TestAttackForkBomb(t *testing.T) {
 		if !strings.Contains(string(res.Stderr), "fork") {
 			t.Fatalf("the bomb never hit the limit: stderr %q", res.Stderr)
 		}
-		waitGone(t, "bomb_4711")
-		waitGone(t, "sleep 60.104")
+		waitGone(t, bomb)
+		waitGone(t, sleep)
 	})
 }
+
+// bombUID is a uid no other process uses: one past a million, plus this
+// process's pid (at most 2^22 on Linux), so that two test runs at once
+// differ too. It needs no passwd entry: the child runs with it, and its
+// gid is the same number.
+func bombUID() int { return 1_000_000 + os.Getpid() }
 
 func TestAttackDirEscape(t *testing.T) {
 	root := newRoot(t)
