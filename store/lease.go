@@ -437,7 +437,7 @@ func (x *Lease) renew() {
 	kv := x.l.kv
 	ctx, cancel := context.WithTimeout(context.Background(), min(until.Sub(now), renewAttempt))
 	defer cancel()
-	newRev, err := kv.Update(ctx, x.id, x.l.value, rev)
+	newRev, err := updateSettled(ctx, kv, x.id, x.l.value, rev)
 	if isRevisionMismatch(err) {
 		// Another node holds it — or this node does, at a revision whose
 		// acknowledgement was lost (a renewal sent as the stream's leader
@@ -456,7 +456,7 @@ func (x *Lease) renew() {
 			return
 		default:
 			now = time.Now()
-			newRev, err = kv.Update(ctx, x.id, x.l.value, e.revision)
+			newRev, err = updateSettled(ctx, kv, x.id, x.l.value, e.revision)
 			if isRevisionMismatch(err) {
 				// Changed again since it was read: an earlier renewal of
 				// this node's still in flight landed, or another node took
@@ -516,6 +516,38 @@ func (x *Lease) lapsed() error {
 		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, base, x.l.s.unavailable("renew the lease", last))
 	}
 	return fmt.Errorf("%w: %s", ErrLeaseLost, base)
+}
+
+// inProcess reports an update a replicated stream refused with "wrong
+// last sequence" (10164) because another update of the same key was still
+// being applied: it compared no revision (publish.go's pubRetryable). The
+// marker outlives the other update's acknowledgement by a moment, so an
+// update right after one of the same key meets it even without an
+// election (TestRenewalReadsTheLeader in a loaded run).
+func inProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// updateSettled is kv.Update, sent again after a short pause while the
+// stream answers that another update of the key is being applied
+// (inProcess), within ctx.
+func updateSettled(ctx context.Context, kv jetstream.KeyValue, key string, value []byte, rev uint64) (uint64, error) {
+	wait := 5 * time.Millisecond
+	for {
+		n, err := kv.Update(ctx, key, value, rev)
+		if !inProcess(err) {
+			return n, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return n, err
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
 }
 
 // isRevisionMismatch reports an update refused because the entry's

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,5 +62,93 @@ func TestReleaseAfterALateRenewal(t *testing.T) {
 	}
 	if e, err := l.kv.Get(ctx, "s-taken"); err != nil || string(e.Value()) != string(other) {
 		t.Fatalf("the other run's entry: %v, %v; want it kept", e, err)
+	}
+}
+
+// inProcessKV is a lease bucket whose next Deletes and Updates are
+// answered as a replicated stream answers an update of a key while another
+// update of it is being applied (10164, as nats.go wraps it), changing
+// nothing.
+type inProcessKV struct {
+	jetstream.KeyValue
+	deletes, updates int // calls answered so, still to come
+}
+
+func errInProcess() error {
+	apiErr := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence"}
+	return fmt.Errorf("%w: %w", apiErr, jetstream.ErrKeyRevisionMismatch)
+}
+
+func (kv *inProcessKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	if kv.deletes > 0 {
+		kv.deletes--
+		return errInProcess()
+	}
+	return kv.KeyValue.Delete(ctx, key, opts...)
+}
+
+func (kv *inProcessKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if kv.updates > 0 {
+		kv.updates--
+		return 0, errInProcess()
+	}
+	return kv.KeyValue.Update(ctx, key, value, rev)
+}
+
+// TestRenewalWhileAnUpdateIsInProcess: a renewal told "wrong last
+// sequence" because another update of the entry is being applied (which
+// nats-server says for a moment after that update's acknowledgement, too)
+// is sent again at once and renews: it was a failed renewal, and a test
+// that renews right after an update failed on it in a loaded run.
+func TestRenewalWhileAnUpdateIsInProcess(t *testing.T) {
+	s := openInternal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := s.Leases(ctx, &LeaseOptions{Node: "n1", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	x, err := l.Acquire(ctx, "s-renew-busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.mu.Lock()
+	before := x.rev
+	x.mu.Unlock()
+	l.kv = &inProcessKV{KeyValue: l.kv, updates: 3}
+	x.renew()
+	x.mu.Lock()
+	after, lastErr, lost := x.rev, x.lastErr, x.err
+	x.mu.Unlock()
+	if lost != nil || lastErr != nil || after <= before {
+		t.Fatalf("renewal: revision %d -> %d, last error %v, lost %v; want renewed", before, after, lastErr, lost)
+	}
+}
+
+// TestReleaseWhileAnUpdateIsInProcess: a release whose delete is told
+// "wrong last sequence" because another update of the entry (this node's
+// renewal in flight) is being applied tries again and deletes the entry —
+// it failed, and the lease stayed held until it expired (a loaded run of
+// TestServeClusterFaults: "after the stop 1 leases are still held").
+func TestReleaseWhileAnUpdateIsInProcess(t *testing.T) {
+	s := openInternal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := s.Leases(ctx, &LeaseOptions{Node: "n1", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	x, err := l.Acquire(ctx, "s-busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.kv = &inProcessKV{KeyValue: l.kv, deletes: 2}
+	if err := x.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, err := l.readLease(ctx, "s-busy"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("after the release the lease entry reads %v, want none", err)
 	}
 }

@@ -48,7 +48,14 @@ func retryable(err error) bool {
 		switch apiErr.ErrorCode {
 		case 10008, // JetStream system temporarily unavailable (no meta leader)
 			10004, // incomplete results
-			10163: // expected last sequence per subject temporarily unavailable (a new leader)
+			10163, // expected last sequence per subject temporarily unavailable (a new leader)
+			// "wrong last sequence" from a replicated stream while another
+			// update of the same subject (key) is proposed and not yet
+			// applied: not a compared revision, so not a conflict yet
+			// (publish.go's pubRetryable says more). A lease's release met
+			// it beside its own renewal in flight, and failed, leaving the
+			// lease held until it expired.
+			jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 			return true
 		}
 	}
