@@ -70,7 +70,7 @@ func (srv *Server) serveWS(w http.ResponseWriter, r *http.Request, s *session.Se
 // uses there (at best by half, when that is under a quarter): so the wait
 // is here, under as few and as small frames as can be — setting up,
 // reading a frame and ending are calls of their own, whose frames are
-// gone while it waits (idlewait.go; TestIdleClientMemory holds the bound).
+// gone while it waits (idlewait.go; TestIdleConnectionStack holds the bound).
 func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after *uint64, done func()) {
 	c.open(ctx, cancel, after, done)
 	for {
