@@ -35,9 +35,26 @@ type CallPoint struct {
 // callTimes keeps the timings of a session's latest calls.
 type callTimes struct {
 	mu    sync.Mutex
-	byID  map[string]*CallTimes
+	byID  map[string]*callRecord
 	order []string // ring of ids, oldest first once full
 	next  int
+}
+
+// callRecord is a call's CallTimes as a session keeps it between reads:
+// the points as kinds and Unix nanoseconds (no pointers for the collector
+// to follow, 16 bytes a point), made into CallTimes only when asked.
+type callRecord struct {
+	name      string
+	invoker   protocol.Audience
+	points    []callPoint
+	decision  protocol.Decision
+	decidedBy string
+	outcome   *protocol.Outcome
+}
+
+type callPoint struct {
+	kind session.CallEventKind
+	at   int64 // Unix nanoseconds
 }
 
 func (ct *callTimes) observe(ev session.CallEvent) {
@@ -46,7 +63,7 @@ func (ct *callTimes) observe(ev session.CallEvent) {
 	c := ct.byID[ev.CallID]
 	if c == nil {
 		if ct.byID == nil {
-			ct.byID = map[string]*CallTimes{}
+			ct.byID = map[string]*callRecord{}
 		}
 		if len(ct.order) < maxCallTimes {
 			ct.order = append(ct.order, ev.CallID)
@@ -55,16 +72,17 @@ func (ct *callTimes) observe(ev session.CallEvent) {
 			ct.order[ct.next] = ev.CallID
 			ct.next = (ct.next + 1) % maxCallTimes
 		}
-		c = &CallTimes{CallID: ev.CallID, Name: ev.Name, Invoker: ev.Invoker}
+		// Started, dispatched, finished: a call without approval fits.
+		c = &callRecord{name: ev.Name, invoker: ev.Invoker, points: make([]callPoint, 0, 3)}
 		ct.byID[ev.CallID] = c
 	}
-	c.Points = append(c.Points, CallPoint{Kind: ev.Kind.String(), Time: ev.Time.UTC()})
+	c.points = append(c.points, callPoint{ev.Kind, ev.Time.UnixNano()})
 	switch ev.Kind {
 	case session.ApprovalDecided:
-		c.Decision, c.DecidedBy = ev.Decision, ev.DecidedBy
+		c.decision, c.decidedBy = ev.Decision, ev.DecidedBy
 	case session.CallFinished:
 		out := ev.Outcome
-		c.Outcome = &out
+		c.outcome = &out
 	}
 }
 
@@ -75,8 +93,11 @@ func (ct *callTimes) get(id string) (CallTimes, bool) {
 	if c == nil {
 		return CallTimes{}, false
 	}
-	out := *c
-	out.Points = append([]CallPoint(nil), c.Points...)
+	out := CallTimes{CallID: id, Name: c.name, Invoker: c.invoker, Points: make([]CallPoint, len(c.points)),
+		Decision: c.decision, DecidedBy: c.decidedBy, Outcome: c.outcome}
+	for i, p := range c.points {
+		out.Points[i] = CallPoint{Kind: p.kind.String(), Time: time.Unix(0, p.at).UTC()}
+	}
 	return out, true
 }
 

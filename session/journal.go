@@ -53,6 +53,10 @@ func (s *Session) emitLocked(e entry) {
 				s.logError("journal append failed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)), slog.String("error", err.Error()))
 			}
 		}
+		// The log keeps the message, not the call it was made from: a
+		// finished call holds its invoker's context, its channels and its
+		// handler's copy, and a log keeps thousands of events.
+		e.call = nil
 	}
 	s.events.appendLocked(e)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -204,4 +206,38 @@ func TestRestoreFromLaterSeq(t *testing.T) {
 	if err := r.Register(session.Client, jClientCap("c.new", false)); err != nil || r.LastSeq() != 110 {
 		t.Fatalf("register after restore: %v, seq %d", err, r.LastSeq())
 	}
+}
+
+// TestJournaledLogKeepsNoFinishedCall: a journaled session's log keeps
+// its call events as the messages it journaled, not the calls they were
+// made from — a finished call holds its invoker's context, its channels
+// and its handler's copy, and a log holds thousands of events — so a
+// finished call is garbage once its caller has its outcome.
+func TestJournaledLogKeepsNoFinishedCall(t *testing.T) {
+	s := session.New("s1", &session.Options{Journal: &memJournal{}})
+	var seen weak.Pointer[session.Call]
+	if err := s.RegisterAgent(jAgentCap("echo", false), session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
+		seen = weak.Make(c)
+		return c.Input, nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.Invoke(context.Background(), protocol.AudienceLLM, "echo", json.RawMessage(`{"n":1}`)); !out.IsOK() {
+		t.Fatal(out.Err)
+	}
+	// The log still shows the call: its events are read as messages.
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	waitForType(t, sub, protocol.TypeCapabilityInvoked)
+	if e := waitForType(t, sub, protocol.TypeCapabilityOutcome); string(e.Msg.(*protocol.CapabilityOutcome).Outcome.Value) != `{"n":1}` {
+		t.Fatalf("the outcome event reads %+v", e.Msg)
+	}
+	// Collected within a few cycles: nothing but the log could hold it.
+	for range 5 {
+		runtime.GC()
+		if seen.Value() == nil {
+			return
+		}
+	}
+	t.Fatal("a finished call is still reachable from its journaled session")
 }
