@@ -529,24 +529,19 @@ func inProcess(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
+// inProcessWait is the first pause before an update told inProcess is
+// tried again: the other update is applied within a replication round.
+const inProcessWait = 5 * time.Millisecond
+
 // updateSettled is kv.Update, sent again after a short pause while the
 // stream answers that another update of the key is being applied
 // (inProcess), within ctx.
 func updateSettled(ctx context.Context, kv jetstream.KeyValue, key string, value []byte, rev uint64) (uint64, error) {
-	wait := 5 * time.Millisecond
-	for {
+	for wait := inProcessWait; ; wait = min(2*wait, 100*time.Millisecond) {
 		n, err := kv.Update(ctx, key, value, rev)
-		if !inProcess(err) {
+		if !inProcess(err) || !pause(ctx, wait) {
 			return n, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return n, err
-		case <-t.C:
-		}
-		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
 

@@ -10,6 +10,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// internalLeases is node n1's leases (a TTL of a minute: the renewal loop
+// leaves them to the test) on an embedded store of the test's own, and a
+// context bounding the test.
+func internalLeases(t *testing.T) (*Leases, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	l, err := openInternal(t).Leases(ctx, &LeaseOptions{Node: "n1", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, ctx
+}
+
 // TestReleaseAfterALateRenewal: a renewal in flight as the release begins
 // lands after the release read the lease's revision, so the release's
 // delete at that revision is refused. The entry is still this node's
@@ -18,14 +33,7 @@ import (
 // (a fresh-clone run's TestServeClusterSIGKILL: "node b's lease expired
 // instead of being released on SIGTERM").
 func TestReleaseAfterALateRenewal(t *testing.T) {
-	s := openInternal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	l, err := s.Leases(ctx, &LeaseOptions{Node: "n1", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l, ctx := internalLeases(t)
 	x, err := l.Acquire(ctx, "s-late")
 	if err != nil {
 		t.Fatal(err)
@@ -101,14 +109,7 @@ func (kv *inProcessKV) Update(ctx context.Context, key string, value []byte, rev
 // is sent again at once and renews: it was a failed renewal, and a test
 // that renews right after an update failed on it in a loaded run.
 func TestRenewalWhileAnUpdateIsInProcess(t *testing.T) {
-	s := openInternal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	l, err := s.Leases(ctx, &LeaseOptions{Node: "n1", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l, ctx := internalLeases(t)
 	x, err := l.Acquire(ctx, "s-renew-busy")
 	if err != nil {
 		t.Fatal(err)
@@ -132,14 +133,7 @@ func TestRenewalWhileAnUpdateIsInProcess(t *testing.T) {
 // it failed, and the lease stayed held until it expired (a loaded run of
 // TestServeClusterFaults: "after the stop 1 leases are still held").
 func TestReleaseWhileAnUpdateIsInProcess(t *testing.T) {
-	s := openInternal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	l, err := s.Leases(ctx, &LeaseOptions{Node: "n1", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l, ctx := internalLeases(t)
 	x, err := l.Acquire(ctx, "s-busy")
 	if err != nil {
 		t.Fatal(err)

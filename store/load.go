@@ -347,11 +347,7 @@ func fetchInto(ctx context.Context, cons jetstream.Consumer, n int, events *[]se
 		if got > 0 || !errors.Is(err, nats.ErrNoResponders) {
 			return got, err
 		}
-		t := time.NewTimer(fetchRetryWait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, fetchRetryWait) {
 			return 0, fmt.Errorf("%w (and then %w)", err, ctx.Err())
 		}
 	}

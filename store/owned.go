@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -82,12 +81,8 @@ func (s *Store) countOwned(ctx context.Context, owner string, delta int) error {
 		case inProcess(err):
 			// Another writer's update is being applied: read it again once
 			// it is (lease.go's inProcess), not at once.
-			t := time.NewTimer(10 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !pause(ctx, 2*inProcessWait) {
 				return fmt.Errorf("store: count the sessions of an owner: %w", ctx.Err())
-			case <-t.C:
 			}
 			continue
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):

@@ -62,6 +62,19 @@ func retryable(err error) bool {
 	return false
 }
 
+// pause waits d, or until ctx is done; it reports whether it waited all
+// of d.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // isNoStreamResponse reports jetstream.ErrNoStreamResponse.
 func isNoStreamResponse(err error) bool { return errors.Is(err, jetstream.ErrNoStreamResponse) }
 
