@@ -51,7 +51,7 @@ func inputDigest(r *registration, input []byte) string {
 	h := sha256.New()
 	h.Write([]byte(r.rev))
 	h.Write([]byte{'\n'})
-	h.Write([]byte(r.cap.Name))
+	h.Write([]byte(r.def[0].Name))
 	h.Write([]byte{'\n'})
 	h.Write(input)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
@@ -240,7 +240,7 @@ func (s *Session) reissueLocked(old, r *registration) {
 			continue
 		}
 		if !c.requested { // its request is not out yet: it will be issued for r
-			if r.cap.RequiresApproval && r.input.ValidateJSON(c.input) == nil {
+			if r.def[0].RequiresApproval && r.input.ValidateJSON(c.input) == nil {
 				c.reg, c.digest = r, inputDigest(r, c.input)
 				continue
 			}
@@ -251,7 +251,7 @@ func (s *Session) reissueLocked(old, r *registration) {
 			}})
 		}
 		switch {
-		case !r.cap.RequiresApproval:
+		case !r.def[0].RequiresApproval:
 			s.endLocked(c, protocol.Fail(protocol.CodeStaleApproval,
 				"capability %q was re-registered while the call awaited approval; the call did not run: invoke it again", c.name))
 		case r.input.ValidateJSON(c.input) != nil:

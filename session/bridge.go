@@ -165,14 +165,14 @@ func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMe
 	if err := s.checkValue("the input for", name, input); err != nil {
 		return nil, protocol.Outcome{Err: err}
 	}
-	if !Visible(&r.cap, invoker) {
+	if !Visible(&r.def[0], invoker) {
 		s.logInfo("invocation forbidden", slog.String(keyCapability, r.logKey), slog.String(keyInvoker, string(invoker)))
 		return nil, protocol.Fail(protocol.CodeForbidden, "capability %q is not available to the %s", name, invoker)
 	}
 	switch {
 	case len(input) == 0:
 		input = json.RawMessage(`{}`)
-	case r.cap.RequiresApproval:
+	case r.def[0].RequiresApproval:
 		// The input of a call that needs approval is kept in its wire form
 		// (compact, as events encode it), so that the approver sees, the
 		// digest covers and the handler runs exactly the same bytes.
@@ -194,15 +194,15 @@ func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMe
 		id = s.nextCallID()
 	}
 	c := &call{id: id, name: name, input: input, invoker: invoker, reg: r, done: make(chan struct{}), started: time.Now(),
-		origin: r.cap.Origin, side: r.cap.Side}
-	if r.cap.RequiresApproval {
+		origin: r.def[0].Origin, side: r.def[0].Side}
+	if r.def[0].RequiresApproval {
 		c.awaitingApproval = true
 		c.approval = make(chan protocol.CapabilityApprove, 1)
 	}
 	s.mu.Lock()
-	if r.cap.RequiresApproval {
+	if r.def[0].RequiresApproval {
 		r = s.caps[name] // the registration may have changed since the lookup
-		if r == nil || !r.cap.RequiresApproval || r.input.ValidateJSON(input) != nil {
+		if r == nil || !r.def[0].RequiresApproval || r.input.ValidateJSON(input) != nil {
 			s.mu.Unlock()
 			return nil, protocol.Fail(protocol.CodeConflict, "capability %q changed while the call was starting; try again", name)
 		}
@@ -269,13 +269,13 @@ func (s *Session) run(ctx context.Context, c *call) protocol.Outcome {
 	}
 	c.dispatched = true
 	s.emitLocked(entry{typ: protocol.TypeCapabilityInvoked, call: c})
-	if r.cap.Render != nil {
+	if r.def[0].Render != nil {
 		s.emitLocked(entry{typ: protocol.TypeRenderInvoked, call: c})
 	}
 	s.mu.Unlock()
 	s.observe(CallDispatched, c, nil)
 
-	if r.cap.FireAndForget {
+	if r.def[0].FireAndForget {
 		if r.handler != nil {
 			go s.runBackground(ctx, c)
 		}
@@ -474,7 +474,7 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 		return err
 	case !c.reg.owner.Same(p) || c.reg.handler != nil:
 		s.mu.Unlock()
-		return protocol.Errorf(protocol.CodeForbidden, "call %q to %q is answered by its %s side, not by %s", m.CallID, c.name, c.reg.cap.Side, p)
+		return protocol.Errorf(protocol.CodeForbidden, "call %q to %q is answered by its %s side, not by %s", m.CallID, c.name, c.reg.def[0].Side, p)
 	case !c.dispatched:
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeConflict, "call %q has not been dispatched yet (it is awaiting approval)", m.CallID)

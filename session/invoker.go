@@ -86,7 +86,7 @@ func (s *Session) tellApprovalRequestedLocked(ctx context.Context, c *call) {
 	}
 	c.askCtx = ctx
 	r := ApprovalRequest{CallID: c.id, Name: c.name, Input: c.input, InputDigest: c.digest,
-		DisplayName: c.reg.cap.DisplayName, Description: c.reg.cap.Description}
+		DisplayName: c.reg.def[0].DisplayName, Description: c.reg.def[0].Description}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.withdrawAsk = cancel
 	done := c.done

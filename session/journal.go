@@ -181,7 +181,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 			}
 		case *protocol.CapabilityDeregister:
 			for _, n := range m.Names {
-				if r, ok := s.caps[n]; !ok || r.cap.Origin.Kind != protocol.OriginFramework {
+				if r, ok := s.caps[n]; !ok || r.def[0].Origin.Kind != protocol.OriginFramework {
 					delete(s.caps, n)
 					delete(revs, n)
 				}
@@ -354,7 +354,7 @@ func (s *Session) resume(p *restoredCall) {
 	if r == nil {
 		c.reg = &registration{logKey: "capability:?:" + name, timeout: s.opts.DefaultCallTimeout}
 	} else {
-		c.origin, c.side = r.cap.Origin, r.cap.Side
+		c.origin, c.side = r.def[0].Origin, r.def[0].Side
 	}
 	s.mu.Lock()
 	s.calls[id] = c
@@ -375,7 +375,7 @@ func (s *Session) resume(p *restoredCall) {
 		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", msg))
 	case rev != "" && rev != r.rev:
 		s.finish(c, protocol.Fail(protocol.CodeStaleApproval, "capability %q changed while the kernel restarted; the call awaiting its approval did not run: invoke it again", name))
-	case !r.cap.RequiresApproval:
+	case !r.def[0].RequiresApproval:
 		s.finish(c, protocol.Fail(protocol.CodeStaleApproval, "capability %q no longer requires approval after the restart; the call awaiting approval did not run: invoke it again", name))
 	case decision != nil:
 		// Approved and journaled, not dispatched: the decision is spent

@@ -125,5 +125,5 @@ func (s *Session) ownerGone(r *registration) (protocol.Outcome, bool) {
 func goneOutcome(r *registration, pr *presence, grace time.Duration) protocol.Outcome {
 	return protocol.Fail(protocol.CodeUnavailable, "%s",
 		fmt.Sprintf("capability %q is answered by %s, which is not connected (it left %s ago and did not come back within %s); try again once it reconnects",
-			r.cap.Name, r.owner, time.Since(pr.goneAt).Round(time.Millisecond), grace))
+			r.def[0].Name, r.owner, time.Since(pr.goneAt).Round(time.Millisecond), grace))
 }

@@ -37,7 +37,7 @@ func (s *Session) Progress(p Peer, m *protocol.CapabilityProgress) error {
 		return err
 	case !c.reg.owner.Same(p) || c.reg.handler != nil:
 		s.mu.Unlock()
-		return protocol.Errorf(protocol.CodeForbidden, "call %q to %q reports progress from its %s side, not from %s", m.CallID, c.name, c.reg.cap.Side, p)
+		return protocol.Errorf(protocol.CodeForbidden, "call %q to %q reports progress from its %s side, not from %s", m.CallID, c.name, c.reg.def[0].Side, p)
 	case !c.dispatched:
 		s.mu.Unlock()
 		return protocol.Errorf(protocol.CodeConflict, "call %q has not been dispatched yet (it is awaiting approval)", m.CallID)

@@ -18,7 +18,7 @@ import (
 // route it. It is immutable once registered: a replacement is a new value,
 // and calls in flight keep the one they started with.
 type registration struct {
-	cap     protocol.Capability
+	def     *[1]protocol.Capability // the definition, shared by every registration of it (definitions.go): never modified
 	owner   Peer
 	input   *Schema
 	output  *Schema // nil when the capability has no outputSchema
@@ -138,19 +138,17 @@ func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registrati
 	// The registration keeps the compiled schemas' own copies of their
 	// text (shared by every registration of the same schema, never
 	// modified: listings clone them), not copies of its own.
-	own := c
-	own.InputSchema, own.OutputSchema = nil, nil
-	r.cap = cloneCapability(own)
-	r.cap.InputSchema = r.input.raw
+	c.InputSchema, c.OutputSchema = r.input.raw, nil
 	if r.output != nil {
-		r.cap.OutputSchema = r.output.raw
+		c.OutputSchema = r.output.raw
 	}
 	if c.CallTimeoutMs != nil {
 		r.timeout = time.Duration(*c.CallTimeoutMs) * time.Millisecond
 	}
-	if r.rev, err = revisionOf(&r.cap); err != nil {
+	if r.rev, err = revisionOf(&c); err != nil {
 		return nil, fail(protocol.CodeInvalidRequest, err)
 	}
+	r.def = definitions.share(r.rev, &c) // c still holds the caller's slices: share copies what it keeps
 	return r, nil
 }
 
@@ -162,40 +160,40 @@ func (s *Session) commit(regs []*registration) error {
 	}
 	all := &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, len(regs))}
 	for i, r := range regs {
-		all.Capabilities[i] = r.cap
+		all.Capabilities[i] = r.def[0]
 	}
 	if err := s.checkEvent("the registration", all); err != nil { // its event must fit the journal
-		return &RegisterError{Name: regs[0].cap.Name, Code: protocol.CodeTooLarge, Err: err}
+		return &RegisterError{Name: regs[0].def[0].Name, Code: protocol.CodeTooLarge, Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(regs))
 	added := 0
 	for _, r := range regs {
-		name := r.cap.Name
+		name := r.def[0].Name
 		if seen[name] {
 			return &RegisterError{Name: name, Code: protocol.CodeInvalidRequest, Err: fmt.Errorf("the name appears twice in one registration")}
 		}
 		seen[name] = true
 		old, ok := s.caps[name]
-		if ok && (old.cap.Origin != r.cap.Origin || !old.owner.Same(r.owner)) {
+		if ok && (old.def[0].Origin != r.def[0].Origin || !old.owner.Same(r.owner)) {
 			return &RegisterError{Name: name, Code: protocol.CodeConflict,
-				Err: fmt.Errorf("the name is registered by origin %s (%s); only that peer may replace it", old.cap.Origin, old.owner)}
+				Err: fmt.Errorf("the name is registered by origin %s (%s); only that peer may replace it", old.def[0].Origin, old.owner)}
 		}
 		if !ok {
 			added++
 		}
 	}
 	if n := s.userCapsLocked(); n+added > s.opts.MaxCapabilities {
-		return &RegisterError{Name: regs[0].cap.Name, Code: protocol.CodeQuotaExceeded,
+		return &RegisterError{Name: regs[0].def[0].Name, Code: protocol.CodeQuotaExceeded,
 			Err: fmt.Errorf("the session has %d capabilities and this adds %d, over its limit of %d (MaxCapabilities); deregister some first", n, added, s.opts.MaxCapabilities)}
 	}
-	var msg *protocol.CapabilityRegister
-	changed := false // a definition was added or replaced: a new revision
+	var fresh []*registration // added or replaced: the event's
+	changed := false          // a definition was added or replaced: a new revision
 	type replaced struct{ old, r *registration }
 	var reissue []replaced
 	for _, r := range regs {
-		name := r.cap.Name
+		name := r.def[0].Name
 		old := s.caps[name]
 		switch {
 		case old != nil && old.rev == r.rev:
@@ -218,16 +216,22 @@ func (s *Session) commit(regs []*registration) error {
 		if old != nil {
 			reissue = append(reissue, replaced{old, r})
 		}
-		if msg == nil {
-			msg = &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, 0, len(regs))}
-		}
-		msg.Capabilities = append(msg.Capabilities, r.cap)
-		s.logDebug("capability registered", slog.String(keyCapability, r.logKey), slog.String(keyOrigin, r.cap.Origin.String()))
+		fresh = append(fresh, r)
+		s.logDebug("capability registered", slog.String(keyCapability, r.logKey), slog.String(keyOrigin, r.def[0].Origin.String()))
 	}
 	if changed {
 		s.registryChangedLocked()
 	}
-	if msg != nil {
+	switch len(fresh) {
+	case 0:
+	case 1:
+		// The event carries the shared definition itself (definitions.go).
+		s.emitLocked(entry{typ: protocol.TypeCapabilityRegister, msg: &protocol.CapabilityRegister{Capabilities: fresh[0].def[:]}})
+	default:
+		msg := &protocol.CapabilityRegister{Capabilities: make([]protocol.Capability, len(fresh))}
+		for i, r := range fresh {
+			msg.Capabilities[i] = r.def[0]
+		}
 		s.emitLocked(entry{typ: protocol.TypeCapabilityRegister, msg: msg})
 	}
 	// The new definitions are journaled first: the requests issued again
@@ -243,7 +247,7 @@ func (s *Session) commit(regs []*registration) error {
 func (s *Session) userCapsLocked() int {
 	n := 0
 	for _, r := range s.caps {
-		if r.cap.Origin.Kind != protocol.OriginFramework {
+		if r.def[0].Origin.Kind != protocol.OriginFramework {
 			n++
 		}
 	}
@@ -265,11 +269,11 @@ func (s *Session) Deregister(p Peer, names ...string) error {
 		r, ok := s.caps[n]
 		switch {
 		case !ok:
-		case r.cap.Origin.Kind == protocol.OriginFramework: // whatever the peer claims to be
+		case r.def[0].Origin.Kind == protocol.OriginFramework: // whatever the peer claims to be
 			return &RegisterError{Name: n, Code: protocol.CodeForbidden, Err: fmt.Errorf("built in: nobody may deregister it")}
 		case !r.owner.Same(p):
 			return &RegisterError{Name: n, Code: protocol.CodeForbidden,
-				Err: fmt.Errorf("registered by %s (origin %s); %s may not deregister it", r.owner, r.cap.Origin, p)}
+				Err: fmt.Errorf("registered by %s (origin %s); %s may not deregister it", r.owner, r.def[0].Origin, p)}
 		}
 	}
 	s.removeLocked(names)
@@ -321,7 +325,7 @@ func (s *Session) Lookup(name string) (protocol.Capability, bool) {
 	if !ok {
 		return protocol.Capability{}, false
 	}
-	return cloneCapability(r.cap), true
+	return cloneCapability(r.def[0]), true
 }
 
 // List returns the capabilities visible to audience a, sorted by name (see
@@ -364,8 +368,8 @@ func (s *Session) ListRevision(a protocol.Audience) ([]protocol.Capability, uint
 func (s *Session) listLocked(a *protocol.Audience) []protocol.Capability {
 	out := make([]protocol.Capability, 0, len(s.caps))
 	for _, r := range s.caps {
-		if a == nil || Visible(&r.cap, *a) {
-			out = append(out, cloneCapability(r.cap))
+		if a == nil || Visible(&r.def[0], *a) {
+			out = append(out, cloneCapability(r.def[0]))
 		}
 	}
 	slices.SortFunc(out, func(x, y protocol.Capability) int { return strings.Compare(x.Name, y.Name) })
@@ -430,10 +434,11 @@ func (s *Session) registerBuiltins() {
 	if err != nil {
 		panic(err) // a bug in the constant above
 	}
-	s.caps[c.Name] = &registration{cap: c, owner: Peer{Side: "framework"}, input: in,
+	c.InputSchema = in.raw
+	rev, _ := revisionOf(&c)
+	s.caps[c.Name] = &registration{def: definitions.share(rev, &c), owner: Peer{Side: "framework"}, input: in,
 		handler: HandlerFunc(s.listCapabilities), timeout: s.opts.DefaultCallTimeout,
-		logKey: "capability:framework:" + c.Name}
-	s.caps[c.Name].rev, _ = revisionOf(&c)
+		logKey: "capability:framework:" + c.Name, rev: rev}
 	s.registryChangedLocked() // New has not published s yet: no lock is needed
 }
 

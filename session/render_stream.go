@@ -104,11 +104,11 @@ func (s *Session) StreamRender(invoker protocol.Audience, name string) (*RenderS
 	switch {
 	case r == nil:
 		return nil, protocol.Errorf(protocol.CodeNotFound, "no capability named %q in this session", name)
-	case !Visible(&r.cap, invoker):
+	case !Visible(&r.def[0], invoker):
 		return nil, protocol.Errorf(protocol.CodeForbidden, "capability %q is not available to the %s", name, invoker)
-	case r.cap.Render == nil || !r.cap.Render.Streaming:
+	case r.def[0].Render == nil || !r.def[0].Render.Streaming:
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "capability %q does not stream its props (it is not a render capability with render.streaming true)", name)
-	case r.cap.RequiresApproval:
+	case r.def[0].RequiresApproval:
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "capability %q requires approval: its props are shown once the call is approved, not while they stream", name)
 	case s.streams >= maxOpenStreams:
 		return nil, protocol.Errorf(protocol.CodeQuotaExceeded, "the session already has %d render streams open, its limit; %q gets its props when it is called", s.streams, name)

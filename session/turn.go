@@ -187,7 +187,7 @@ func (s *Session) EndTurn(reason protocol.TurnReason, detail string) int {
 func (s *Session) endTurnLocked(n int, reason protocol.TurnReason, detail string) {
 	var names []string
 	for name, r := range s.caps {
-		if r.cap.Scope == protocol.ScopeTurn {
+		if r.def[0].Scope == protocol.ScopeTurn {
 			names = append(names, name)
 		}
 	}
