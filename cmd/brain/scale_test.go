@@ -180,6 +180,36 @@ func settledMemory(t testing.TB, goroutines int) memSample {
 	return prev
 }
 
+// warmupLoad is how long the load runs, unmeasured, after the node's
+// quiet (quietMemory) and before the measured round trips.
+const warmupLoad = 3 * time.Second
+
+// quietWait bounds quietMemory's wait: the embedded NATS server drops a
+// message block's cache once it has been idle ten seconds
+// (defaultCacheBufferExpiration in nats-server's filestore.go), checked
+// on a timer of its own; the buffer then waits in the server's pool for
+// two collections.
+const quietWait = 30 * time.Second
+
+// quietMemory waits, for at most quietWait, until the store's write
+// cache is back to what it held at the baseline (baseCache) — the node
+// has written nothing for ten seconds and dropped the block it was
+// writing from memory — and returns the settled memory then and how long
+// it waited. The cache is told apart by the heap profile, which a
+// collection brings up to date: one a second.
+func quietMemory(t testing.TB, goroutines int, baseCache uint64) (memSample, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < quietWait {
+		runtime.GC()
+		if storeCacheHeap() <= baseCache {
+			break
+		}
+		time.Sleep(time.Second) // polling the profile, for at most quietWait
+	}
+	return settledMemory(t, goroutines), time.Since(start)
+}
+
 // residentBytes reads the process's VmRSS.
 func residentBytes(t testing.TB) uint64 {
 	t.Helper()
@@ -338,6 +368,14 @@ type scaleFigures struct {
 
 type scaleClientsAtSize struct {
 	perClient
+	// Quiet is the memory per client once the node has been idle long
+	// enough for the store to drop its write cache (quietMemory): what a
+	// node of idle clients holds, where perClient is taken as soon as
+	// their connections are idle.
+	Quiet perClient `json:"quiet"`
+	// Warmup is the load's first seconds after the quiet (warmupLoad),
+	// before the measured round trips (Result).
+	Warmup scaleclient.Result `json:"warmupRoundTrips"`
 	Result scaleclient.Result `json:"roundTrips"`
 	Load   string             `json:"loadAverage"` // after the round trips
 	// After is the memory per client once the round trips are done and
@@ -401,6 +439,21 @@ func TestScaleClients(t *testing.T) {
 			pc := per(n, base, at)
 			t.Logf("%d clients (connected in %s): per client %.0f B heap, %.0f B stacks, %.0f B RSS (%.0f B less the store's write cache), %.2f goroutines (%.0f B mapped: %.0f B free in spans in use, %.0f B metadata)",
 				n, connected.Round(time.Millisecond), pc.Heap, pc.Stack, pc.RSS, pc.RSSLessCache, pc.Goroutines, pc.Mapped, pc.Unused, pc.Metadata)
+			quietAt, waited := quietMemory(t, g0+1+n, base.StoreCache)
+			quiet := per(n, base, quietAt)
+			t.Logf("%d clients, the node quiet for %s (the store's write cache %d → %d B): per client %.0f B heap, %.0f B stacks, %.0f B RSS",
+				n, waited.Round(time.Second), at.StoreCache, quietAt.StoreCache, quiet.Heap, quiet.Stack, quiet.RSS)
+			// The node has been quiet: it has dropped its write cache, and
+			// its collector paces itself on the smaller heap. The first
+			// seconds of load pay to grow both again (reported, not the
+			// goal's figure); the measured load is the node warm, as it
+			// is right after the clients connect.
+			warm, err := clients.Load(*scaleRate, warmupLoad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d clients: the first %s of load after the quiet: %d round trips, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d failed, %d dropped",
+				n, warmupLoad, warm.Sent, warm.P50, warm.P99, warm.Max, warm.Failed, warm.Dropped)
 			stop := startCPUProfile(t, n)
 			r, err := clients.Load(*scaleRate, time.Duration(*scaleSeconds*float64(time.Second)))
 			stop()
@@ -414,7 +467,7 @@ func TestScaleClients(t *testing.T) {
 			}
 			after := per(n, base, settledMemory(t, g0+1+n))
 			t.Logf("%d clients after the round trips: per client %.0f B heap, %.0f B stacks, %.0f B RSS (%.0f B less the store's write cache)", n, after.Heap, after.Stack, after.RSS, after.RSSLessCache)
-			figs.Sizes = append(figs.Sizes, scaleClientsAtSize{pc, r, loadAverage(), after})
+			figs.Sizes = append(figs.Sizes, scaleClientsAtSize{pc, quiet, warm, r, loadAverage(), after})
 		})
 	}
 	if *scaleJSON != "" {

@@ -68,6 +68,15 @@ type perClient struct {
 	Goroutines   float64 `json:"goroutinesPerClient"`
 }
 
+// roundTrips is a load's result (internal/scaleclient's Result).
+type roundTrips struct {
+	Sent, OK, Failed, Dropped int64
+	Achieved                  float64 `json:"achieved"`
+	P50                       float64 `json:"p50Ms"`
+	P99                       float64 `json:"p99Ms"`
+	Max                       float64 `json:"maxMs"`
+}
+
 func clients(dir string) {
 	fmt.Println("Connected clients (each in its own session, a client capability registered; a kernel of its own at each size)")
 	var f struct {
@@ -75,30 +84,33 @@ func clients(dir string) {
 		Sizes []struct {
 			N int `json:"clients"`
 			perClient
-			After  perClient `json:"afterRoundTrips"`
-			Result struct {
-				Sent, OK, Failed, Dropped int64
-				Achieved                  float64 `json:"achieved"`
-				P50                       float64 `json:"p50Ms"`
-				P99                       float64 `json:"p99Ms"`
-				Max                       float64 `json:"maxMs"`
-			} `json:"roundTrips"`
-			Load string `json:"loadAverage"`
+			Quiet  perClient  `json:"quiet"`
+			After  perClient  `json:"afterRoundTrips"`
+			Warmup roundTrips `json:"warmupRoundTrips"`
+			Result roundTrips `json:"roundTrips"`
+			Load   string     `json:"loadAverage"`
 		} `json:"sizes"`
 	}
 	if !read(dir, "clients.json", &f) {
 		return
 	}
 	const goalMem, goalP99 = 32 << 10, 20.0
-	fmt.Printf("  %8s  %-28s  %-22s  %-28s  %6s  %-40s  %-26s  %s\n", "clients", "RSS/client (goal ≤ 32 KiB)", "less the store's cache", "heap+stacks/client (≤ 32 KiB)", "gorout",
+	fmt.Printf("  %8s  %-28s  %-22s  %-22s  %-28s  %6s  %-40s  %-26s  %s\n", "clients", "RSS/client (goal ≤ 32 KiB)", "quiet 10 s (≤ 32 KiB)", "less the store's cache", "heap+stacks/client (≤ 32 KiB)", "gorout",
 		"round trips (goal p99 ≤ 20 ms, 0 dropped)", "after them: RSS, heap+stacks", "load")
 	for _, s := range f.Sizes {
 		r := s.Result
-		fmt.Printf("  %8d  %-10s %-17s  %-10s %-11s  %-10s %-17s  %6.2f  %6.0f/s p50 %6.2f p99 %7.2f ms %-6s  %-10s %-15s  %s\n", s.N,
-			kib(s.RSS), verdict(s.RSS <= goalMem), kib(s.RSSLessCache), verdict(s.RSSLessCache <= goalMem), kib(s.Heap+s.Stack), verdict(s.Heap+s.Stack <= goalMem), s.Goroutines,
+		quiet := "—"
+		if s.Quiet.RSS != 0 {
+			quiet = kib(s.Quiet.RSS) + " " + verdict(s.Quiet.RSS <= goalMem)
+		}
+		fmt.Printf("  %8d  %-10s %-17s  %-22s  %-10s %-11s  %-10s %-17s  %6.2f  %6.0f/s p50 %6.2f p99 %7.2f ms %-6s  %-10s %-15s  %s\n", s.N,
+			kib(s.RSS), verdict(s.RSS <= goalMem), quiet, kib(s.RSSLessCache), verdict(s.RSSLessCache <= goalMem), kib(s.Heap+s.Stack), verdict(s.Heap+s.Stack <= goalMem), s.Goroutines,
 			r.Achieved, r.P50, r.P99, verdict(r.P99 <= goalP99 && r.Dropped == 0 && r.Failed == 0 && r.Sent > 0), kib(s.After.RSS), kib(s.After.Heap+s.After.Stack), s.Load)
 		if r.Failed+r.Dropped > 0 {
 			fmt.Printf("  %8s  %d of %d round trips failed, %d dropped\n", "", r.Failed, r.Sent, r.Dropped)
+		}
+		if w := s.Warmup; w.Sent > 0 {
+			fmt.Printf("  %8s  the first seconds of load after the quiet (not the goal's figure): %d round trips, p50 %.2f p99 %.2f ms, %d failed, %d dropped\n", "", w.Sent, w.P50, w.P99, w.Failed, w.Dropped)
 		}
 	}
 	fmt.Println()
