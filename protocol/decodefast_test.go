@@ -71,6 +71,33 @@ func fastCorpus(t testing.TB) [][]byte {
 		`{"v":2,"msg":{"type":"capability_deregister","names":"x"}}`,
 		`{"v":2,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true}}}`,
 		`{"v":2,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"value":1}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","name":"n","input":{"a":[1,{"b":"x\"y"}]},"invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"invokedBy":"agent","input": { "a" : 1 } ,"name":"n","callId":"c","type":"capability_invoked"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","name":"n","input":null,"invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","name":"n","input":"s","invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","name":"n","input":7,"invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c\u0041","name":"n","input":{},"invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","callId":"d","name":"n","input":{},"invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","name":"n","input":{},"input":{},"invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","name":"n","Input":{},"invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","name":"n","invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"","name":"","input":{},"invokedBy":""}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":1,"name":"n","input":{},"invokedBy":"agent"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_result","callId":"c","result":"capability_invoked"}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_invoked","callId":"c","name":"n","input":{},"invokedBy":"agent","x":1}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"value":{"t":"a\nb"}}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"value":[1,2] , "ok":true}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"value":null}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":"true","value":1}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"ok":true,"value":1}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"value":1,"error":{"code":"x","message":"y"}}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":false,"error":{"code":"timeout","message":"m"}}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"value":1},"outcome":{"ok":true,"value":2}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"value":1}} }`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":[]}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"value":"\u00e9"}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","callId":"c","name":"n","outcome":{"ok":true,"value":1.5e3}}}`,
+		`{"v":2,"seq":1,"msg":{"type":"capability_outcome","name":"n","outcome":{"ok":true,"value":1}}}`,
 		`{"v":2,"msg":{"type":"ack"}},{"type":"ack"}}`,
 		`{"v":2,"msg":{"type":"ack"},"v":2,"msg":{"type":"ack"}}`,
 		`{"v":2,"msg":`,
@@ -79,6 +106,9 @@ func fastCorpus(t testing.TB) [][]byte {
 	} {
 		out = append(out, []byte(s))
 	}
+	// Invalid UTF-8 inside a call's input: valid JSON to encoding/json,
+	// not taken by the one-pass path.
+	out = append(out, []byte("{\"v\":2,\"seq\":1,\"msg\":{\"type\":\"capability_invoked\",\"callId\":\"c\",\"name\":\"n\",\"input\":\"\xff\",\"invokedBy\":\"agent\"}}"))
 	return out
 }
 

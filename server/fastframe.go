@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
+	"github.com/brainrt/brain/internal/jsonscan"
 	"github.com/brainrt/brain/internal/jsonvalid"
 	"github.com/brainrt/brain/protocol"
 )
@@ -41,8 +42,8 @@ func decodeResultFrame(data []byte) (f *protocol.Frame, ok bool) {
 	}
 	// From here the document is valid JSON: every scan below can rely on
 	// balanced brackets and terminated strings.
-	sc := scanner{b: data}
-	if !sc.open() {
+	sc := jsonscan.New(data)
+	if !sc.Open() {
 		return nil, false
 	}
 	var id, callID []byte
@@ -57,41 +58,41 @@ func decodeResultFrame(data []byte) (f *protocol.Frame, ok bool) {
 		keyResult
 	)
 	for first := true; ; first = false {
-		key, more := sc.key(first)
+		key, more := sc.Key(first)
 		if !more {
 			break
 		}
 		switch string(key) {
 		case "v":
-			if seen&keyV != 0 || string(sc.number()) != "2" {
+			if seen&keyV != 0 || string(sc.Number()) != "2" {
 				return nil, false
 			}
 			seen |= keyV
 		case "id":
-			s, ok := sc.plainString()
+			s, ok := sc.PlainString()
 			if seen&keyID != 0 || !ok {
 				return nil, false
 			}
 			id, seen = s, seen|keyID
 		case "msg":
-			if seen&keyMsg != 0 || !sc.open() {
+			if seen&keyMsg != 0 || !sc.Open() {
 				return nil, false
 			}
 			seen |= keyMsg
 			for mfirst := true; ; mfirst = false {
-				mkey, more := sc.key(mfirst)
+				mkey, more := sc.Key(mfirst)
 				if !more {
 					break
 				}
 				switch string(mkey) {
 				case "type":
-					s, ok := sc.plainString()
+					s, ok := sc.PlainString()
 					if seenMsg&keyType != 0 || !ok || string(s) != string(protocol.TypeCapabilityResult) {
 						return nil, false
 					}
 					seenMsg |= keyType
 				case "callId":
-					s, ok := sc.plainString()
+					s, ok := sc.PlainString()
 					if seenMsg&keyCallID != 0 || !ok {
 						return nil, false
 					}
@@ -100,7 +101,7 @@ func decodeResultFrame(data []byte) (f *protocol.Frame, ok bool) {
 					if seenMsg&keyResult != 0 {
 						return nil, false
 					}
-					result, seenMsg = sc.value(), seenMsg|keyResult
+					result, seenMsg = sc.Value(), seenMsg|keyResult
 				default:
 					return nil, false
 				}
@@ -108,157 +109,15 @@ func decodeResultFrame(data []byte) (f *protocol.Frame, ok bool) {
 		default:
 			return nil, false // seq, ref, unknown or wrongly cased keys: the strict decoder's error
 		}
-		if sc.bad {
+		if sc.Bad {
 			return nil, false
 		}
 	}
-	if sc.bad || seen&(keyV|keyMsg) != keyV|keyMsg || seenMsg != keyType|keyCallID|keyResult {
+	if sc.Bad || seen&(keyV|keyMsg) != keyV|keyMsg || seenMsg != keyType|keyCallID|keyResult {
 		return nil, false
 	}
 	return &protocol.Frame{V: protocol.Version, ID: string(id), Msg: &protocol.CapabilityResult{
 		CallID: string(callID),
 		Result: append(json.RawMessage(nil), result...), // the frame's buffer is reused for the next one
 	}}, true
-}
-
-// scanner reads a valid JSON document; bad is set when it meets anything
-// the fast path does not take.
-type scanner struct {
-	b   []byte
-	i   int
-	bad bool
-}
-
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// open consumes a '{'.
-func (s *scanner) open() bool {
-	s.space()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		s.bad = true
-		return false
-	}
-	s.i++
-	return true
-}
-
-// key reads the next key of an object and the ':' after it; more is false
-// at the object's '}' (consumed). first says whether it is the object's
-// first key (no ',' before it).
-func (s *scanner) key(first bool) (key []byte, more bool) {
-	if s.bad {
-		return nil, false
-	}
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil, false
-	}
-	if !first {
-		if s.i >= len(s.b) || s.b[s.i] != ',' {
-			s.bad = true
-			return nil, false
-		}
-		s.i++
-		s.space()
-	}
-	k, ok := s.plainString()
-	if !ok {
-		s.bad = true
-		return nil, false
-	}
-	s.space()
-	if s.i >= len(s.b) || s.b[s.i] != ':' {
-		s.bad = true
-		return nil, false
-	}
-	s.i++
-	return k, true
-}
-
-// plainString reads a string of printable ASCII without escapes and
-// returns its contents; anything else is not taken (ok false, bad set).
-func (s *scanner) plainString() ([]byte, bool) {
-	s.space()
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
-		s.bad = true
-		return nil, false
-	}
-	start := s.i + 1
-	for j := start; j < len(s.b); j++ {
-		switch c := s.b[j]; {
-		case c == '"':
-			s.i = j + 1
-			return s.b[start:j], true
-		case c == '\\' || c < 0x20 || c >= 0x7f:
-			s.bad = true
-			return nil, false
-		}
-	}
-	s.bad = true
-	return nil, false
-}
-
-// number reads a number's bytes as written.
-func (s *scanner) number() []byte {
-	s.space()
-	start := s.i
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
-			s.i++
-			continue
-		}
-		break
-	}
-	return s.b[start:s.i]
-}
-
-// value skips one value of a valid document and returns its bytes.
-func (s *scanner) value() []byte {
-	s.space()
-	start, depth := s.i, 0
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch c {
-		case '"':
-			s.i++
-			for s.i < len(s.b) && s.b[s.i] != '"' {
-				if s.b[s.i] == '\\' {
-					s.i++
-				}
-				s.i++
-			}
-			s.i++
-		case '{', '[':
-			depth++
-			s.i++
-		case '}', ']':
-			if depth == 0 { // the end of the enclosing object
-				return s.b[start:s.i]
-			}
-			depth--
-			s.i++
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return s.b[start:s.i]
-			}
-			s.i++
-		default:
-			s.i++
-		}
-		if depth == 0 && (c == '"' || c == '}' || c == ']') {
-			return s.b[start:s.i]
-		}
-	}
-	return s.b[start:s.i]
 }
