@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -117,5 +118,41 @@ func TestSharedDefinitionsAreForgotten(t *testing.T) {
 	}
 	if definitions.shared(rev) {
 		t.Fatal("a definition nothing holds is still in the table after 10 s of collections")
+	}
+}
+
+// TestSharingUnderConcurrentSessions: sessions registering one definition
+// at once, and ending, all get the one copy while it is held.
+func TestSharingUnderConcurrentSessions(t *testing.T) {
+	const n = 16
+	c := defCap("ui.concurrent", `{"type":"object","title":"concurrent"}`)
+	defs := make(chan *[1]protocol.Capability, n)
+	keep := New("def-keep", nil) // holds the definition throughout
+	if err := keep.Register(Client, c); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, n)
+	for i := range n {
+		go func() {
+			s := New(fmt.Sprintf("def-g%d", i), nil)
+			err := s.Register(Client, c)
+			if err == nil {
+				s.mu.Lock()
+				defs <- s.caps["ui.concurrent"].def
+				s.mu.Unlock()
+			}
+			done <- err
+		}()
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := keep.caps["ui.concurrent"].def
+	for range n {
+		if got := <-defs; got != want {
+			t.Fatalf("a session registering concurrently holds %p, want the shared %p", got, want)
+		}
 	}
 }
