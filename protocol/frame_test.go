@@ -104,6 +104,10 @@ func TestDecodeFrameErrors(t *testing.T) {
 		{"origin app with empty appId", reg(`{"kind":"app","appId":""}`), `origin.appId: must not be empty`},
 		{"origin app with numeric appId", reg(`{"kind":"app","appId":7}`), `origin.appId: want a string`},
 		{"origin foreign id", reg(`{"kind":"client","appId":"x"}`), `origin.appId: not a field of kind "client"`},
+		// Several faults: the first in sorted order, every time (the fields
+		// were read from a map, and the error changed from run to run).
+		{"origin two foreign fields", reg(`{"kind":"client","B09":"","7":""}`), `origin.7: not a field of kind "client"`},
+		{"render source two unknown fields", `{"v":2,"msg":{"type":"capability_register","capabilities":[{"name":"a","description":"d","inputSchema":{},"side":"client","origin":{"kind":"client"},"render":{"source":{"kind":"iframe","url":"https://x","zz":1,"aa":2},"targets":["chat"]}}]}}`, `render.source.aa: not a field of kind "iframe"`},
 		{"render source unknown kind", `{"v":2,"msg":{"type":"capability_register","capabilities":[{"name":"a","description":"d","inputSchema":{},"side":"client","origin":{"kind":"client"},"render":{"source":{"kind":"canvas","url":"https://x"},"targets":["chat"]}}]}}`, `render.source.kind: unknown kind "canvas"`},
 		{"render web-component without tagName", `{"v":2,"msg":{"type":"capability_register","capabilities":[{"name":"a","description":"d","inputSchema":{},"side":"client","origin":{"kind":"client"},"render":{"source":{"kind":"web-component","url":"https://x"},"targets":["chat"]}}]}}`, `render.source.tagName: required`},
 		{"render iframe with tagName", `{"v":2,"msg":{"type":"capability_register","capabilities":[{"name":"a","description":"d","inputSchema":{},"side":"client","origin":{"kind":"client"},"render":{"source":{"kind":"iframe","url":"https://x","tagName":"x-y"},"targets":["chat"]}}]}}`, `render.source.tagName: not a field of kind "iframe"`},

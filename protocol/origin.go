@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // OriginKind says who registered a capability.
@@ -120,7 +122,9 @@ func (o *Origin) UnmarshalJSON(data []byte) error {
 	if !known {
 		return fmt.Errorf("origin.kind: unknown kind %q", kind)
 	}
-	for k := range raw {
+	// In sorted order, so that an origin with several unknown fields
+	// gets the same error every time (map order is random).
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if k != "kind" && k != field {
 			return fmt.Errorf("origin.%s: not a field of kind %q", k, kind)
 		}

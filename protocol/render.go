@@ -108,12 +108,14 @@ func (s *RenderSource) UnmarshalJSON(data []byte) error {
 	default:
 		return fmt.Errorf("render.source.kind: unknown kind %q", w.Kind)
 	}
-	for k := range keys {
+	// In sorted order, so that a source with several faults gets the same
+	// error every time (map order is random).
+	for _, k := range sortedKeys(keys) {
 		if !allowed[k] {
 			return fmt.Errorf("render.source.%s: not a field of kind %q", k, w.Kind)
 		}
 	}
-	for k := range allowed {
+	for _, k := range sortedKeys(allowed) {
 		if !keys[k] {
 			return fmt.Errorf("render.source.%s: required for kind %q", k, w.Kind)
 		}
