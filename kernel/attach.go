@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/brainrt/brain/protocol"
@@ -148,7 +149,7 @@ func provisionSafely(ctx context.Context, a Attachment, hs tool.Handles) (inst t
 // checkBindings requires a value for every declared binding, refuses values
 // for undeclared ones, and validates each against its schema.
 func checkBindings(m *tool.Manifest, values map[string]json.RawMessage) error {
-	for name := range values {
+	for _, name := range slices.Sorted(maps.Keys(values)) { // sorted: several undeclared ones give the same error every time
 		if !slices.Contains(m.BindingNames, name) {
 			return fmt.Errorf("binding %q is not declared by the tool (it declares %v)", name, m.BindingNames)
 		}

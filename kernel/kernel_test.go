@@ -125,6 +125,8 @@ func TestAttachFailures(t *testing.T) {
 		{"missing binding value", kernel.Attachment{Tool: tokenTool}, protocol.CodeInvalidInput, `binding "token" has no value`},
 		{"binding fails its schema", kernel.Attachment{Tool: tokenTool, Bindings: map[string]json.RawMessage{"token": json.RawMessage(`42`)}}, protocol.CodeInvalidInput, `binding "token": the value does not match its schema`},
 		{"undeclared binding", kernel.Attachment{Tool: tokenTool, Bindings: map[string]json.RawMessage{"token": json.RawMessage(`"t"`), "extra": json.RawMessage(`"x"`)}}, protocol.CodeInvalidInput, `binding "extra" is not declared`},
+		// Several: the first in sorted order, every time (map order is random).
+		{"undeclared bindings", kernel.Attachment{Tool: tokenTool, Bindings: map[string]json.RawMessage{"token": json.RawMessage(`"t"`), "zz": json.RawMessage(`"x"`), "aa": json.RawMessage(`"x"`), "mm": json.RawMessage(`"x"`)}}, protocol.CodeInvalidInput, `binding "aa" is not declared`},
 		{"init fails", kernel.Attachment{Tool: initFails}, protocol.CodeInternal, "init: no config"},
 		{"init panics", kernel.Attachment{Tool: initPanics}, protocol.CodeInternal, "init panicked: init exploded"},
 		{"schema does not compile", kernel.Attachment{Tool: badManifest}, protocol.CodeInvalidRequest, "input_schema"},
