@@ -223,7 +223,8 @@ func (e *Environment) Expose(s *session.Session) error {
 		tools[n] = at
 	}
 	e.mu.Unlock()
-	for n, at := range tools {
+	for _, n := range slices.Sorted(maps.Keys(tools)) { // sorted: every session's log registers them in one order
+		at := tools[n]
 		if err := e.register(s, n, at); err != nil {
 			return fmt.Errorf("expose %q to session %s: %w", n, s.ID(), err)
 		}

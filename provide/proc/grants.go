@@ -2,7 +2,9 @@ package proc
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -154,7 +156,8 @@ func (g Grants) Validate() error {
 			return grant.Errorf(fmt.Sprintf("path[%d]", i), "%q is not an absolute directory", d)
 		}
 	}
-	for name, v := range g.Env {
+	for _, name := range slices.Sorted(maps.Keys(g.Env)) { // sorted: several bad names give the same error every time
+		v := g.Env[name]
 		if msg := checkEnvName(name); msg != "" {
 			return grant.Errorf("env."+name, "%s", msg)
 		}

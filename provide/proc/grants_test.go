@@ -44,6 +44,10 @@ func TestGrantsValidate(t *testing.T) {
 		{"env LD_PRELOAD", with(func(g *proc.Grants) { g.Env = map[string]string{"LD_PRELOAD": "/x.so"} }), "env.LD_PRELOAD"},
 		{"env name with =", with(func(g *proc.Grants) { g.Env = map[string]string{"A=B": "c"} }), "env.A=B"},
 		{"env value NUL", with(func(g *proc.Grants) { g.Env = map[string]string{"A": "b\x00c"} }), "env.A"},
+		// Several: the first in sorted order, every time (map order is random).
+		{"env several bad", with(func(g *proc.Grants) {
+			g.Env = map[string]string{"Z=Z": "z", "LD_PRELOAD": "/x.so", "M=M": "m", "GCONV_PATH": "/g"}
+		}), "env.GCONV_PATH"},
 		{"allow_env LD_PRELOAD", with(func(g *proc.Grants) { g.AllowEnv = []string{"HOME", "LD_PRELOAD"} }), "allow_env[1]"},
 		{"allow_env LD_LIBRARY_PATH", with(func(g *proc.Grants) { g.AllowEnv = []string{"LD_LIBRARY_PATH"} }), "allow_env[0]"},
 		{"allow_env GLIBC_TUNABLES", with(func(g *proc.Grants) { g.AllowEnv = []string{"GLIBC_TUNABLES"} }), "allow_env[0]"},
