@@ -235,15 +235,30 @@ func TestIdleConnectionStack(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		return ms.StackInuse, runtime.NumGoroutine()
 	}
-	const warm, n = 10, 200
+	const warm, n, attempts = 10, 200, 3
 	open(0, warm)
-	s0, g0 := settled()
-	open(warm, warm+n)
-	s1, g1 := settled()
-	per := float64(s1-s0) / n
-	t.Logf("%d idle connections: %.0f bytes of stack and %.2f goroutines each", n, per, float64(g1-g0)/n)
-	if g1-g0 > n+n/20 {
-		t.Errorf("%d idle connections hold %d goroutines, want one each", n, g1-g0)
+	var per float64
+	var goroutines int
+	for attempt := range attempts {
+		s0, g0 := settled()
+		open(warm+attempt*n, warm+(attempt+1)*n)
+		s1, g1 := settled()
+		per, goroutines = (float64(s1)-float64(s0))/n, g1-g0
+		t.Logf("%d idle connections: %.0f bytes of stack and %.2f goroutines each", n, per, float64(goroutines)/n)
+		// The samples are the whole process's: goroutines of the tests
+		// before this one that end between them take their stacks with
+		// them (fewer goroutines than connections opened, less stack than
+		// before). Such a sample says nothing of these connections: they
+		// are measured again, with another batch.
+		if goroutines >= n && s1 >= s0 {
+			break
+		}
+		if attempt == attempts-1 {
+			t.Fatalf("%d samples in a row were disturbed by goroutines ending elsewhere", attempts)
+		}
+	}
+	if goroutines > n+n/20 {
+		t.Errorf("%d idle connections hold %d goroutines, want one each", n, goroutines)
 	}
 	// One 4 KiB stack a connection, and the stack allocator's own: the
 	// per-processor caches and part-used spans of freed stacks move
