@@ -10,8 +10,8 @@ import (
 
 // A wake decodes a session's log, and most of a log is its calls: a
 // capability_invoked and a capability_outcome each. decodeCallFast reads
-// those two in one pass over the bytes, after one validation pass,
-// instead of decodeMessageFast's three and encoding/json's reflection
+// those two in one pass over the bytes, after checking that they are
+// JSON (internal/jsonvalid) and UTF-8, instead of decodeMessageFast's three and encoding/json's reflection
 // (BenchmarkDecodeFrame). It takes only what it reads exactly as the
 // strict decoder would — the message's keys once each, spelled exactly;
 // strings of printable ASCII without escapes; an input or a value that is

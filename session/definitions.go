@@ -10,8 +10,8 @@ import (
 )
 
 // Every session registers the same few definitions — the environment's
-// tools, the built-in __capabilities.list, a platform's client
-// capabilities — and a node holds thousands of sessions. A registration
+// tools, a platform's client capabilities (the built-in
+// __capabilities.list is made once: registry.go) — and a node holds thousands of sessions. A registration
 // therefore keeps a pointer to one shared copy of its definition (248
 // bytes and its slices), and a capability_register event of one
 // capability carries that same copy as its one-element slice, instead of
@@ -60,7 +60,9 @@ func (t *definitionTable) share(rev string, c *protocol.Capability) *[1]protocol
 
 // own returns a copy of c that shares nothing with it but its schemas.
 func own(c *protocol.Capability) *[1]protocol.Capability {
-	v := cloneCapability(*c)
+	v := *c
+	v.InputSchema, v.OutputSchema = nil, nil // not cloned: kept below
+	v = cloneCapability(v)
 	v.InputSchema, v.OutputSchema = c.InputSchema, c.OutputSchema
 	return &[1]protocol.Capability{v}
 }
@@ -79,12 +81,4 @@ func (t *definitionTable) forget(e sharedRev) {
 	if t.byRev[e.rev] == e.w {
 		delete(t.byRev, e.rev)
 	}
-}
-
-// shared reports whether a definition is shared under rev, for tests.
-func (t *definitionTable) shared(rev string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.byRev[rev]
-	return ok
 }

@@ -156,3 +156,11 @@ func TestSharingUnderConcurrentSessions(t *testing.T) {
 		}
 	}
 }
+
+// shared reports whether a definition is shared under rev, for tests.
+func (t *definitionTable) shared(rev string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byRev[rev]
+	return ok
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unique"
@@ -418,9 +419,9 @@ const CapabilitiesListName = "__capabilities.list"
 
 var capabilitiesListSchema = json.RawMessage(`{"type":"object","properties":{"prefix":{"type":"string","description":"Only capabilities whose name starts with this."}},"additionalProperties":false}`)
 
-// registerBuiltins installs __capabilities.list (origin framework), which
-// no peer can register, replace or deregister.
-func (s *Session) registerBuiltins() {
+// capabilitiesList is __capabilities.list's definition, its revision and
+// its compiled schema: the same in every session, made once.
+var capabilitiesList = sync.OnceValue(func() *registration {
 	c := protocol.Capability{
 		Name:        CapabilitiesListName,
 		Description: "List the capabilities you can call in this session, with their descriptions and input schemas.",
@@ -435,10 +436,20 @@ func (s *Session) registerBuiltins() {
 		panic(err) // a bug in the constant above
 	}
 	c.InputSchema = in.raw
-	rev, _ := revisionOf(&c)
-	s.caps[c.Name] = &registration{def: definitions.share(rev, &c), owner: Peer{Side: "framework"}, input: in,
-		handler: HandlerFunc(s.listCapabilities), timeout: s.opts.DefaultCallTimeout,
+	rev, err := revisionOf(&c)
+	if err != nil {
+		panic(err) // a bug in the constant above
+	}
+	return &registration{def: &[1]protocol.Capability{c}, owner: Peer{Side: "framework"}, input: in,
 		logKey: "capability:framework:" + c.Name, rev: rev}
+})
+
+// registerBuiltins installs __capabilities.list (origin framework), which
+// no peer can register, replace or deregister.
+func (s *Session) registerBuiltins() {
+	r := *capabilitiesList()
+	r.handler, r.timeout = HandlerFunc(s.listCapabilities), s.opts.DefaultCallTimeout
+	s.caps[r.def[0].Name] = &r
 	s.registryChangedLocked() // New has not published s yet: no lock is needed
 }
 
