@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,7 @@ var (
 	scaleJSON    = flag.String("scale.json", "", "write the scale figures here as JSON")
 	scaleHeap    = flag.String("scale.heapprofile", "", "TestIdleClientMemory: write the kernel's heap profiles here (and .base)")
 	scaleCPU     = flag.String("scale.cpuprofile", "", "TestScaleClients: write the kernel's CPU profile of each size's load here (.N)")
+	scaleTrace   = flag.String("scale.trace", "", "TestScaleClients: write an execution trace of each size's load here (.N)")
 )
 
 func writeHeapProfile(t *testing.T, suffix string) {
@@ -53,18 +55,35 @@ func writeHeapProfile(t *testing.T, suffix string) {
 	}
 }
 
+// startCPUProfile starts what -scale.cpuprofile and -scale.trace ask
+// for over a size's load; stop ends both.
 func startCPUProfile(t *testing.T, n int) (stop func()) {
-	if *scaleCPU == "" {
-		return func() {}
+	var stops []func()
+	if *scaleCPU != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", *scaleCPU, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
 	}
-	f, err := os.Create(fmt.Sprintf("%s.%d", *scaleCPU, n))
-	if err != nil {
-		t.Fatal(err)
+	if *scaleTrace != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", *scaleTrace, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, func() { trace.Stop(); f.Close() })
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		t.Fatal(err)
+	return func() {
+		for _, s := range stops {
+			s()
+		}
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // Issue 21's goals for connected clients.
