@@ -225,6 +225,9 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 		}
 		cj = newCountingJournal(m.fence(e, j))
 		opts.Journal = cj
+		if r, ok := j.(session.EventReader); ok {
+			opts.History = r // the session keeps its latest events in memory, and reads the older back
+		}
 		if events, err = m.opts.Store.Load(ctx, id); err != nil {
 			return nil, false, fmt.Errorf("session %s: load: %w", id, err)
 		}

@@ -265,12 +265,23 @@ func isNormalClose(err error) bool {
 // subscribe starts a subscription after seq, or — with no seq — one that
 // begins with a snapshot of the session.
 func (c *wsConn) subscribe(after *uint64) *session.Subscription {
+	var sub *session.Subscription
 	if after == nil {
 		// Taken now, before the reader applies the peer's first command:
 		// a snapshot taken later would fold that command's events into it.
-		return c.s.SubscribeSnapshot()
+		sub = c.s.SubscribeSnapshot()
+	} else {
+		sub = c.s.Subscribe(*after)
 	}
-	return c.s.Subscribe(*after)
+	if c.peer.Side != session.SideClient && c.peer.Side != session.SideOperator {
+		// An app or environment sees its own calls' events only
+		// (visibleTo), by their owner, which events read back from the
+		// journal do not carry: behind what the session holds in memory,
+		// it gets a snapshot — its pending calls — as it always has past
+		// the log.
+		sub.SnapshotWhenBehind()
+	}
+	return sub
 }
 
 // readFrame reads, decodes and answers the peer's next frame, and reports

@@ -28,6 +28,18 @@ type Journal interface {
 	Append(e Event) error
 }
 
+// EventReader reads back events a journal stored (see Options.History).
+// ReadEvents returns the events with after < Seq <= through, in seq
+// order. It may return fewer than asked for (a journal that could not
+// store some, or was trimmed); the session then gives its subscriber a
+// snapshot instead. The events' Owner is the zero Peer: a journal does
+// not record who owned a called capability. It is called without the
+// session's lock held, and may block on the store for as long as ctx
+// allows.
+type EventReader interface {
+	ReadEvents(ctx context.Context, after, through uint64) ([]Event, error)
+}
+
 // emitLocked gives an event the next seq, journals it, and makes it
 // visible to subscribers.
 func (s *Session) emitLocked(e entry) {

@@ -3,7 +3,10 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 )
@@ -40,11 +43,14 @@ type entry struct {
 }
 
 // eventLog is a ring of the latest events, grown as events arrive up to
-// size (an idle session with a short history stays small). Guarded by
-// Session.mu.
+// keep (an idle session with a short history stays small). The log
+// replays the latest size events: keep of them from the ring, and the
+// older ones, when keep is smaller, read back from the session's History
+// (Subscription.TryNext). Guarded by Session.mu.
 type eventLog struct {
 	ring  []entry
-	size  uint64
+	size  uint64        // events replayed
+	keep  uint64        // events in memory (the ring's bound), at most size
 	first uint64        // seq of the first event appended (1, or later after a restore)
 	last  uint64        // seq of the newest event; 0 before the first
 	wake  chan struct{} // closed on the next append; nil when nobody waits
@@ -53,7 +59,9 @@ type eventLog struct {
 	notify map[*Subscription]func()
 }
 
-func newEventLog(size int) eventLog { return eventLog{size: uint64(size)} }
+func newEventLog(size, keep int) eventLog {
+	return eventLog{size: uint64(size), keep: uint64(min(keep, size))}
+}
 
 // appendLocked adds an event and wakes waiting subscribers.
 func (l *eventLog) appendLocked(e entry) uint64 {
@@ -62,7 +70,7 @@ func (l *eventLog) appendLocked(e entry) uint64 {
 	if l.first == 0 {
 		l.first = l.last
 	}
-	if i := (l.last - l.first) % l.size; uint64(len(l.ring)) <= i {
+	if i := (l.last - l.first) % l.keep; uint64(len(l.ring)) <= i {
 		l.ring = append(l.ring, e)
 	} else {
 		l.ring[i] = e
@@ -78,18 +86,23 @@ func (l *eventLog) appendLocked(e entry) uint64 {
 	return l.last
 }
 
-// oldest returns the seq of the oldest event still in the ring.
-func (l *eventLog) oldest() uint64 {
+// oldest returns the seq of the oldest event the log replays.
+func (l *eventLog) oldest() uint64 { return l.oldestOf(l.size) }
+
+// inMemory returns the seq of the oldest event still in the ring.
+func (l *eventLog) inMemory() uint64 { return l.oldestOf(l.keep) }
+
+func (l *eventLog) oldestOf(n uint64) uint64 {
 	if l.first == 0 {
 		return 1
 	}
-	if l.last-l.first < l.size {
+	if l.last-l.first < n {
 		return l.first
 	}
-	return l.last - l.size + 1
+	return l.last - n + 1
 }
 
-func (l *eventLog) at(seq uint64) entry { return l.ring[(seq-l.first)%l.size] }
+func (l *eventLog) at(seq uint64) entry { return l.ring[(seq-l.first)%l.keep] }
 
 // message materialises an entry (a call event whose message was made
 // already, for the journal, has it in msg).
@@ -119,9 +132,21 @@ type Subscription struct {
 	s         *Session
 	next      uint64             // seq of the next event to deliver
 	first     *protocol.Snapshot // delivered before anything else; nil once delivered
+	back      []Event            // events read back from the session's History, delivered before next
+	noHistory bool               // a snapshot, never a read-back (SnapshotWhenBehind)
 	closed    chan struct{}
 	closeOnce sync.Once // Close may be called concurrently, and more than once
 }
+
+// readBackTimeout bounds one read back from a session's History.
+const readBackTimeout = 5 * time.Second
+
+// SnapshotWhenBehind makes the subscription deliver a snapshot, instead
+// of reading them back from the session's History, for the events that
+// are no longer in memory (Options.LogMemory). It is for a subscriber
+// that needs each call event's Owner, which events read back do not
+// carry (see [EventReader]). Call it before the first TryNext or Next.
+func (sub *Subscription) SnapshotWhenBehind() { sub.noHistory = true }
 
 // Subscribe returns a subscription that delivers every event after
 // afterSeq, then the live stream. afterSeq is the last seq the subscriber
@@ -171,14 +196,14 @@ func (sub *Subscription) Notify(f func()) bool {
 		return false
 	default:
 	}
-	if sub.first != nil {
+	if sub.first != nil || len(sub.back) > 0 {
 		return false
 	}
 	s := sub.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := &s.events
-	if sub.next <= l.last || sub.next > l.last+1 || (sub.next < l.oldest() && l.last > 0) {
+	if sub.next <= l.last || sub.next > l.last+1 {
 		return false // an event, or a snapshot, is ready
 	}
 	if l.notify == nil {
@@ -219,15 +244,31 @@ func (sub *Subscription) TryNext() (ev Event, ok bool, wake <-chan struct{}, err
 		sub.first = nil
 		return Event{Seq: snap.Seq, Msg: snap}, true, nil, nil
 	}
+	if len(sub.back) > 0 {
+		ev := sub.back[0]
+		sub.back[0] = Event{} // the subscription holds no event it delivered
+		if sub.back = sub.back[1:]; len(sub.back) == 0 {
+			sub.back = nil
+		}
+		return ev, true, nil, nil
+	}
 	s := sub.s
 	s.mu.Lock()
 	l := &s.events
 	switch {
 	case sub.next > l.last+1 || (sub.next < l.oldest() && l.last > 0):
-		snap := s.snapshotLocked()
-		sub.next = l.last + 1
+		return sub.snapshotUnlock()
+	case sub.next < l.inMemory() && l.last > 0:
+		if s.opts.History == nil || sub.noHistory {
+			return sub.snapshotUnlock()
+		}
+		after, through := sub.next-1, l.inMemory()-1
 		s.mu.Unlock()
-		return Event{Seq: snap.Seq, Msg: snap}, true, nil, nil
+		if !sub.readBack(after, through) {
+			s.mu.Lock()
+			return sub.snapshotUnlock()
+		}
+		return sub.TryNext()
 	case sub.next <= l.last:
 		e := l.at(sub.next)
 		sub.next++
@@ -244,6 +285,49 @@ func (sub *Subscription) TryNext() (ev Event, ok bool, wake <-chan struct{}, err
 	w := l.wake
 	s.mu.Unlock()
 	return Event{}, false, w, nil
+}
+
+// snapshotUnlock delivers a snapshot of the session as of now, in place
+// of every event up to now, and unlocks the session (locked by the
+// caller).
+func (sub *Subscription) snapshotUnlock() (Event, bool, <-chan struct{}, error) {
+	s := sub.s
+	snap := s.snapshotLocked()
+	sub.next = s.events.last + 1
+	s.mu.Unlock()
+	return Event{Seq: snap.Seq, Msg: snap}, true, nil, nil
+}
+
+// readBack reads the events after through after from the session's
+// History into sub.back, and reports whether it read them all, in order.
+// A read that fails or falls short is logged: the subscriber gets a
+// snapshot instead.
+func (sub *Subscription) readBack(after, through uint64) bool {
+	s := sub.s
+	ctx, cancel := context.WithTimeout(context.Background(), readBackTimeout)
+	events, err := s.opts.History.ReadEvents(ctx, after, through)
+	cancel()
+	if err == nil {
+		for i, ev := range events {
+			if ev.Seq != after+1+uint64(i) || ev.Msg == nil {
+				err = fmt.Errorf("event %d of %d read back has seq %d, want %d", i+1, len(events), ev.Seq, after+1+uint64(i))
+				break
+			}
+		}
+	}
+	if err == nil && uint64(len(events)) != through-after {
+		err = fmt.Errorf("%d of the %d events were read back", len(events), through-after)
+	}
+	if err != nil {
+		s.log.Warn("event log: events no longer in memory could not be read back; the subscriber gets a snapshot instead",
+			slog.Uint64("after", after), slog.Uint64("through", through), slog.String("error", err.Error()))
+		return false
+	}
+	for i := range events {
+		events[i].Owner = Peer{} // a journal records no owner (EventReader)
+	}
+	sub.back, sub.next = events, through+1
+	return true
 }
 
 // LastSeq returns the seq of the newest event.

@@ -21,6 +21,15 @@ type Options struct {
 	// LogSize is how many events the session keeps for replay; a subscriber
 	// further behind gets a snapshot. Default 4096.
 	LogSize int
+	// History, if set, reads back the events the session's journal stored
+	// (package store's journals do). With it the session keeps only the
+	// latest LogMemory of its LogSize events in memory, and a subscriber
+	// behind those reads the rest back from History: a long-lived session
+	// no longer holds thousands of events that its journal already has.
+	History EventReader
+	// LogMemory is how many of the latest events a session with a History
+	// keeps in memory. Default 32; at least 1; LogSize when it is larger.
+	LogMemory int
 	// DefaultCallTimeout bounds a dispatched call whose capability sets no
 	// callTimeoutMs. Default 60 s (the spec's
 	// DEFAULT_CAPABILITY_CALL_TIMEOUT_MS).
@@ -93,6 +102,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if out.LogSize <= 0 {
 		out.LogSize = 4096
+	}
+	switch {
+	case out.History == nil || out.LogMemory > out.LogSize:
+		out.LogMemory = out.LogSize
+	case out.LogMemory <= 0:
+		out.LogMemory = min(32, out.LogSize)
 	}
 	if out.DefaultCallTimeout <= 0 {
 		out.DefaultCallTimeout = 60 * time.Second
@@ -170,7 +185,7 @@ func New(id string, opts *Options) *Session {
 		caps:     map[string]*registration{},
 		calls:    map[string]*call{},
 		finished: finishedRing{size: o.FinishedMemory, codes: map[string]protocol.Code{}},
-		events:   newEventLog(o.LogSize),
+		events:   newEventLog(o.LogSize, o.LogMemory),
 	}
 	s.timers.New = newStoppedTimer
 	s.workers = workers.New(s.runCall, workerIdle)

@@ -47,6 +47,7 @@ type journal struct {
 	backlogLen int // bytes in backlog
 	broken     error
 	hdr        nats.Header // reused by every publish (header)
+	anchors    []anchor    // where some events are in the stream, by seq (readback.go)
 
 	appended atomic.Int64 // bytes of the events this journal stored (Bytes)
 
@@ -161,6 +162,9 @@ func (j *journal) flushLocked() error {
 			j.s.idx.stored(j.id) // the session's first stored event (index.go)
 		}
 		j.lastStream, j.lastSeq = streamSeq, p.seq
+		if p.seq%anchorEvery == 0 {
+			j.recordAnchor(p.seq, streamSeq)
+		}
 		j.appended.Add(int64(len(p.data)))
 		j.backlogLen -= len(p.data)
 		j.backlog = slices.Delete(j.backlog, 0, 1)
