@@ -103,3 +103,51 @@ func ExampleRenderPromptSection() {
 	//
 	// </CAPABILITIES>
 }
+
+// sliceJournal stores events in a slice and reads them back: a stand-in
+// for package store's journals.
+type sliceJournal struct{ events []session.Event }
+
+func (j *sliceJournal) Append(e session.Event) error { j.events = append(j.events, e); return nil }
+
+func (j *sliceJournal) ReadEvents(_ context.Context, after, through uint64) ([]session.Event, error) {
+	var out []session.Event
+	for _, e := range j.events {
+		if e.Seq > after && e.Seq <= through {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// A journaled session with a History keeps only its latest LogMemory
+// events in memory; a subscriber further back reads the older ones of its
+// replay window back from the journal, and sees every event in order.
+func ExampleOptions_history() {
+	j := &sliceJournal{}
+	s := session.New("long", &session.Options{Journal: j, History: j, LogMemory: 2})
+	for i := range 4 {
+		c := protocol.Capability{Name: fmt.Sprint("ui.", i), Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}}
+		if err := s.Register(session.Client, c); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	for seq := uint64(0); seq < s.LastSeq(); {
+		ev, err := sub.Next(context.Background())
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		seq = ev.Seq
+		fmt.Println(ev.Seq, ev.Msg.MessageType())
+	}
+	// Output:
+	// 1 capability_register
+	// 2 capability_register
+	// 3 capability_register
+	// 4 capability_register
+}
