@@ -412,11 +412,36 @@ func (s *Session) afterFinish(c *call, _ protocol.Outcome) {
 
 // finishedRing remembers how recent calls ended, so that a late result or
 // approval gets an error that says what happened rather than "unknown".
+// A busy session fills it, so an entry is small and the ring has no map:
+// an id this session made (nextCallID) is kept as its counter, another
+// (a call restored from a journal, made under an earlier prefix) whole,
+// and a lookup — only for an id no longer pending — reads the ring.
 type finishedRing struct {
-	ids   []string // grows to size, then wraps
+	calls []finishedCall // grows to size, then wraps
 	size  int
-	codes map[string]protocol.Code // "" for a value outcome
 	next  int
+}
+
+// finishedCall is one finished call of a finishedRing.
+type finishedCall struct {
+	n    uint64        // the counter of an id this session made; 0 when id is set
+	id   string        // another id
+	code protocol.Code // "" for a value outcome
+}
+
+// ownCall returns the counter of an id this session made.
+func (s *Session) ownCall(id string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(id, s.idPrefix)
+	if !ok || rest == "" || rest[0] == '0' || len(rest) > 13 {
+		return 0, false // AppendUint writes no leading zero, and a uint64 in base 36 in at most 13 digits
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; (c < '0' || c > '9') && (c < 'a' || c > 'z') {
+			return 0, false // ParseUint would take upper case too: another id
+		}
+	}
+	n, err := strconv.ParseUint(rest, 36, 64)
+	return n, err == nil
 }
 
 func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
@@ -424,18 +449,33 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
 	if f.size == 0 {
 		return
 	}
-	if len(f.ids) < f.size {
-		f.ids = append(f.ids, id)
-	} else {
-		delete(f.codes, f.ids[f.next])
-		f.ids[f.next] = id
-		f.next = (f.next + 1) % f.size
+	fc := finishedCall{id: id}
+	if n, ok := s.ownCall(id); ok {
+		fc = finishedCall{n: n}
 	}
-	var code protocol.Code
 	if !out.IsOK() {
-		code = out.Err.Code
+		fc.code = out.Err.Code
 	}
-	f.codes[id] = code
+	if len(f.calls) < f.size {
+		f.calls = append(f.calls, fc)
+		return
+	}
+	f.calls[f.next] = fc
+	f.next = (f.next + 1) % f.size
+}
+
+// finishedCode reports how a call the ring remembers ended ("" for a
+// value outcome), the latest entry first.
+func (s *Session) finishedCode(id string) (protocol.Code, bool) {
+	f := &s.finished
+	n, own := s.ownCall(id)
+	for i := range f.calls {
+		fc := &f.calls[(f.next+len(f.calls)-1-i)%len(f.calls)]
+		if (own && fc.n == n) || (!own && fc.n == 0 && fc.id == id) {
+			return fc.code, true
+		}
+	}
+	return "", false
 }
 
 // lookupCallLocked returns the pending call id, or an error saying that it
@@ -444,7 +484,7 @@ func (s *Session) lookupCallLocked(id string) (*call, *protocol.Error) {
 	if c, ok := s.calls[id]; ok {
 		return c, nil
 	}
-	if code, ok := s.finished.codes[id]; ok {
+	if code, ok := s.finishedCode(id); ok {
 		how := "with a result"
 		if code != "" {
 			how = "with " + string(code)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/brainrt/brain/internal/workers"
-	"github.com/brainrt/brain/protocol"
 )
 
 // Options configure a [Session]. The zero value, and a nil *Options, mean
@@ -184,7 +183,7 @@ func New(id string, opts *Options) *Session {
 		idPrefix: "c" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])) + "-",
 		caps:     map[string]*registration{},
 		calls:    map[string]*call{},
-		finished: finishedRing{size: o.FinishedMemory, codes: map[string]protocol.Code{}},
+		finished: finishedRing{size: o.FinishedMemory},
 		events:   newEventLog(o.LogSize, o.LogMemory),
 	}
 	s.timers.New = newStoppedTimer
