@@ -32,18 +32,22 @@ type CallPoint struct {
 	Time time.Time `json:"time"`
 }
 
-// callTimes keeps the timings of a session's latest calls.
+// callTimes keeps the timings of a session's latest calls. A call being
+// made has a record of its own; once it finishes, its record is encoded
+// into a few dozen bytes without pointers (encodeCall) and kept in a ring
+// of the latest maxCallTimes: a busy session keeps 1,024 of them, and the
+// console reads one now and then.
 type callTimes struct {
-	mu    sync.Mutex
-	byID  map[string]*callRecord
-	order []string // ring of ids, oldest first once full
-	next  int
+	mu   sync.Mutex
+	live map[string]*callRecord // calls not finished
+	done [][]byte               // finished calls, encoded; grows to maxCallTimes, then wraps
+	next int                    // done's oldest once full
 }
 
-// callRecord is a call's CallTimes as a session keeps it between reads:
-// the points as kinds and Unix nanoseconds (no pointers for the collector
-// to follow, 16 bytes a point), made into CallTimes only when asked.
+// callRecord is a call's CallTimes as a session keeps it while the call
+// is made: the points as kinds and Unix nanoseconds.
 type callRecord struct {
+	id        string
 	name      string
 	invoker   protocol.Audience
 	points    []callPoint
@@ -60,21 +64,17 @@ type callPoint struct {
 func (ct *callTimes) observe(ev session.CallEvent) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
-	c := ct.byID[ev.CallID]
+	c := ct.live[ev.CallID]
 	if c == nil {
-		if ct.byID == nil {
-			ct.byID = map[string]*callRecord{}
+		if len(ct.live) >= maxCallTimes {
+			return // calls that never finish (their session moved): no more records
 		}
-		if len(ct.order) < maxCallTimes {
-			ct.order = append(ct.order, ev.CallID)
-		} else {
-			delete(ct.byID, ct.order[ct.next])
-			ct.order[ct.next] = ev.CallID
-			ct.next = (ct.next + 1) % maxCallTimes
+		if ct.live == nil {
+			ct.live = map[string]*callRecord{}
 		}
 		// Started, dispatched, finished: a call without approval fits.
-		c = &callRecord{name: ev.Name, invoker: ev.Invoker, points: make([]callPoint, 0, 3)}
-		ct.byID[ev.CallID] = c
+		c = &callRecord{id: ev.CallID, name: ev.Name, invoker: ev.Invoker, points: make([]callPoint, 0, 3)}
+		ct.live[ev.CallID] = c
 	}
 	c.points = append(c.points, callPoint{ev.Kind, ev.Time.UnixNano()})
 	switch ev.Kind {
@@ -83,22 +83,40 @@ func (ct *callTimes) observe(ev session.CallEvent) {
 	case session.CallFinished:
 		out := ev.Outcome
 		c.outcome = &out
+		delete(ct.live, c.id)
+		b := encodeCall(c)
+		if len(ct.done) < maxCallTimes {
+			ct.done = append(ct.done, b)
+		} else {
+			ct.done[ct.next] = b
+			ct.next = (ct.next + 1) % maxCallTimes
+		}
 	}
 }
 
 func (ct *callTimes) get(id string) (CallTimes, bool) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
-	c := ct.byID[id]
-	if c == nil {
-		return CallTimes{}, false
+	if c := ct.live[id]; c != nil {
+		return c.times(), true
 	}
-	out := CallTimes{CallID: id, Name: c.name, Invoker: c.invoker, Points: make([]CallPoint, len(c.points)),
+	for i := range ct.done { // the latest first
+		b := ct.done[(ct.next+len(ct.done)-1-i)%len(ct.done)]
+		if isCall(b, id) {
+			return decodeCall(b).times(), true
+		}
+	}
+	return CallTimes{}, false
+}
+
+// times returns the record as the API shows it.
+func (c *callRecord) times() CallTimes {
+	out := CallTimes{CallID: c.id, Name: c.name, Invoker: c.invoker, Points: make([]CallPoint, len(c.points)),
 		Decision: c.decision, DecidedBy: c.decidedBy, Outcome: c.outcome}
 	for i, p := range c.points {
 		out.Points[i] = CallPoint{Kind: p.kind.String(), Time: time.Unix(0, p.at).UTC()}
 	}
-	return out, true
+	return out
 }
 
 // handleCallTimes is GET /v1/sessions/{id}/calls/{call}: the kernel's
