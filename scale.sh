@@ -7,7 +7,7 @@
 #
 #   ./scale.sh                       # the sizes below; about 15 minutes on 2 cores
 #   SCALE_CLIENTS=1000 SCALE_STORED=100000 SCALE_APPENDERS=100 ./scale.sh   # a quick look
-#   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients stored appenders mcp floor binary
+#   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients history stored appenders mcp floor binary
 #
 # A step that fails is reported and the others still run; the report says
 # which figures are missing.
@@ -22,11 +22,13 @@ seconds=${SCALE_SECONDS:-10}
 stored=${SCALE_STORED:-100000,300000,1000000}
 appenders=${SCALE_APPENDERS:-100,300,1000}
 mcpclients=${SCALE_MCP:-100,300,1000}
+history=${SCALE_HISTORY:-200}
+historycalls=${SCALE_HISTORY_CALLS:-1100}
 count=${COUNT:-5}
 out=${SCALE_OUT:-scale-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd) # absolute: the tests run in their packages' directories
-only=${SCALE_ONLY:-clients stored appenders mcp floor binary}
+only=${SCALE_ONLY:-clients history stored appenders mcp floor binary}
 status=0
 step() { # name: whether to run it (and forget its last figures)
   case " $only " in *" $1 "*) ;; *) return 1 ;; esac
@@ -38,6 +40,12 @@ if step clients; then
   echo "scale.sh: connected clients ($clients) at $rate round trips/s for ${seconds}s each" >&2
   go test ./cmd/brain -run '^TestScaleClients$' -count 1 -timeout 60m -v \
     -args -scale.clients "$clients" -scale.rate "$rate" -scale.seconds "$seconds" -scale.json "$out/clients.json" >&2 || failed clients
+fi
+
+if step history; then
+  echo "scale.sh: $history clients after $historycalls calls each" >&2
+  go test ./cmd/brain -run '^TestScaleHistory$' -count 1 -timeout 30m -v \
+    -args -scale.history "$history" -scale.historycalls "$historycalls" -scale.historyjson "$out/history.json" >&2 || failed history
 fi
 
 if step stored; then

@@ -3,8 +3,8 @@
 //
 //	go run ./internal/scalereport DIR
 //
-// DIR holds clients.json and mcp.json (cmd/brain TestScaleClients,
-// TestScaleMCP), stored.json and
+// DIR holds clients.json, history.json and mcp.json (cmd/brain
+// TestScaleClients, TestScaleHistory, TestScaleMCP), stored.json and
 // appenders.json (store TestScaleStored, TestScaleAppenders), floor.txt
 // (the journaled round trip's benchmarks) and binary.txt (the release
 // binaries' sizes); a missing file is reported as not run.
@@ -28,6 +28,7 @@ func main() {
 	}
 	dir := os.Args[1]
 	clients(dir)
+	history(dir)
 	stored(dir)
 	appenders(dir)
 	mcpLoad(dir)
@@ -113,6 +114,25 @@ func clients(dir string) {
 			fmt.Printf("  %8s  the first seconds of load after the quiet (not the goal's figure): %d round trips, p50 %.2f p99 %.2f ms, %d failed, %d dropped\n", "", w.Sent, w.P50, w.P99, w.Failed, w.Dropped)
 		}
 	}
+	fmt.Println()
+}
+
+func history(dir string) {
+	fmt.Println("Connected clients after a long history (each made more calls than a session remembers, then idle, the node quiet)")
+	var f struct {
+		perClient
+		N      int        `json:"clients"`
+		Calls  int        `json:"callsPerClient"`
+		After  perClient  `json:"afterHistory"`
+		Result roundTrips `json:"roundTrips"`
+		Load   string     `json:"loadAverage"`
+	}
+	if !read(dir, "history.json", &f) {
+		return
+	}
+	const goalMem = 32 << 10
+	fmt.Printf("  %8s  %6s  %-22s  %-28s  %-22s  %s\n", "clients", "calls", "RSS/client when new", "RSS/client after (≤ 32 KiB)", "heap+stacks after", "load")
+	fmt.Printf("  %8d  %6d  %-22s  %-10s %-17s  %-22s  %s\n", f.N, f.Calls, kib(f.RSS), kib(f.After.RSS), verdict(f.After.RSS <= goalMem), kib(f.After.Heap+f.After.Stack), f.Load)
 	fmt.Println()
 }
 
