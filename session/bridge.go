@@ -412,36 +412,69 @@ func (s *Session) afterFinish(c *call, _ protocol.Outcome) {
 
 // finishedRing remembers how recent calls ended, so that a late result or
 // approval gets an error that says what happened rather than "unknown".
-// A busy session fills it, so an entry is small and the ring has no map:
-// an id this session made (nextCallID) is kept as its counter, another
-// (a call restored from a journal, made under an earlier prefix) whole,
-// and a lookup — only for an id no longer pending — reads the ring.
+// A busy session fills it, so an entry is 16 bytes without pointers and
+// the ring has no map: a call id is its prefix and its counter
+// (nextCallID), the prefix and the code indexes into small tables, and a
+// lookup — only for an id no longer pending — reads the ring.
 type finishedRing struct {
-	calls []finishedCall // grows to size, then wraps
-	size  int
-	next  int
+	calls    []finishedCall // grows to size, then wraps
+	size     int
+	next     int
+	prefixes []string        // the call-id prefixes seen, this session's first (finishedCall.prefix)
+	codes    []protocol.Code // the codes seen, "" (a value outcome) first (finishedCall.code)
 }
 
 // finishedCall is one finished call of a finishedRing.
 type finishedCall struct {
-	n    uint64        // the counter of an id this session made; 0 when id is set
-	id   string        // another id
-	code protocol.Code // "" for a value outcome
+	n      uint64 // the call id's counter
+	prefix uint16 // the call id's prefix, in prefixes
+	code   uint16 // how it ended, in codes; codeOverflow: an error whose code did not fit
 }
 
-// ownCall returns the counter of an id this session made.
-func (s *Session) ownCall(id string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(id, s.idPrefix)
-	if !ok || rest == "" || rest[0] == '0' || len(rest) > 13 {
-		return 0, false // AppendUint writes no leading zero, and a uint64 in base 36 in at most 13 digits
+// The tables' bounds. A journal restores calls under the prefixes of the
+// session's earlier processes, one each; a peer's error results may carry
+// codes of their own. A call under a prefix past the bound is not
+// remembered (a late result for it is told not_found), a code past it is
+// told as "an error".
+const (
+	maxFinishedPrefixes = 64
+	maxFinishedCodes    = 256
+	codeOverflow        = 0xffff
+)
+
+// splitCallID returns a call id's prefix and counter, as nextCallID made
+// them: the prefix up to its last '-', a counter in lower-case base 36
+// without a leading zero.
+func splitCallID(id string) (prefix string, n uint64, ok bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 || i >= 16 {
+		return "", 0, false
 	}
-	for i := 0; i < len(rest); i++ {
-		if c := rest[i]; (c < '0' || c > '9') && (c < 'a' || c > 'z') {
-			return 0, false // ParseUint would take upper case too: another id
+	prefix, rest := id[:i+1], id[i+1:]
+	if rest == "" || rest[0] == '0' || len(rest) > 13 {
+		return "", 0, false // a uint64 in base 36 takes at most 13 digits
+	}
+	for j := 0; j < len(rest); j++ {
+		if c := rest[j]; (c < '0' || c > '9') && (c < 'a' || c > 'z') {
+			return "", 0, false // ParseUint would take upper case too: another id
 		}
 	}
 	n, err := strconv.ParseUint(rest, 36, 64)
-	return n, err == nil
+	return prefix, n, err == nil
+}
+
+// index returns where v is in *table, adding it when there is room.
+func index[T comparable](table *[]T, v T, limit int) (uint16, bool) {
+	for i, w := range *table {
+		if w == v {
+			return uint16(i), true
+		}
+	}
+	if len(*table) >= limit {
+		return 0, false
+	}
+	*table = append(*table, v)
+	return uint16(len(*table) - 1), true
 }
 
 func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
@@ -449,12 +482,21 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
 	if f.size == 0 {
 		return
 	}
-	fc := finishedCall{id: id}
-	if n, ok := s.ownCall(id); ok {
-		fc = finishedCall{n: n}
+	if f.prefixes == nil {
+		f.prefixes, f.codes = []string{s.idPrefix}, []protocol.Code{""}
+	}
+	prefix, n, ok := splitCallID(id)
+	if !ok {
+		return
+	}
+	fc := finishedCall{n: n}
+	if fc.prefix, ok = index(&f.prefixes, prefix, maxFinishedPrefixes); !ok {
+		return
 	}
 	if !out.IsOK() {
-		fc.code = out.Err.Code
+		if fc.code, ok = index(&f.codes, out.Err.Code, maxFinishedCodes); !ok || out.Err.Code == "" {
+			fc.code = codeOverflow
+		}
 	}
 	if len(f.calls) < f.size {
 		f.calls = append(f.calls, fc)
@@ -464,16 +506,31 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
 	f.next = (f.next + 1) % f.size
 }
 
-// finishedCode reports how a call the ring remembers ended ("" for a
-// value outcome), the latest entry first.
-func (s *Session) finishedCode(id string) (protocol.Code, bool) {
+// finishedHow says how a call the ring remembers ended: "with a result",
+// "with <code>" or "with an error".
+func (s *Session) finishedHow(id string) (string, bool) {
 	f := &s.finished
-	n, own := s.ownCall(id)
-	for i := range f.calls {
-		fc := &f.calls[(f.next+len(f.calls)-1-i)%len(f.calls)]
-		if (own && fc.n == n) || (!own && fc.n == 0 && fc.id == id) {
-			return fc.code, true
+	prefix, n, ok := splitCallID(id)
+	if !ok {
+		return "", false
+	}
+	p := -1
+	for i, w := range f.prefixes {
+		if w == prefix {
+			p = i
 		}
+	}
+	for _, fc := range f.calls {
+		if fc.n != n || int(fc.prefix) != p {
+			continue
+		}
+		switch {
+		case fc.code == codeOverflow:
+			return "with an error", true
+		case fc.code == 0:
+			return "with a result", true
+		}
+		return "with " + string(f.codes[fc.code]), true
 	}
 	return "", false
 }
@@ -484,11 +541,7 @@ func (s *Session) lookupCallLocked(id string) (*call, *protocol.Error) {
 	if c, ok := s.calls[id]; ok {
 		return c, nil
 	}
-	if code, ok := s.finishedCode(id); ok {
-		how := "with a result"
-		if code != "" {
-			how = "with " + string(code)
-		}
+	if how, ok := s.finishedHow(id); ok {
 		return nil, protocol.Errorf(protocol.CodeConflict, "call %q already finished %s; nothing changed", id, how)
 	}
 	return nil, protocol.Errorf(protocol.CodeNotFound, "no pending call %q", id)

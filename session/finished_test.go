@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -96,5 +97,33 @@ func TestFinishedCallsAreRemembered(t *testing.T) {
 	}
 	if err := lateError(r, mine[0].CallID); err.Code != protocol.CodeConflict {
 		t.Errorf("restored, its own call: %s %q, want conflict", err.Code, err.Message)
+	}
+}
+
+// TestFinishedCodesPastTheTable: a session remembers at most 256
+// distinct codes of finished calls (a peer's error results may each
+// bring one of its own); a call that ended with a code past them is
+// still told apart, as finished "with an error".
+func TestFinishedCodesPastTheTable(t *testing.T) {
+	s := session.New("f2", nil)
+	i := 0
+	h := session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) {
+		i++
+		return nil, protocol.Errorf(protocol.Code(fmt.Sprintf("tool_code_%d", i)), "failed")
+	})
+	if err := s.RegisterAgent(agentCap("fail"), h); err != nil {
+		t.Fatal(err)
+	}
+	for range 300 {
+		s.Invoke(context.Background(), protocol.AudienceLLM, "fail", json.RawMessage(`{"text":"x"}`))
+	}
+	outs := only[*protocol.CapabilityOutcome](allEvents(t, s))
+	for _, c := range []struct {
+		i   int
+		how string
+	}{{0, "with tool_code_1;"}, {254, "with tool_code_255;"}, {255, "with an error;"}, {299, "with an error;"}} {
+		if err := lateError(s, outs[c.i].CallID); err.Code != protocol.CodeConflict || !strings.Contains(err.Message, c.how) {
+			t.Errorf("call %d: %s %q, want conflict, finished %s", c.i+1, err.Code, err.Message, c.how)
+		}
 	}
 }

@@ -210,7 +210,7 @@ func TestHistoryUnderConcurrentAppends(t *testing.T) {
 // 2,048 calls (4,097 events) holds a few KiB of events with a History,
 // where it held every event of its replay window — about 0.6 MiB —
 // without one; and its latest 1,024 finished calls (Options.
-// FinishedMemory) in about 40 KiB, where they took 125 KiB in a map.
+// FinishedMemory) in 16 KiB, where they took 125 KiB in a map.
 func TestHistoryBoundsSessionMemory(t *testing.T) {
 	for _, c := range []struct {
 		what  string
@@ -218,7 +218,7 @@ func TestHistoryBoundsSessionMemory(t *testing.T) {
 		bound int64
 	}{
 		{"the events (one finished call kept)", session.Options{FinishedMemory: 1}, 16 << 10},
-		{"the defaults", session.Options{}, 64 << 10},
+		{"the defaults", session.Options{}, 32 << 10},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			if per := sessionHeap(t, c.opts); per > c.bound {
