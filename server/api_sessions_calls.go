@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"net/http"
 	"sync"
 	"time"
@@ -34,15 +35,23 @@ type CallPoint struct {
 
 // callTimes keeps the timings of a session's latest calls. A call being
 // made has a record of its own; once it finishes, its record is encoded
-// into a few dozen bytes without pointers (encodeCall) and kept in a ring
-// of the latest maxCallTimes: a busy session keeps 1,024 of them, and the
-// console reads one now and then.
+// (encodeCall) and appended to a chunk of a few KiB that holds others
+// one after another — bytes without pointers, about 60–100 a call — and
+// the oldest chunk goes once the others hold maxCallTimes calls: a busy
+// session keeps its latest 1,024 calls, and the console reads one now
+// and then.
 type callTimes struct {
-	mu   sync.Mutex
-	live map[string]*callRecord // calls not finished
-	done [][]byte               // finished calls, encoded; grows to maxCallTimes, then wraps
-	next int                    // done's oldest once full
+	mu     sync.Mutex
+	live   map[string]*callRecord // calls not finished
+	chunks [][]byte               // finished calls, encoded, each after its length; oldest first
+	counts []int                  // the calls in each chunk
+	total  int                    // the calls in chunks
+	base   int64                  // Unix ns of the first point observed: the encoded points' origin
 }
+
+// callChunkBytes is a chunk's size (a call larger than it has one of its
+// own).
+const callChunkBytes = 4 << 10
 
 // callRecord is a call's CallTimes as a session keeps it while the call
 // is made: the points as kinds and Unix nanoseconds.
@@ -84,13 +93,30 @@ func (ct *callTimes) observe(ev session.CallEvent) {
 		out := ev.Outcome
 		c.outcome = &out
 		delete(ct.live, c.id)
-		b := encodeCall(c)
-		if len(ct.done) < maxCallTimes {
-			ct.done = append(ct.done, b)
-		} else {
-			ct.done[ct.next] = b
-			ct.next = (ct.next + 1) % maxCallTimes
-		}
+		ct.keep(c)
+	}
+}
+
+// keep encodes a finished call into the newest chunk, and lets the oldest
+// chunk go once the others hold maxCallTimes calls.
+func (ct *callTimes) keep(c *callRecord) {
+	if ct.base == 0 && len(c.points) > 0 {
+		ct.base = c.points[0].at
+	}
+	rec := encodeCall(c, ct.base)
+	n := len(ct.chunks)
+	if n == 0 || len(ct.chunks[n-1])+binary.MaxVarintLen64+len(rec) > cap(ct.chunks[n-1]) {
+		ct.chunks = append(ct.chunks, make([]byte, 0, max(callChunkBytes, binary.MaxVarintLen64+len(rec))))
+		ct.counts = append(ct.counts, 0)
+		n++
+	}
+	ct.chunks[n-1] = append(binary.AppendUvarint(ct.chunks[n-1], uint64(len(rec))), rec...)
+	ct.counts[n-1]++
+	ct.total++
+	for len(ct.chunks) > 1 && ct.total-ct.counts[0] >= maxCallTimes {
+		ct.total -= ct.counts[0]
+		ct.chunks[0] = nil
+		ct.chunks, ct.counts = ct.chunks[1:], ct.counts[1:]
 	}
 }
 
@@ -100,10 +126,14 @@ func (ct *callTimes) get(id string) (CallTimes, bool) {
 	if c := ct.live[id]; c != nil {
 		return c.times(), true
 	}
-	for i := range ct.done { // the latest first
-		b := ct.done[(ct.next+len(ct.done)-1-i)%len(ct.done)]
-		if isCall(b, id) {
-			return decodeCall(b).times(), true
+	for i := len(ct.chunks) - 1; i >= 0; i-- { // the latest first; an id is one call's
+		for b := ct.chunks[i]; len(b) > 0; {
+			n, k := binary.Uvarint(b)
+			rec := b[k : k+int(n)]
+			if isCall(rec, id) {
+				return decodeCall(rec, ct.base).times(), true
+			}
+			b = b[k+int(n):]
 		}
 	}
 	return CallTimes{}, false

@@ -10,8 +10,8 @@ import (
 
 // A finished call's record as callTimes keeps it: its strings, each a
 // uvarint length and its bytes, and its points, each a kind and the
-// nanoseconds since the point before (a varint), in one byte slice —
-// nothing for the collector to follow. In order: the call id (first, so
+// nanoseconds since the point before (the first: since callTimes' base),
+// a varint — bytes, nothing for the collector to follow. In order: the call id (first, so
 // that a lookup reads only it), name, invoker, the points' count and the
 // points, decision, decidedBy, then the outcome: 0 none, 1 a value (its
 // JSON), 2 an error (code, message).
@@ -25,8 +25,9 @@ func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// encodeCall encodes a finished call's record.
-func encodeCall(c *callRecord) []byte {
+// encodeCall encodes a finished call's record, its points relative to
+// base.
+func encodeCall(c *callRecord, base int64) []byte {
 	n := 16 + len(c.id) + len(c.name) + len(c.invoker) + 11*len(c.points) + len(c.decision) + len(c.decidedBy)
 	if o := c.outcome; o != nil {
 		n += len(o.Value)
@@ -39,7 +40,7 @@ func encodeCall(c *callRecord) []byte {
 	b = appendString(b, c.name)
 	b = appendString(b, string(c.invoker))
 	b = binary.AppendUvarint(b, uint64(len(c.points)))
-	var prev int64
+	prev := base
 	for _, p := range c.points {
 		b = append(b, byte(p.kind))
 		b = binary.AppendVarint(b, p.at-prev)
@@ -88,12 +89,12 @@ func isCall(b []byte, id string) bool {
 	return string(d.b[:n]) == id // compared only: the conversion does not allocate
 }
 
-// decodeCall decodes a record encodeCall wrote.
-func decodeCall(b []byte) *callRecord {
+// decodeCall decodes a record encodeCall wrote with base.
+func decodeCall(b []byte, base int64) *callRecord {
 	d := callDecoder{b}
 	c := &callRecord{id: d.string(), name: d.string(), invoker: protocol.Audience(d.string())}
 	c.points = make([]callPoint, d.uvarint())
-	var at int64
+	at := base
 	for i := range c.points {
 		kind := session.CallEventKind(d.b[0])
 		d.b = d.b[1:]

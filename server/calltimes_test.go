@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"runtime"
 	"testing"
 	"time"
 
@@ -66,46 +65,50 @@ func TestCallTimesKeepFinishedCallsEncoded(t *testing.T) {
 		}
 	}
 
+	// 3,072 calls, a second apart: the latest 1,024 are kept, the oldest
+	// chunk goes once the others hold 1,024.
 	var ct callTimes
-	for i := range maxCallTimes + 10 {
-		observeCall(&ct, fmt.Sprint("c", i), at, false, outcomes["value"])
+	const made = 3 * maxCallTimes
+	for i := range made {
+		observeCall(&ct, fmt.Sprint("c", i), at.Add(time.Duration(i)*time.Second), i%7 == 0, outcomes["value"])
 	}
-	for _, c := range []struct {
-		i    int
-		kept bool
-	}{{0, false}, {9, false}, {10, true}, {maxCallTimes + 9, true}} {
-		if _, ok := ct.get(fmt.Sprint("c", c.i)); ok != c.kept {
-			t.Errorf("call %d of %d: kept %v, want %v", c.i, maxCallTimes+10, ok, c.kept)
+	for i := made - maxCallTimes; i < made; i++ {
+		got, ok := ct.get(fmt.Sprint("c", i))
+		if !ok {
+			t.Fatalf("call %d of %d, one of the latest %d, is not kept", i+1, made, maxCallTimes)
+		}
+		if start := at.Add(time.Duration(i) * time.Second); !got.Points[0].Time.Equal(start) {
+			t.Fatalf("call %d started at %s, want %s", i+1, got.Points[0].Time, start)
 		}
 	}
-	if len(ct.live) != 0 || len(ct.done) != maxCallTimes {
-		t.Errorf("%d calls live and %d finished kept, want 0 and %d", len(ct.live), len(ct.done), maxCallTimes)
+	if _, ok := ct.get("c0"); ok {
+		t.Errorf("the first of %d calls is kept", made)
+	}
+	if len(ct.live) != 0 || ct.total < maxCallTimes || ct.total-ct.counts[0] >= maxCallTimes {
+		t.Errorf("%d calls live, %d kept in %d chunks (%d in the oldest): want none live, at least %d kept, and fewer without the oldest chunk",
+			len(ct.live), ct.total, len(ct.chunks), ct.counts[0], maxCallTimes)
 	}
 }
 
-// TestCallTimesMemory: a session's timings of its latest 1,024 calls take
-// about 80 bytes a call, where a record of its own with a map entry took
-// about 250.
+// TestCallTimesMemory: a session's timings of its latest 1,024 calls
+// take about 60 bytes a call, in chunks without pointers, where a record
+// of its own, its points and outcome, and a map entry took about 250.
+// What the timings hold is counted exactly (a heap sample is not: it
+// moves by more than the timings with what else the collector frees).
 func TestCallTimesMemory(t *testing.T) {
 	at := time.Now()
 	out := &protocol.Outcome{Value: json.RawMessage(`{"n":7}`)}
-	ids := make([]string, maxCallTimes)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("cq3k5x7m2a-%d", i+1) // as sessions make them, made beforehand
-	}
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
 	ct := &callTimes{}
-	for _, id := range ids {
-		observeCall(ct, id, at, false, out)
+	for i := range 2 * maxCallTimes {
+		observeCall(ct, fmt.Sprintf("cq3k5x7m2a-%d", i+1), at.Add(time.Duration(i)*time.Second), false, out)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(ct)
-	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / maxCallTimes
-	t.Logf("%d bytes of heap a call", per)
-	if per > 112 {
-		t.Errorf("a call's timings take %d bytes of heap, want at most 112", per)
+	held := 24*cap(ct.chunks) + 8*cap(ct.counts) // the slices' headers and counts
+	for _, c := range ct.chunks {
+		held += cap(c)
+	}
+	per := held / ct.total
+	t.Logf("%d calls kept in %d chunks: %d bytes, %d a call", ct.total, len(ct.chunks), held, per)
+	if per > 72 {
+		t.Errorf("a call's timings take %d bytes, want at most 72", per)
 	}
 }
