@@ -35,7 +35,7 @@ type CallPoint struct {
 
 // callTimes keeps the timings of a session's latest calls. A call being
 // made has a record of its own; once it finishes, its record is encoded
-// (encodeCall) and appended to a chunk of a few KiB that holds others
+// (appendCall) and appended to a chunk of a few KiB that holds others
 // one after another — bytes without pointers, about 60–100 a call — and
 // the oldest chunk goes once the others hold maxCallTimes calls: a busy
 // session keeps its latest 1,024 calls, and the console reads one now
@@ -47,6 +47,9 @@ type callTimes struct {
 	counts []int                  // the calls in each chunk
 	total  int                    // the calls in chunks
 	base   int64                  // Unix ns of the first point observed: the encoded points' origin
+	// scratch is where a call is encoded before it is copied into its
+	// chunk (at its exact size, which its length before it needs).
+	scratch []byte
 }
 
 // callChunkBytes is a chunk's size (a call larger than it has one of its
@@ -103,7 +106,8 @@ func (ct *callTimes) keep(c *callRecord) {
 	if ct.base == 0 && len(c.points) > 0 {
 		ct.base = c.points[0].at
 	}
-	rec := encodeCall(c, ct.base)
+	ct.scratch = appendCall(ct.scratch[:0], c, ct.base)
+	rec := ct.scratch
 	n := len(ct.chunks)
 	if n == 0 || len(ct.chunks[n-1])+binary.MaxVarintLen64+len(rec) > cap(ct.chunks[n-1]) {
 		ct.chunks = append(ct.chunks, make([]byte, 0, max(callChunkBytes, binary.MaxVarintLen64+len(rec))))
@@ -111,6 +115,9 @@ func (ct *callTimes) keep(c *callRecord) {
 		n++
 	}
 	ct.chunks[n-1] = append(binary.AppendUvarint(ct.chunks[n-1], uint64(len(rec))), rec...)
+	if cap(ct.scratch) > callChunkBytes {
+		ct.scratch = nil // a large outcome's: not kept
+	}
 	ct.counts[n-1]++
 	ct.total++
 	for len(ct.chunks) > 1 && ct.total-ct.counts[0] >= maxCallTimes {

@@ -25,17 +25,9 @@ func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// encodeCall encodes a finished call's record, its points relative to
-// base.
-func encodeCall(c *callRecord, base int64) []byte {
-	n := 16 + len(c.id) + len(c.name) + len(c.invoker) + 11*len(c.points) + len(c.decision) + len(c.decidedBy)
-	if o := c.outcome; o != nil {
-		n += len(o.Value)
-		if o.Err != nil {
-			n += len(o.Err.Code) + len(o.Err.Message)
-		}
-	}
-	b := make([]byte, 0, n)
+// appendCall appends a finished call's record to b, its points relative
+// to base.
+func appendCall(b []byte, c *callRecord, base int64) []byte {
 	b = appendString(b, c.id)
 	b = appendString(b, c.name)
 	b = appendString(b, string(c.invoker))
@@ -60,7 +52,7 @@ func encodeCall(c *callRecord, base int64) []byte {
 }
 
 // callDecoder reads an encoded record; it only ever reads what
-// encodeCall wrote, in this process.
+// appendCall wrote, in this process.
 type callDecoder struct{ b []byte }
 
 func (d *callDecoder) uvarint() uint64 {
@@ -89,7 +81,7 @@ func isCall(b []byte, id string) bool {
 	return string(d.b[:n]) == id // compared only: the conversion does not allocate
 }
 
-// decodeCall decodes a record encodeCall wrote with base.
+// decodeCall decodes a record appendCall wrote with base.
 func decodeCall(b []byte, base int64) *callRecord {
 	d := callDecoder{b}
 	c := &callRecord{id: d.string(), name: d.string(), invoker: protocol.Audience(d.string())}
