@@ -309,8 +309,12 @@ func (sub *Subscription) readBack(after, through uint64) bool {
 	cancel()
 	if err == nil {
 		for i, ev := range events {
-			if ev.Seq != after+1+uint64(i) || ev.Msg == nil {
-				err = fmt.Errorf("event %d of %d read back has seq %d, want %d", i+1, len(events), ev.Seq, after+1+uint64(i))
+			if want := after + 1 + uint64(i); ev.Seq != want {
+				err = fmt.Errorf("event %d of %d read back has seq %d, want %d", i+1, len(events), ev.Seq, want)
+				break
+			}
+			if ev.Msg == nil {
+				err = fmt.Errorf("event %d read back has no message", ev.Seq)
 				break
 			}
 		}
