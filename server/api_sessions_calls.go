@@ -47,14 +47,20 @@ type callTimes struct {
 	counts []int                  // the calls in each chunk
 	total  int                    // the calls in chunks
 	base   int64                  // Unix ns of the first point observed: the encoded points' origin
-	// scratch is where a call is encoded before it is copied into its
-	// chunk (at its exact size, which its length before it needs).
-	scratch []byte
 }
 
 // callChunkBytes is a chunk's size (a call larger than it has one of its
-// own).
-const callChunkBytes = 4 << 10
+// own); a session's first chunk starts at firstCallChunkBytes and grows
+// to it.
+const (
+	callChunkBytes      = 4 << 10
+	firstCallChunkBytes = 256
+)
+
+// scratch lends callTimes the buffer a call is encoded into before it is
+// copied into its chunk (at its exact size, which its length before it
+// needs).
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // callRecord is a call's CallTimes as a session keeps it while the call
 // is made: the points as kinds and Unix nanoseconds.
@@ -106,18 +112,31 @@ func (ct *callTimes) keep(c *callRecord) {
 	if ct.base == 0 && len(c.points) > 0 {
 		ct.base = c.points[0].at
 	}
-	ct.scratch = appendCall(ct.scratch[:0], c, ct.base)
-	rec := ct.scratch
+	buf := scratch.Get().(*[]byte)
+	rec := appendCall((*buf)[:0], c, ct.base)
+	defer func() {
+		if cap(rec) <= callChunkBytes { // a large outcome's buffer is not kept
+			*buf = rec[:0]
+			scratch.Put(buf)
+		}
+	}()
+	need := binary.MaxVarintLen64 + len(rec)
 	n := len(ct.chunks)
-	if n == 0 || len(ct.chunks[n-1])+binary.MaxVarintLen64+len(rec) > cap(ct.chunks[n-1]) {
-		ct.chunks = append(ct.chunks, make([]byte, 0, max(callChunkBytes, binary.MaxVarintLen64+len(rec))))
-		ct.counts = append(ct.counts, 0)
+	switch {
+	case n == 0:
+		ct.chunks, ct.counts = append(ct.chunks, make([]byte, 0, max(firstCallChunkBytes, need))), append(ct.counts, 0)
+		n++
+	case len(ct.chunks[n-1])+need <= cap(ct.chunks[n-1]):
+	case cap(ct.chunks[n-1]) < callChunkBytes:
+		// A session's first chunk grows to callChunkBytes: one that made a
+		// few calls holds a few hundred bytes.
+		last := ct.chunks[n-1]
+		ct.chunks[n-1] = append(make([]byte, 0, max(min(2*cap(last), callChunkBytes), len(last)+need)), last...)
+	default:
+		ct.chunks, ct.counts = append(ct.chunks, make([]byte, 0, max(callChunkBytes, need))), append(ct.counts, 0)
 		n++
 	}
 	ct.chunks[n-1] = append(binary.AppendUvarint(ct.chunks[n-1], uint64(len(rec))), rec...)
-	if cap(ct.scratch) > callChunkBytes {
-		ct.scratch = nil // a large outcome's: not kept
-	}
 	ct.counts[n-1]++
 	ct.total++
 	for len(ct.chunks) > 1 && ct.total-ct.counts[0] >= maxCallTimes {

@@ -112,3 +112,20 @@ func TestCallTimesMemory(t *testing.T) {
 		t.Errorf("a call's timings take %d bytes, want at most 72", per)
 	}
 }
+
+// TestCallTimesOfAFewCalls: a session that made a few calls holds a few
+// hundred bytes of timings, not a whole chunk.
+func TestCallTimesOfAFewCalls(t *testing.T) {
+	ct := &callTimes{}
+	for i := range 3 {
+		observeCall(ct, fmt.Sprintf("cq3k5x7m2a-%d", i+1), time.Now(), false, &protocol.Outcome{Value: json.RawMessage(`{"n":7}`)})
+	}
+	if len(ct.chunks) != 1 || cap(ct.chunks[0]) > firstCallChunkBytes {
+		t.Errorf("3 calls: %d chunks, the first of %d bytes; want one of at most %d", len(ct.chunks), cap(ct.chunks[0]), firstCallChunkBytes)
+	}
+	for i := range 3 {
+		if _, ok := ct.get(fmt.Sprintf("cq3k5x7m2a-%d", i+1)); !ok {
+			t.Errorf("call %d is not kept", i+1)
+		}
+	}
+}
