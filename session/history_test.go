@@ -231,7 +231,7 @@ func TestHistoryBoundsSessionMemory(t *testing.T) {
 // sessionHeap returns the heap a journaled session with opts holds once
 // it has made 2,048 calls, less its journal's.
 func sessionHeap(t *testing.T, opts session.Options) int64 {
-	const sessions, calls = 10, 2048
+	const sessions, calls = 20, 2048
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
