@@ -465,10 +465,8 @@ func splitCallID(id string) (prefix string, n uint64, ok bool) {
 
 // index returns where v is in *table, adding it when there is room.
 func index[T comparable](table *[]T, v T, limit int) (uint16, bool) {
-	for i, w := range *table {
-		if w == v {
-			return uint16(i), true
-		}
+	if i := slices.Index(*table, v); i >= 0 {
+		return uint16(i), true
 	}
 	if len(*table) >= limit {
 		return 0, false
@@ -514,12 +512,7 @@ func (s *Session) finishedHow(id string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	p := -1
-	for i, w := range f.prefixes {
-		if w == prefix {
-			p = i
-		}
-	}
+	p := slices.Index(f.prefixes, prefix)
 	for _, fc := range f.calls {
 		if fc.n != n || int(fc.prefix) != p {
 			continue

@@ -29,16 +29,14 @@ func (j *historyJournal) ReadEvents(_ context.Context, after, through uint64) ([
 	if j.fail.Load() {
 		return nil, errors.New("the store is down")
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	all, err := j.decoded()
+	if err != nil {
+		return nil, err
+	}
 	var out []session.Event
-	for _, b := range j.frames {
-		f, err := protocol.DecodeFrame(b)
-		if err != nil {
-			return nil, err
-		}
-		if f.Seq > after && f.Seq <= through && f.Seq != j.lose.Load() {
-			out = append(out, session.Event{Seq: f.Seq, Msg: f.Msg})
+	for _, e := range all {
+		if e.Seq > after && e.Seq <= through && e.Seq != j.lose.Load() {
+			out = append(out, e)
 		}
 	}
 	return out, nil

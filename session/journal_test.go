@@ -33,17 +33,26 @@ func (j *memJournal) Append(e session.Event) error {
 }
 
 func (j *memJournal) events(t *testing.T) []session.Event {
+	out, err := j.decoded()
+	if err != nil {
+		t.Fatalf("journal holds an undecodable frame: %v", err)
+	}
+	return out
+}
+
+// decoded returns the events the journal holds, decoded.
+func (j *memJournal) decoded() ([]session.Event, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []session.Event
 	for _, b := range j.frames {
 		f, err := protocol.DecodeFrame(b)
 		if err != nil {
-			t.Fatalf("journal holds an undecodable frame: %v", err)
+			return nil, err
 		}
 		out = append(out, session.Event{Seq: f.Seq, Msg: f.Msg})
 	}
-	return out
+	return out, nil
 }
 
 func jClientCap(name string, approval bool) protocol.Capability {

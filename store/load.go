@@ -131,20 +131,33 @@ const loadCatchUp = 50
 // headers): it is the number of the subject's messages from the batch's
 // first sequence on, counted under the stream's isolation lock, which
 // every write waits for. TestDirectGetCounts holds the server to that.
-func (s *Store) loadDirect(ctx context.Context, subj string) (_ []session.Event, err error) {
+func (s *Store) loadDirect(ctx context.Context, subj string) ([]session.Event, error) {
+	var events []session.Event
+	err := s.withLoadSlot(func(sl *replySlot) (err error) {
+		events, err = s.loadDirectOn(ctx, sl, subj)
+		return err
+	})
+	return events, err
+}
+
+// withLoadSlot runs f with a reply slot for direct gets. A slot whose
+// every batch ended (f returned nil) is reused; after an error, a batch
+// may still be arriving on it: it goes.
+func (s *Store) withLoadSlot(f func(*replySlot) error) error {
 	sl, err := s.loads.take(s.nc)
 	if err != nil {
-		return nil, fmt.Errorf("direct get: subscribe: %w", err)
+		return fmt.Errorf("direct get: subscribe: %w", err)
 	}
-	defer func() {
-		// A slot whose every batch ended is reused; after an error, a
-		// batch may still be arriving on it: it goes.
-		if err == nil {
-			s.loads.give(sl)
-		} else {
-			s.loads.drop(sl)
-		}
-	}()
+	if err = f(sl); err == nil {
+		s.loads.give(sl)
+	} else {
+		s.loads.drop(sl)
+	}
+	return err
+}
+
+// loadDirectOn is loadDirect on the slot sl.
+func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([]session.Event, error) {
 	var events []session.Event
 	decode := func(data []byte) error {
 		f, err := protocol.DecodeFrame(data)

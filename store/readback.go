@@ -91,29 +91,28 @@ func (j *journal) ReadEvents(ctx context.Context, after, through uint64) ([]sess
 	return events, nil
 }
 
-// keep returns the events of a read that it was asked for: after < seq
-// <= through.
-func keep(events *[]session.Event, f *protocol.Frame, after, through uint64) {
-	if f.Seq > after && f.Seq <= through {
-		*events = append(*events, session.Event{Seq: f.Seq, Msg: f.Msg})
+// keep adds e to a read's events when it was asked for: after < seq <=
+// through.
+func keep(events *[]session.Event, e session.Event, after, through uint64) {
+	if e.Seq > after && e.Seq <= through {
+		*events = append(*events, e)
 	}
 }
 
 // readDirect reads with batched direct gets from stream sequence start,
 // until an event reaches through or the session has no more.
-func (j *journal) readDirect(ctx context.Context, start, after, through uint64) (_ []session.Event, err error) {
+func (j *journal) readDirect(ctx context.Context, start, after, through uint64) ([]session.Event, error) {
+	var events []session.Event
+	err := j.s.withLoadSlot(func(sl *replySlot) (err error) {
+		events, err = j.readDirectOn(ctx, sl, start, after, through)
+		return err
+	})
+	return events, err
+}
+
+// readDirectOn is readDirect on the slot sl.
+func (j *journal) readDirectOn(ctx context.Context, sl *replySlot, start, after, through uint64) ([]session.Event, error) {
 	s := j.s
-	sl, err := s.loads.take(s.nc)
-	if err != nil {
-		return nil, fmt.Errorf("direct get: subscribe: %w", err)
-	}
-	defer func() {
-		if err == nil {
-			s.loads.give(sl)
-		} else {
-			s.loads.drop(sl)
-		}
-	}()
 	events := make([]session.Event, 0, min(through-after, 1<<12))
 	var last uint64 // the seq of the last event read
 	decode := func(data []byte) error {
@@ -122,7 +121,7 @@ func (j *journal) readDirect(ctx context.Context, start, after, through uint64) 
 			return err
 		}
 		last = f.Seq
-		keep(&events, f, after, through)
+		keep(&events, session.Event{Seq: f.Seq, Msg: f.Msg}, after, through)
 		return nil
 	}
 	for next := start; ; {
@@ -179,8 +178,8 @@ func (j *journal) readConsumer(ctx context.Context, start, after, through uint64
 			return events, nil // deleted or trimmed meanwhile: what was read
 		}
 		read += uint64(got)
-		for i := range batch {
-			keep(&events, &protocol.Frame{Seq: batch[i].Seq, Msg: batch[i].Msg}, after, through)
+		for _, e := range batch {
+			keep(&events, e, after, through)
 		}
 		if batch[len(batch)-1].Seq >= through {
 			break

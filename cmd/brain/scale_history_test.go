@@ -47,15 +47,8 @@ func TestScaleHistory(t *testing.T) {
 	scaleclient.RaiseFileLimit()
 	addr, data := scaleKernel(t)
 	clients := startClients(t, addr, tokenOf(t, data, "client"))
-	g0 := runtime.NumGoroutine()
-	if err := clients.Connect(1); err != nil {
-		t.Fatal(err)
-	}
-	base := settledMemory(t, g0+1)
-	if err := clients.Connect(n + 1); err != nil {
-		t.Fatal(err)
-	}
-	fresh := per(n, base, settledMemory(t, g0+1+n))
+	g0, base, at, _ := connectIdle(t, clients, n)
+	fresh := per(n, base, at)
 	t.Logf("%d new clients: per client %.0f B heap, %.0f B stacks, %.0f B RSS", n, fresh.Heap, fresh.Stack, fresh.RSS)
 	seconds := float64(*scaleHistoryCalls) * float64(n+1) / *scaleHistoryRate
 	r, err := clients.Load(*scaleHistoryRate, time.Duration(seconds*float64(time.Second)))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -59,26 +60,21 @@ func writeHeapProfile(t *testing.T, suffix string) {
 // for over a size's load; stop ends both.
 func startCPUProfile(t *testing.T, n int) (stop func()) {
 	var stops []func()
-	if *scaleCPU != "" {
-		f, err := os.Create(fmt.Sprintf("%s.%d", *scaleCPU, n))
+	start := func(path string, begin func(io.Writer) error, end func()) {
+		if path == "" {
+			return
+		}
+		f, err := os.Create(fmt.Sprintf("%s.%d", path, n))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := begin(f); err != nil {
 			t.Fatal(err)
 		}
-		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+		stops = append(stops, func() { end(); f.Close() })
 	}
-	if *scaleTrace != "" {
-		f, err := os.Create(fmt.Sprintf("%s.%d", *scaleTrace, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := trace.Start(f); err != nil {
-			t.Fatal(err)
-		}
-		stops = append(stops, func() { trace.Stop(); f.Close() })
-	}
+	start(*scaleCPU, pprof.StartCPUProfile, pprof.StopCPUProfile)
+	start(*scaleTrace, trace.Start, trace.Stop)
 	return func() {
 		for _, s := range stops {
 			s()
@@ -379,6 +375,25 @@ func TestIdleClientMemory(t *testing.T) {
 	}
 }
 
+// connectIdle connects one client, then n more, each in a session of
+// its own, and returns the goroutines before the first, the settled
+// memory with the one (the baseline) and with all of them, and how long
+// the n took to connect.
+func connectIdle(t *testing.T, clients *scaleclient.Child, n int) (g0 int, base, at memSample, took time.Duration) {
+	t.Helper()
+	g0 = runtime.NumGoroutine()
+	if err := clients.Connect(1); err != nil {
+		t.Fatal(err)
+	}
+	base = settledMemory(t, g0+1)
+	start := time.Now()
+	if err := clients.Connect(n + 1); err != nil {
+		t.Fatal(err)
+	}
+	took = time.Since(start)
+	return g0, base, settledMemory(t, g0+1+n), took
+}
+
 // scaleFigures is what TestScaleClients writes to -scale.json.
 type scaleFigures struct {
 	Load  string               `json:"loadAverage"`
@@ -444,17 +459,7 @@ func TestScaleClients(t *testing.T) {
 			runtime.GC()
 			addr, data := scaleKernel(t)
 			clients := startClients(t, addr, tokenOf(t, data, "client"))
-			g0 := runtime.NumGoroutine()
-			if err := clients.Connect(1); err != nil {
-				t.Fatal(err)
-			}
-			base := settledMemory(t, g0+1)
-			start := time.Now()
-			if err := clients.Connect(n + 1); err != nil {
-				t.Fatal(err)
-			}
-			connected := time.Since(start)
-			at := settledMemory(t, g0+1+n)
+			g0, base, at, connected := connectIdle(t, clients, n)
 			pc := per(n, base, at)
 			t.Logf("%d clients (connected in %s): per client %.0f B heap, %.0f B stacks, %.0f B RSS (%.0f B less the store's write cache), %.2f goroutines (%.0f B mapped: %.0f B free in spans in use, %.0f B metadata)",
 				n, connected.Round(time.Millisecond), pc.Heap, pc.Stack, pc.RSS, pc.RSSLessCache, pc.Goroutines, pc.Mapped, pc.Unused, pc.Metadata)
