@@ -11,9 +11,10 @@ import (
 
 // Every session registers the same few definitions — the environment's
 // tools, a platform's client capabilities (the built-in
-// __capabilities.list is made once: registry.go) — and a node holds thousands of sessions. A registration
-// therefore keeps a pointer to one shared copy of its definition (248
-// bytes and its slices), and a capability_register event of one
+// __capabilities.list is made once: registry.go) — and a node holds
+// thousands of sessions. A registration therefore keeps a pointer to one
+// shared copy of its definition (248 bytes and its slices), and a
+// capability_register event of one
 // capability carries that same copy as its one-element slice, instead of
 // a copy each: about 2 KiB less heap an idle session with four tools
 // (docs/performance.md, "Scale").
