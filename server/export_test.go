@@ -12,3 +12,7 @@ func SetIdleTick(t interface{ Cleanup(func()) }, d time.Duration) {
 	idleTick = d
 	t.Cleanup(func() { idleTick = old })
 }
+
+// IdleRunners returns how many of the manager's shared call runners are
+// idle (sessions.go).
+func (m *Manager) IdleRunners() int { return m.runners.Idle() }

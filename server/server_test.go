@@ -371,7 +371,7 @@ func TestSlowPeerDisconnected(t *testing.T) {
 				}
 				return true
 			})
-			if !strings.Contains(reason, "write") {
+			if !strings.Contains(reason, "write: the peer has not read for 200ms") {
 				t.Fatalf("disconnected for %q, want a write timeout", reason)
 			}
 			slow.conn.CloseNow()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brainrt/brain/internal/workers"
 	"github.com/brainrt/brain/session"
 )
 
@@ -72,7 +73,16 @@ type Manager struct {
 	limits   Limits   // quotas, with defaults (limits.go)
 	owners   *owners  // who owns each session, and the quota of sessions per tenant (tenancy.go)
 	journals journals // journal bytes per session
+	// runners run every session's started calls and handlers
+	// (session.Options.Go) on goroutines shared by all of them.
+	runners *workers.Pool[func()]
 }
+
+// runnerIdle is how long a shared runner goroutine waits for its next job
+// before it exits.
+const runnerIdle = 10 * time.Second
+
+func runJob(f func()) { f() }
 
 type managed struct {
 	id       string
@@ -102,7 +112,8 @@ func NewManager(opts ManagerOptions) *Manager {
 	}
 	l := opts.Limits.withDefaults()
 	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}, inbox: newInbox(),
-		limits: l, owners: newOwners(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession}}
+		limits: l, owners: newOwners(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession},
+		runners: workers.New(runJob, runnerIdle)}
 }
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -198,6 +209,9 @@ func (e *managed) touch() { e.activity.Store(time.Now().UnixNano()) }
 func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session.Session, created bool, err error) {
 	id := e.id
 	opts := m.opts.Session
+	if opts.Go == nil {
+		opts.Go = m.runners.Submit
+	}
 	next := opts.Observe
 	opts.Observe = func(ev session.CallEvent) {
 		e.activity.Store(ev.Time.UnixNano())

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,7 @@ func (srv *Server) serveWS(w http.ResponseWriter, r *http.Request, s *session.Se
 	}
 	c := &wsConn{srv: srv, s: s, peer: p, conn: conn, replies: make(chan *protocol.Frame, replyQueue), cork: cw.corkConn(),
 		bucket: srv.opts.Manager.limits.frameLimiter(time.Now())}
-	c.kickFn = c.kick
+	c.wakeFn = c.wake
 	// The connection outlives the request: its context is not the
 	// request's (which ends when this handler returns) but the manager's
 	// record of it, which holds the session and which a delete, a move
@@ -95,7 +96,7 @@ func (c *wsConn) open(ctx context.Context, cancel context.CancelCauseFunc, after
 	// Reads and writes run without a context of their own (a context per
 	// frame costs coder/websocket an AfterFunc, and a write timeout a
 	// timer): the connection ends when ctx does, and each write is bounded
-	// by its writer's watchdog.
+	// by the write deadline its batch sets (beginBatch).
 	// The end of ctx aborts a blocked read or a write in flight, as a
 	// context per call would; otherwise the connection is closed below with
 	// a status and a reason (the close handshake), not dropped.
@@ -234,7 +235,7 @@ type wsConn struct {
 	// The writer runs only while there is something to write (see kick):
 	// an idle connection keeps its reader's goroutine alone.
 	writer  atomic.Int32 // writerIdle, writerRunning or writerKicked
-	kickFn  func()       // c.kick, made once: what the session calls on its next event
+	wakeFn  func()       // c.wake, made once: what the session calls on its next event
 	wmu     sync.Mutex   // guards ended, and writers.Add
 	ended   bool         // the connection ended: no writer starts any more
 	writers sync.WaitGroup
@@ -403,7 +404,7 @@ func (c *wsConn) send(f *protocol.Frame) {
 		// further frame until the writer catches up, so that TCP pushes
 		// back on the peer (a burst within FrameBurst always goes
 		// through). A peer that stops reading altogether is disconnected by
-		// the writer's watchdog after WriteTimeout.
+		// the write deadline after WriteTimeout (beginBatch).
 		c.kick()
 		select {
 		case c.replies <- f:
@@ -433,7 +434,7 @@ const (
 // and starts a writer goroutine when none runs. It is quick and never
 // blocks. Every kick writes the state (a compare-and-swap), so that a
 // writer about to end observes it (park).
-func (c *wsConn) kick() {
+func (c *wsConn) kick() (started bool) {
 	for {
 		st := c.writer.Load()
 		next := int32(writerKicked)
@@ -444,7 +445,21 @@ func (c *wsConn) kick() {
 			if st == writerIdle {
 				c.startWriter()
 			}
-			return
+			return st == writerIdle
+		}
+	}
+}
+
+// wake is what the session calls on its next event (Subscription.Notify
+// and TryNextOrNotify, with its lock held): a kick, and for a writer
+// already running — which may be waiting for a reply — a nil reply, which
+// wakes it without a channel made for the wait. It never blocks: with the
+// replies full, the writer has work and reads the event after them.
+func (c *wsConn) wake() {
+	if !c.kick() {
+		select {
+		case c.replies <- nil:
+		default:
 		}
 	}
 }
@@ -483,14 +498,16 @@ func (c *wsConn) endWriters() {
 func (c *wsConn) writeLoop() {
 	defer c.writers.Done()
 	defer writersRunning.Add(-1)
-	wd := c.newWatchdog()
-	defer wd.t.Stop()
-	var wake <-chan struct{} = closedChan // gather at once: whatever kicked it is waiting
-	busy := true                          // wrote something since the last idle tick
+	now := true  // gather at once: whatever kicked it is waiting
+	busy := true // wrote something since the last idle tick
 	for {
 		var first *protocol.Frame
-		if wake != nil {
-			// One yield before parking: the goroutine about to emit the
+		var ready <-chan struct{}
+		if now {
+			ready = closedChan
+		}
+		if now || c.sub != nil {
+			// One yield before waiting: the goroutine about to emit the
 			// next event (a caller woken by the result just read) often
 			// runs in it, and the writer then finds the event without a
 			// park and a wake-up (~20 % of a round trip on 2 cores).
@@ -499,8 +516,8 @@ func (c *wsConn) writeLoop() {
 		select {
 		case next := <-c.subs:
 			c.replaceSub(next)
-		case first = <-c.replies:
-		case <-wake:
+		case first = <-c.replies: // a reply, or nil: an event was appended (wake)
+		case <-ready:
 		case <-c.done:
 			return
 		case <-idleTicks.next():
@@ -511,12 +528,12 @@ func (c *wsConn) writeLoop() {
 			if c.park() {
 				return
 			}
-			wake = closedChan
+			now = true
 			continue
 		}
 		busy = true
 		var ok bool
-		if wake, ok = c.writeBatch(wd, first); !ok {
+		if now, ok = c.writeBatch(first); !ok {
 			return
 		}
 	}
@@ -545,7 +562,7 @@ func (c *wsConn) park() bool {
 		if len(c.replies) > 0 || len(c.subs) > 0 {
 			return false
 		}
-		if c.sub != nil && !c.sub.Notify(c.kickFn) {
+		if c.sub != nil && !c.sub.Notify(c.wakeFn) {
 			return false // an event is ready
 		}
 		if c.writer.CompareAndSwap(writerRunning, writerIdle) {
@@ -556,21 +573,21 @@ func (c *wsConn) park() bool {
 
 // writeBatch writes first, if set, and then everything that is ready —
 // a new subscription, replies, events — up to maxBatch frames, as one
-// batch. It returns the channel to wait on for more events (nil without a
-// subscription; closedChan when the batch stopped at its bound), and false
-// when the connection is done.
-func (c *wsConn) writeBatch(wd *watchdog, first *protocol.Frame) (<-chan struct{}, bool) {
-	if !c.beginBatch(wd) {
-		return nil, false
+// batch. Caught up with the subscription's events, it arranges for the
+// next one to wake the writer (wake). It returns more true when the batch
+// stopped at its bound (the next starts at once), and ok false when the
+// connection is done.
+func (c *wsConn) writeBatch(first *protocol.Frame) (more, ok bool) {
+	if !c.beginBatch() {
+		return false, false
 	}
 	n := 0
 	if first != nil {
-		if !c.writeReply(wd, first) {
-			return nil, false
+		if !c.writeReply(first) {
+			return false, false
 		}
 		n++
 	}
-	var wake <-chan struct{}
 	var read uint64 // the last seq read from the log in this batch
 gather:
 	for ; n < maxBatch; n++ {
@@ -579,8 +596,8 @@ gather:
 			c.replaceSub(next)
 			continue
 		case f := <-c.replies:
-			if !c.writeReply(wd, f) {
-				return nil, false
+			if f != nil && !c.writeReply(f) {
+				return false, false
 			}
 			continue
 		default:
@@ -590,35 +607,31 @@ gather:
 			break
 		}
 		for {
-			ev, ok, w, err := sub.TryNext()
+			ev, ok, err := sub.TryNextOrNotify(c.wakeFn)
 			switch {
 			case err != nil: // closed: only the writer closes it
 				c.sub = nil
 				break gather
 			case !ok:
-				wake = w
 				break gather
 			}
 			read = ev.Seq
 			if b := c.encodeEvent(ev); b != nil {
-				if !c.writeFrame(wd, b) {
-					return nil, false
+				if !c.writeFrame(b) {
+					return false, false
 				}
 				continue gather
 			}
 			// Not for this peer: no frame, read on.
 		}
 	}
-	if n >= maxBatch {
-		wake = closedChan // more may be ready: the next batch starts at once
-	}
-	if !c.endBatch(wd) {
-		return nil, false
+	if !c.endBatch() {
+		return false, false
 	}
 	if read > 0 {
 		c.delivered.Store(read)
 	}
-	return wake, true
+	return n >= maxBatch, true
 }
 
 // encodeEvent returns the frame of an event for the peer, in the
@@ -646,13 +659,13 @@ func (c *wsConn) encodeEvent(ev session.Event) []byte {
 
 // writeReply encodes and writes a reply; one that does not encode is
 // logged and skipped.
-func (c *wsConn) writeReply(wd *watchdog, f *protocol.Frame) bool {
+func (c *wsConn) writeReply(f *protocol.Frame) bool {
 	b, err := c.encode(f)
 	if err != nil {
 		c.logger().Error("encode reply", slog.String("error", err.Error()))
 		return true
 	}
-	return c.writeFrame(wd, b)
+	return c.writeFrame(b)
 }
 
 // encode encodes f into the writer's buffer (protocol.AppendFrame).
@@ -662,29 +675,15 @@ func (c *wsConn) encode(f *protocol.Frame) ([]byte, error) {
 	return b, err
 }
 
-// watchdog bounds the writer's writes by Options.WriteTimeout: one
-// timer, reset per write, instead of a context and a timer per frame.
-type watchdog struct {
-	t       *time.Timer
-	writing atomic.Bool
-	fired   atomic.Bool
-}
-
-func (c *wsConn) newWatchdog() *watchdog {
-	wd := &watchdog{}
-	wd.t = time.AfterFunc(time.Hour, func() {
-		if wd.writing.Load() {
-			wd.fired.Store(true)
-			_ = c.conn.CloseNow() // the stuck write returns
-		}
-	})
-	wd.t.Stop()
-	return wd
-}
-
 // beginBatch starts a batch of writes: the connection is marked writing
-// (so that the connection's end aborts it), corked, and the watchdog armed.
-func (c *wsConn) beginBatch(wd *watchdog) bool {
+// (so that the connection's end aborts it), corked, and given a write
+// deadline of Options.WriteTimeout. The deadline is the socket's own (the
+// runtime's timer of the connection's descriptor): it bounds every write
+// of the batch, and a pong the reader is writing meanwhile, with nothing
+// allocated — a timer made per writer cost three allocations, and a
+// writer's first allocation during a garbage collection costs it 64 KiB of
+// marking.
+func (c *wsConn) beginBatch() bool {
 	// Set before the end is checked: an end of the connection either sees
 	// the write (and aborts it) or comes before the check (and the write
 	// does not start).
@@ -695,8 +694,7 @@ func (c *wsConn) beginBatch(wd *watchdog) bool {
 		return false
 	default:
 	}
-	wd.writing.Store(true)
-	wd.t.Reset(c.srv.opts.WriteTimeout)
+	c.cork.setWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout))
 	c.cork.cork()
 	c.enc = buffers.get()
 	return true
@@ -712,37 +710,34 @@ func (c *wsConn) releaseEncoder() {
 
 // writeFrame writes one frame of the batch (into the cork's buffer, unless
 // the batch has outgrown it).
-func (c *wsConn) writeFrame(wd *watchdog, b []byte) bool {
+func (c *wsConn) writeFrame(b []byte) bool {
 	if err := c.conn.Write(context.Background(), websocket.MessageText, b); err != nil {
-		c.writeFailed(wd, err)
+		c.writeFailed(err)
 		return false
 	}
 	return true
 }
 
-// endBatch sends what the batch held back and disarms the watchdog.
-func (c *wsConn) endBatch(wd *watchdog) bool {
+// endBatch sends what the batch held back and lifts the write deadline.
+func (c *wsConn) endBatch() bool {
 	c.releaseEncoder()
 	err := c.cork.flush()
-	wd.t.Stop()
-	wd.writing.Store(false)
+	c.cork.setWriteDeadline(time.Time{})
 	c.writing.Store(false)
 	if err != nil {
-		c.writeFailed(wd, fmt.Errorf("failed to write frames: %w", err))
+		c.writeFailed(fmt.Errorf("failed to write frames: %w", err))
 		return false
 	}
 	return true
 }
 
-func (c *wsConn) writeFailed(wd *watchdog, err error) {
-	wd.t.Stop()
+func (c *wsConn) writeFailed(err error) {
 	c.releaseEncoder()
 	c.cork.drop()
-	if wd.fired.Load() { // our deadline, not a closing connection
+	if errors.Is(err, os.ErrDeadlineExceeded) { // our deadline, not a closing connection
 		c.writeErr.Store(fmt.Errorf("write: the peer has not read for %s: %w", c.srv.opts.WriteTimeout, err))
 	}
 	c.cancel(fmt.Errorf("write: %w", err))
-	wd.writing.Store(false)
 	c.writing.Store(false)
 }
 

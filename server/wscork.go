@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // corkedWriter is the http.ResponseWriter given to websocket.Accept: its
@@ -178,6 +179,14 @@ func (c *corkConn) flushLocked() error {
 	_, err := c.Conn.Write(c.buf)
 	c.buf = c.buf[:0]
 	return err
+}
+
+// setWriteDeadline sets the connection's write deadline; the zero time
+// lifts it. A nil c does nothing.
+func (c *corkConn) setWriteDeadline(t time.Time) {
+	if c != nil {
+		_ = c.Conn.SetWriteDeadline(t) // on a closed connection the write fails anyway
+	}
 }
 
 // waitReadable waits, near the top of the reader's stack, for the peer's

@@ -120,7 +120,11 @@ func (s *Session) Start(invoker protocol.Audience, name string, input json.RawMe
 	}
 	c.detached = true // before run publishes anything of it
 	s.observe(CallStarted, c, nil)
-	go s.run(context.Background(), c)
+	if s.opts.Go != nil {
+		s.opts.Go(func() { s.run(context.Background(), c) })
+	} else {
+		go s.run(context.Background(), c)
+	}
 	return c.id, nil
 }
 

@@ -49,7 +49,13 @@ const workerIdle = 10 * time.Second
 // dispatch runs c's handler on a reused worker goroutine (internal/workers):
 // off the caller's goroutine, so that a handler ignoring its context cannot
 // hold the caller past the call's end.
-func (s *Session) dispatch(c *call) { s.workers.Submit(c) }
+func (s *Session) dispatch(c *call) {
+	if s.opts.Go != nil {
+		s.opts.Go(func() { s.runCall(c) })
+		return
+	}
+	s.workers.Submit(c)
+}
 
 // runCall is the workers' job: run the handler, finish the call.
 func (s *Session) runCall(c *call) { s.finish(c, s.callHandler(c, c)) }

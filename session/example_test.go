@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -150,4 +151,32 @@ func ExampleOptions_history() {
 	// 2 capability_register
 	// 3 capability_register
 	// 4 capability_register
+}
+
+// A server running many sessions gives them one Go, so that their calls
+// run on a few reused goroutines (package server's Manager passes a pool
+// that reuses the goroutine idle last). This one counts what it runs.
+func ExampleOptions_go() {
+	var ran atomic.Int64
+	opts := &session.Options{Go: func(f func()) {
+		ran.Add(1)
+		go f()
+	}}
+	s := session.New("pooled", opts)
+	_ = s.RegisterAgent(protocol.Capability{
+		Name: "math.double", Description: "Double a number.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"number"}},"required":["n"]}`),
+		Side:        protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
+		Audience: []protocol.Audience{protocol.AudienceLLM},
+	}, session.HandlerFunc(func(_ context.Context, c *session.Call) (json.RawMessage, error) {
+		var in struct{ N float64 }
+		if err := json.Unmarshal(c.Input, &in); err != nil {
+			return nil, err
+		}
+		return json.Marshal(2 * in.N)
+	}))
+	out := s.Invoke(context.Background(), protocol.AudienceLLM, "math.double", json.RawMessage(`{"n":21}`))
+	fmt.Println(string(out.Value), "— goroutines started through Go:", ran.Load())
+	// Output:
+	// 42 — goroutines started through Go: 1
 }

@@ -235,6 +235,23 @@ func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 // there is none yet, a channel closed once there may be one — call TryNext
 // again then. After Close it returns ErrSubscriptionClosed.
 func (sub *Subscription) TryNext() (ev Event, ok bool, wake <-chan struct{}, err error) {
+	return sub.tryNext(nil)
+}
+
+// TryNextOrNotify is TryNext without a channel: when there is no event
+// yet, it arranges, as [Subscription.Notify] does, for f to be called on
+// the next append, and returns ok false. A transport that waits on a
+// channel of its own then allocates nothing to wait (a wait's channel is
+// the one allocation of a writer that keeps up, and during a garbage
+// collection a goroutine's first allocation costs it 64 KiB of marking).
+// f is called under the same rules as Notify's.
+func (sub *Subscription) TryNextOrNotify(f func()) (Event, bool, error) {
+	ev, ok, _, err := sub.tryNext(f)
+	return ev, ok, err
+}
+
+// tryNext is TryNext, or with notify set TryNextOrNotify.
+func (sub *Subscription) tryNext(notify func()) (ev Event, ok bool, wake <-chan struct{}, err error) {
 	select {
 	case <-sub.closed:
 		return Event{}, false, nil, ErrSubscriptionClosed
@@ -268,7 +285,7 @@ func (sub *Subscription) TryNext() (ev Event, ok bool, wake <-chan struct{}, err
 			s.mu.Lock()
 			return sub.snapshotUnlock()
 		}
-		return sub.TryNext()
+		return sub.tryNext(notify)
 	case sub.next <= l.last:
 		e := l.at(sub.next)
 		sub.next++
@@ -278,6 +295,14 @@ func (sub *Subscription) TryNext() (ev Event, ok bool, wake <-chan struct{}, err
 			ev.Owner = *e.owner
 		}
 		return ev, true, nil, nil
+	}
+	if notify != nil {
+		if l.notify == nil {
+			l.notify = map[*Subscription]func(){}
+		}
+		l.notify[sub] = notify
+		s.mu.Unlock()
+		return Event{}, false, nil, nil
 	}
 	if l.wake == nil {
 		l.wake = make(chan struct{})

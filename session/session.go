@@ -89,6 +89,17 @@ type Options struct {
 	// has seen the call finish. (The capability_outcome event is emitted
 	// just before it, under the session's lock.)
 	Observe func(CallEvent)
+	// Go, if set, runs f on a goroutine of its choosing: each call started
+	// with [Session.Start] runs there, and each agent-side handler. A
+	// server passes one pool of reused goroutines for all its sessions
+	// (package server's Manager does), so that a busy node runs its calls on a
+	// few warm goroutines instead of a fresh one per call: a fresh
+	// goroutine grows its stack again and, during a garbage collection,
+	// pays at least 64 KiB of marking for its first allocation. Nil: a
+	// goroutine per started call, and a pool of the session's own for
+	// handlers. f must run even when every goroutine is busy (a call may
+	// wait minutes for its result).
+	Go func(f func())
 }
 
 func (o *Options) withDefaults() Options {
@@ -166,7 +177,7 @@ type Session struct {
 	// closed (render_stream.go).
 	streams int
 
-	workers *workers.Pool[*call] // run agent-side handlers
+	workers *workers.Pool[*call] // run agent-side handlers, without Options.Go
 	timers  sync.Pool            // stopped *time.Timer for await
 }
 
@@ -187,7 +198,9 @@ func New(id string, opts *Options) *Session {
 		events:   newEventLog(o.LogSize, o.LogMemory),
 	}
 	s.timers.New = newStoppedTimer
-	s.workers = workers.New(s.runCall, workerIdle)
+	if o.Go == nil {
+		s.workers = workers.New(s.runCall, workerIdle)
+	}
 	s.registerBuiltins()
 	return s
 }
