@@ -16,3 +16,7 @@ func SetIdleTick(t interface{ Cleanup(func()) }, d time.Duration) {
 // IdleRunners returns how many of the manager's shared call runners are
 // idle (sessions.go).
 func (m *Manager) IdleRunners() int { return m.runners.Idle() }
+
+// IdleFrameReaders returns how many of the server's shared frame readers
+// are idle (ws.go, readFrameWhere).
+func (s *Server) IdleFrameReaders() int { return s.frames.Idle() }

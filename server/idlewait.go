@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // readWaiter lets a connection's reader wait for its peer's next frame
@@ -40,22 +41,25 @@ func newReadWaiter(conn net.Conn, br *bufio.Reader, ahead *atomic.Bool) *readWai
 
 // wait returns once the connection has something to read — buffered
 // already, or in the socket — or has failed or closed (the read that
-// follows says which). A nil w returns at once. Only the connection's
-// reader calls it, between frames.
-func (w *readWaiter) wait() {
+// follows says which), and reports whether the peer had been idle: the
+// wait lasted idleWait or more. A nil w returns at once. Only the
+// connection's reader calls it, between frames.
+func (w *readWaiter) wait() (idle bool) {
 	if w == nil || w.rc == nil {
-		return
+		return false
 	}
 	w.mu.Lock()
 	buffered := w.br.Buffered()
 	w.mu.Unlock()
 	if buffered > 0 || w.ahead.Load() {
-		return
+		return false
 	}
+	start := time.Now()
 	// Peeked each time it is woken too: a wake may be stale (readiness
 	// the poller saw for data already read, while the reader was not
 	// waiting), and waiting on in the frame reader is what this avoids.
 	_ = w.rc.Read(socketReadable)
+	return time.Since(start) >= idleWait
 }
 
 // closing runs close — coder/websocket's Conn.Close, from another

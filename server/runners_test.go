@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
@@ -49,5 +50,35 @@ func TestSessionsShareCallRunners(t *testing.T) {
 	// twenty (or, exited, none).
 	if n := mgr.IdleRunners(); n > 10 {
 		t.Fatalf("%d idle runners after 20 sessions' calls in turn, want a few (shared and reused)", n)
+	}
+}
+
+// TestIdlePeersFrameReadOnASharedReader: a frame from a peer that had been
+// idle is read and applied on one of the server's shared frame readers,
+// and answered like any other.
+func TestIdlePeersFrameReadOnASharedReader(t *testing.T) {
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := server.NewManager(server.ManagerOptions{})
+	srv := server.New(server.Options{Tokens: tokens, Manager: mgr})
+	ts := httptest.NewServer(srv) // listens on 127.0.0.1
+	t.Cleanup(ts.Close)
+	f := &fixture{t: t, srv: ts, mgr: mgr}
+	c := f.dial(clientToken, "hand-off", "")
+	c.send("r1", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.one", false)}})
+	c.reply("r1")
+	time.Sleep(20 * time.Millisecond) // the peer idles (ten times idleWait): the condition under test, not a wait for anything
+	c.send("r2", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.two", false)}})
+	if r := c.reply("r2"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("reply %s, want an ack", r.Msg.MessageType())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.IdleFrameReaders() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no shared frame reader ran the idle peer's frame")
+		}
+		runtime.Gosched() // the reader that ran it is on its way back to idle
 	}
 }

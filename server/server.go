@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/brainrt/brain/internal/workers"
 	"github.com/brainrt/brain/session"
 )
 
@@ -54,6 +55,9 @@ type Server struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	conns connCounts // open WebSocket connections by side (stats.go)
+	// frames reads the frames of connections whose peers were just idle
+	// (ws.go, readFrameWhere), on goroutines shared by all of them.
+	frames *workers.Pool[*wsConn]
 }
 
 // New returns a server.
@@ -64,7 +68,7 @@ func New(opts Options) *Server {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
-	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), frames: workers.New(readHandedFrame, runnerIdle)}
 	srv.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv.mux.HandleFunc("GET /readyz", srv.handleReady) // storefault.go
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(joinWS, srv.handleWS))

@@ -75,13 +75,58 @@ func (srv *Server) serveWS(w http.ResponseWriter, r *http.Request, s *session.Se
 func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after *uint64, done func()) {
 	c.open(ctx, cancel, after, done)
 	for {
-		c.cork.waitReadable()
-		if !c.readFrame() {
+		if c.cork.waitReadable() {
+			c.woke = sinceStart()
+		}
+		if !c.readFrameWhere() {
 			break
 		}
 	}
 	c.end()
 }
+
+// readFrameWhere reads and applies the next frame on the reader's own
+// goroutine, or, within handOffFor of the peer's last idle spell, on one
+// of the server's shared frame readers, the reader waiting. Why: at
+// thousands of mostly idle connections, each frame meets a reader that
+// has not run since the collector's last cycle began, and a goroutine's
+// first allocation in a cycle costs it at least 64 KiB of marking; a
+// shared reader, the one idle last, has paid already (docs/RATIONALE.md,
+// "Why call runners are shared…"). A busy connection, whose peer is
+// never idle that long, reads on its own goroutine and pays no hand-off.
+func (c *wsConn) readFrameWhere() bool {
+	if sinceStart()-c.woke >= handOffFor {
+		return c.readFrame()
+	}
+	c.handed.Add(1)
+	c.srv.frames.Submit(c)
+	c.handed.Wait() // nothing allocated: the WaitGroup is the connection's
+	return c.handedOK
+}
+
+// readHandedFrame is the shared frame readers' job (readFrameWhere).
+func readHandedFrame(c *wsConn) {
+	c.handedOK = c.readFrame()
+	c.handed.Done()
+}
+
+// idleWait is how long a peer has not sent anything for its connection to
+// count as idle, and handOffFor how long after that its frames are read
+// on a shared reader (readFrameWhere): a wait that long is not a busy
+// peer's gap between frames (tens of microseconds), and the window covers
+// an exchange that began after it — a call, and the result the peer sends
+// back a millisecond later.
+const (
+	idleWait   = 2 * time.Millisecond
+	handOffFor = 100 * time.Millisecond
+)
+
+// processStart is the origin of sinceStart.
+var processStart = time.Now()
+
+// sinceStart is the time since the process started, on the monotonic
+// clock: a connection keeps an 8-byte instant instead of a time.Time.
+func sinceStart() time.Duration { return time.Since(processStart) }
 
 // open is run's start: the connection is counted, attached to its session
 // and subscribed to its events, and ctx's end will close it.
@@ -231,6 +276,13 @@ type wsConn struct {
 	frame      io.LimitedReader // the frame being read, bounded (readFrame; reader only)
 	writing    atomic.Bool      // a write is in flight, or about to start
 	cork       *corkConn        // batches the writer's frames into one write; nil: each frame is written alone
+
+	// woke is when the reader last woke from the peer's idle spell
+	// (sinceStart); handed and handedOK carry a frame read on a shared
+	// reader (readFrameWhere). Reader only.
+	woke     time.Duration
+	handed   sync.WaitGroup
+	handedOK bool
 
 	// The writer runs only while there is something to write (see kick):
 	// an idle connection keeps its reader's goroutine alone.

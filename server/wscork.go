@@ -190,11 +190,10 @@ func (c *corkConn) setWriteDeadline(t time.Time) {
 }
 
 // waitReadable waits, near the top of the reader's stack, for the peer's
-// next frame (idlewait.go). A nil c returns at once.
-func (c *corkConn) waitReadable() {
-	if c != nil {
-		c.waiter.wait()
-	}
+// next frame (idlewait.go), and reports whether the peer had been idle.
+// A nil c returns at once.
+func (c *corkConn) waitReadable() (idle bool) {
+	return c != nil && c.waiter.wait()
 }
 
 // closing runs close, coder/websocket's Close from another goroutine than
