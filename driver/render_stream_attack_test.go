@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/brainrt/brain/driver"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -249,17 +249,7 @@ func goroutines(t *testing.T, base int) {
 }
 
 // liveGoroutines counts the goroutines that are not idle session workers.
-func liveGoroutines() (int, string) {
-	buf := make([]byte, 4<<20)
-	stacks := string(buf[:runtime.Stack(buf, true)])
-	n := 0
-	for _, g := range strings.Split(stacks, "\n\n") {
-		if !strings.Contains(g, "internal/workers.(*Pool") {
-			n++
-		}
-	}
-	return n, stacks
-}
+func liveGoroutines() (int, string) { return testutil.BusyGoroutines() }
 
 func attackCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

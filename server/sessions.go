@@ -74,8 +74,10 @@ type Manager struct {
 	owners   *owners  // who owns each session, and the quota of sessions per tenant (tenancy.go)
 	journals journals // journal bytes per session
 	// runners run every session's started calls and handlers
-	// (session.Options.Go) on goroutines shared by all of them.
+	// (session.Options.Go: runOn, its Submit made once) on goroutines
+	// shared by all of them.
 	runners *workers.Pool[func()]
+	runOn   func(f func())
 }
 
 // runnerIdle is how long a shared runner goroutine waits for its next job
@@ -111,9 +113,10 @@ func NewManager(opts ManagerOptions) *Manager {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := opts.Limits.withDefaults()
+	runners := workers.New(runJob, runnerIdle)
 	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}, inbox: newInbox(),
 		limits: l, owners: newOwners(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession},
-		runners: workers.New(runJob, runnerIdle)}
+		runners: runners, runOn: runners.Submit}
 }
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -210,7 +213,7 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 	id := e.id
 	opts := m.opts.Session
 	if opts.Go == nil {
-		opts.Go = m.runners.Submit
+		opts.Go = m.runOn
 	}
 	next := opts.Observe
 	opts.Observe = func(ev session.CallEvent) {

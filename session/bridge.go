@@ -517,6 +517,9 @@ func (s *Session) finishedHow(id string) (string, bool) {
 		return "", false
 	}
 	p := slices.Index(f.prefixes, prefix)
+	if p < 0 {
+		return "", false // no call under that prefix was remembered
+	}
 	for _, fc := range f.calls {
 		if fc.n != n || int(fc.prefix) != p {
 			continue

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -680,12 +681,6 @@ func TestAttackRenderStreamHeap(t *testing.T) {
 // liveGoroutines counts the goroutines that are not idle handler workers
 // (a session keeps those for a while, and exits them on its own).
 func liveGoroutines() int {
-	buf := make([]byte, 4<<20)
-	n := 0
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if !strings.Contains(g, "internal/workers.(*Pool") {
-			n++
-		}
-	}
+	n, _ := testutil.BusyGoroutines()
 	return n
 }

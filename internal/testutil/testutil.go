@@ -4,6 +4,8 @@ package testutil
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -47,4 +49,34 @@ func SkipUnderRace(t testing.TB) {
 	if RaceEnabled {
 		t.Skip("the JavaScript engine under the race detector: test.sh runs this package without it (testutil.SkipUnderRace)")
 	}
+}
+
+// BusyGoroutines counts the process's goroutines other than idle
+// internal/workers pool workers (which a pool keeps for a while and exits
+// on its own), and returns all their stacks: a leak check's count. A
+// worker running a job counts — its stack has the job's frames above the
+// pool's loop.
+func BusyGoroutines() (int, string) {
+	buf := make([]byte, 8<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	n := 0
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if !idleWorker(g) {
+			n++
+		}
+	}
+	return n, stacks
+}
+
+// idleWorker reports whether a goroutine's stack (runtime.Stack's text)
+// is a pool worker waiting for a job: its first frame outside the runtime
+// is the pool's loop.
+func idleWorker(stack string) bool {
+	for _, line := range strings.Split(stack, "\n")[1:] { // after "goroutine N [state]:"
+		if line == "" || strings.HasPrefix(line, "\t") || strings.HasPrefix(line, "runtime.") {
+			continue
+		}
+		return strings.HasPrefix(line, "github.com/brainrt/brain/internal/workers.(*Pool[")
+	}
+	return false
 }
