@@ -164,3 +164,19 @@ func AnswerAttempts(s *Store, answers ...string) {
 		return &nats.Msg{Data: []byte(a)}, nil, true
 	}
 }
+
+// LastHeader returns the headers of the session's last stored message.
+func LastHeader(ctx context.Context, s *Store, sessionID string) (nats.Header, error) {
+	subj, err := subjectFor(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.stream.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		return nil, err
+	}
+	return m.Header, nil
+}
+
+// Fences returns the number of sessions the store keeps a fence for.
+func Fences(s *Store) int { return s.fences.len() }

@@ -39,6 +39,9 @@ type journal struct {
 	id      string
 	subject string
 	token   string
+	// fence is the session's fence on the embedded server (fence.go);
+	// nil on an external one, where the server checks every append.
+	fence *subjectFence
 
 	mu         sync.Mutex
 	lastStream uint64 // stream sequence of the last event stored; 0: none
@@ -171,29 +174,82 @@ func (j *journal) flushLocked() error {
 	return nil
 }
 
+// publish stores p after the journal's last event, and returns its stream
+// sequence. On the embedded server, an append the session's fence clears
+// is published plain, once (fence.go); any other is published with the
+// headers that make the server check it.
+func (j *journal) publish(p *pending) (uint64, error) {
+	f := j.fence
+	if f == nil {
+		return j.publishChecked(p, j.s.opts.Timeout)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	timeout := j.s.opts.Timeout
+	if f.clears(j) {
+		start := time.Now()
+		ack, err := j.s.publishPlain(&nats.Msg{Subject: j.subject, Data: p.data})
+		if err == nil {
+			seq, err := j.acked(p, ack, nil)
+			if err == nil {
+				f.stored(seq)
+				return seq, nil
+			}
+			f.lost(j)
+			return 0, err
+		}
+		f.lost(j)
+		if timeout -= time.Since(start); timeout <= 0 || !checkAgain(err) {
+			return j.acked(p, nil, err)
+		}
+		// Unanswered, or answered as a publish that may be stored yet:
+		// the rest of the timeout goes to attempts the server checks,
+		// which find the plain one if it was stored.
+	}
+	seq, err := j.publishChecked(p, timeout)
+	if err == nil {
+		f.stored(seq)
+	}
+	return seq, err
+}
+
+// checkAgain reports an error of a plain publish after which the event
+// is published again, checked by the server: no answer, an answer that
+// a later attempt may not meet (pubRetryable), or one about an expected
+// sequence the plain publish did not carry — the server then says what
+// is stored.
+func checkAgain(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return true
+	}
+	return pubRetryable(err)
+}
+
 // errUnsettled is resync's finding that the store refused an append
 // whose expected last event is the one the store holds: an earlier
 // attempt of the same event is still being applied (or the read came
 // before it). Sent again after a pause, the append settles.
 var errUnsettled = errors.New("the store refused the event, yet its last event is this journal's last: an earlier attempt is still being applied")
 
-// publish stores p after the journal's last event, and returns its stream
-// sequence. An append the store has not settled (errUnsettled) is sent
-// again after a pause, for as long as a publish would be retried: the
-// store's timeout, or while the journal's hold says so (HoldWhile).
-func (j *journal) publish(p *pending) (uint64, error) {
+// publishChecked stores p with the headers that make the server check it
+// follows the journal's last event. An append the store has not settled
+// (errUnsettled) is sent again after a pause, for as long as a publish
+// would be retried: timeout, or while the journal's hold says so
+// (HoldWhile).
+func (j *journal) publishChecked(p *pending, timeout time.Duration) (uint64, error) {
 	var hold func() bool
 	if h := j.hold.Load(); h != nil {
 		hold = *h
 	}
 	start := time.Now()
 	for {
-		seq, err := j.publishOnce(p, hold)
+		seq, err := j.publishOnce(p, timeout, hold)
 		if !errors.Is(err, errUnsettled) {
 			return seq, err
 		}
 		since := time.Since(start)
-		if since >= j.s.opts.Timeout && (hold == nil || since >= maxAppendHold || !hold()) {
+		if since >= timeout && (hold == nil || since >= maxAppendHold || !hold()) {
 			return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
 		}
 		t := time.NewTimer(pubRetryWait)
@@ -206,12 +262,19 @@ func (j *journal) publish(p *pending) (uint64, error) {
 	}
 }
 
-// publishOnce sends p once (with the store's own retries of an
-// unanswered publish) and reads what the answer means.
-func (j *journal) publishOnce(p *pending, hold func() bool) (uint64, error) {
+// publishOnce sends p once with its headers (with the store's own retries
+// of an unanswered publish, for up to timeout) and reads what the answer
+// means.
+func (j *journal) publishOnce(p *pending, timeout time.Duration, hold func() bool) (uint64, error) {
 	h := j.header(p)
-	ack, err := j.s.publishHeld(&nats.Msg{Subject: j.subject, Data: p.data, Header: h}, hold)
+	ack, err := j.s.publishHeld(&nats.Msg{Subject: j.subject, Data: p.data, Header: h}, timeout, hold)
 	headers.Put(h)
+	return j.acked(p, ack, err)
+}
+
+// acked reads a publish's answer: p's stream sequence, or what the error
+// means for the journal.
+func (j *journal) acked(p *pending, ack *jetstream.PubAck, err error) (uint64, error) {
 	if err == nil {
 		if ack.Duplicate {
 			return j.duplicate(context.Background(), p, ack.Sequence)
@@ -262,6 +325,18 @@ func (j *journal) header(p *pending) nats.Header {
 	return h
 }
 
+// wrote reports whether the journal wrote last, an event stored after
+// its last acknowledged one: by its token, or — on the embedded server —
+// as the plain publish its fence is unsure of. Only that journal's plain
+// publish can be stored without a token after the fence's last known
+// event (fence.go). f.mu is held.
+func (j *journal) wrote(last lastEvent) bool {
+	if last.token == j.token {
+		return true
+	}
+	return last.token == "" && j.fence != nil && j.fence.unsure == j
+}
+
 // duplicate handles an acknowledgement saying that p's message id was
 // stored already, at stream sequence seq.
 func (j *journal) duplicate(ctx context.Context, p *pending, seq uint64) (uint64, error) {
@@ -301,9 +376,9 @@ func (j *journal) resync(ctx context.Context, p *pending) (uint64, error) {
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("store: session %q: append event %d (retried with the next append): %w", j.id, p.seq, err)
-	case last.token == j.token && last.seq == p.seq && last.streamSeq > j.lastStream:
+	case j.wrote(last) && last.seq == p.seq && last.streamSeq > j.lastStream:
 		return last.streamSeq, nil
-	case j.lastStream != 0 && last.token == j.token && last.seq == j.lastSeq && last.streamSeq == j.lastStream:
+	case j.lastStream != 0 && last.seq == j.lastSeq && last.streamSeq == j.lastStream:
 		// Nobody wrote after this journal's last event, yet the store
 		// refused the next: not a conflict.
 		return 0, errUnsettled

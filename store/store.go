@@ -129,6 +129,7 @@ type Store struct {
 	stream   jetstream.Stream
 	owners   jetstream.KeyValue // who created each session (owners.go)
 	replies  replySlots         // where journal appends wait for acknowledgements (reply.go)
+	fences   fences             // the sessions' fences on the embedded server (fence.go)
 	idx      index              // the sessions with stored events, by id (index.go)
 	// direct: loads use batched direct gets (load.go); loads is where
 	// their batches arrive.
@@ -393,6 +394,9 @@ func (s *Store) Journal(sessionID string) (session.Journal, error) {
 		return nil, ErrClosed
 	}
 	j := &journal{s: s, id: sessionID, subject: subj, token: rand.Text()}
+	if s.ns != nil {
+		j.fence = s.fences.get(subj) // before the read of the last event: a fence made now is unknown until an append
+	}
 	var last lastEvent
 	err = s.retry(context.Background(), fmt.Sprintf("read the last event of session %q", sessionID), func(ctx context.Context) error {
 		last, err = s.last(ctx, subj)
@@ -455,6 +459,13 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if f := s.fences.existing(subj); f != nil {
+		// No plain append may land after the purge: a journal's next
+		// one is checked by the server, and finds the session deleted.
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		defer f.forget()
+	}
 	if err := s.retry(ctx, fmt.Sprintf("delete session %q", sessionID), func(ctx context.Context) error {
 		return s.stream.Purge(ctx, jetstream.WithPurgeSubject(subj))
 	}); err != nil {
@@ -464,16 +475,41 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	return s.deleteOwner(ctx, sessionID)
 }
 
-// publishHeld stores one message, waiting at most Options.Timeout for its
+// publishHeld stores one message, waiting at most timeout for its
 // acknowledgement — or, while hold reports true, riding out a stream
 // without a leader for up to maxAppendHold (publish.go).
-func (s *Store) publishHeld(m *nats.Msg, hold func() bool) (*jetstream.PubAck, error) {
+func (s *Store) publishHeld(m *nats.Msg, timeout time.Duration, hold func() bool) (*jetstream.PubAck, error) {
 	if s.publishHook != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		return s.publishHook(ctx, m)
 	}
-	return s.request(m, s.opts.Timeout, hold)
+	return s.request(m, timeout, hold)
+}
+
+// publishPlain stores one message without headers (fence.go) in one
+// attempt: nothing in it would make a repeat harmless, so one that goes
+// unanswered is not sent again here.
+func (s *Store) publishPlain(m *nats.Msg) (*jetstream.PubAck, error) {
+	if s.publishHook != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), min(s.opts.Timeout, pubAttempt))
+		defer cancel()
+		return s.publishHook(ctx, m)
+	}
+	sl, err := s.replies.take(s.nc)
+	if err != nil {
+		return nil, err
+	}
+	defer s.replies.give(sl)
+	var attempts int
+	resp, err := s.attempt(sl, m, min(s.opts.Timeout, pubAttempt), &attempts)
+	switch {
+	case err == nil:
+		return parsePubAck(resp.Data)
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, jetstream.ErrNoStreamResponse
+	}
+	return nil, err
 }
 
 // requestContext bounds a request by Options.Timeout when ctx has no
