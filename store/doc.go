@@ -29,7 +29,10 @@
 // later append: the newer owner wins, and the two never interleave. On an
 // external server appends also carry a message id, <session id>/<seq>, so
 // that a repeated publish is not stored twice; on the embedded one the
-// expected sequence alone refuses a repeat (see Store's msgIDs).
+// expected sequence alone refuses a repeat (see Store's msgIDs). The
+// embedded store, the stream's only writer, keeps each live session's
+// last stream sequence itself, and leaves the server to check only the
+// appends it cannot vouch for (fence.go).
 //
 // docs/operations.md describes the data directory, the fsync choice,
 // retention and backups.

@@ -128,6 +128,60 @@ func TestReplySlotsReused(t *testing.T) {
 	}
 }
 
+// TestReplySubjectsReused: a slot given back with every attempt answered
+// replies to the same subject again, and one with an attempt unanswered
+// goes on numbering, so that the late reply is not taken for the next
+// request's.
+func TestReplySubjectsReused(t *testing.T) {
+	s := openInternal(t)
+	release := make(chan struct{})
+	sub, err := s.nc.Subscribe("test.echo", func(m *nats.Msg) {
+		if string(m.Data) == "hold" {
+			<-release
+		}
+		_ = m.Respond([]byte(m.Reply))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(sl *replySlot, data string, timeout time.Duration) (string, error) {
+		resp, err := sl.request(s.nc, s.connClosed, &nats.Msg{Subject: "test.echo", Data: []byte(data)}, timeout)
+		if err != nil {
+			return "", err
+		}
+		return string(resp.Data), nil
+	}
+	sl, err := s.replies.take(s.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got, err := ask(sl, "", 10*time.Second); err != nil || got != sl.prefix+"1" {
+			t.Fatalf("reply %q (%v), want %q", got, err, sl.prefix+"1")
+		}
+		s.replies.give(sl)
+		if again, err := s.replies.take(s.nc); err != nil || again != sl {
+			t.Fatalf("slot not reused: %v", err)
+		}
+	}
+	if _, err := ask(sl, "hold", 50*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("held attempt: %v, want a timeout", err)
+	}
+	s.replies.give(sl)
+	if again, err := s.replies.take(s.nc); err != nil || again != sl {
+		t.Fatalf("slot not reused: %v", err)
+	}
+	close(release) // the held attempt's reply, to subject 1, arrives late
+	if got, err := ask(sl, "", 10*time.Second); err != nil || got != sl.prefix+"2" {
+		t.Fatalf("the request after a late one got %q (%v), want its own reply, %q", got, err, sl.prefix+"2")
+	}
+	s.replies.give(sl)
+}
+
 // TestEmbeddedAppendsCarryNoMessageID: on the embedded server an append
 // carries the expected last subject sequence and the journal's token, and
 // no message id (the store's msgIDs: the sequence refuses a repeat).
