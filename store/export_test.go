@@ -180,3 +180,7 @@ func LastHeader(ctx context.Context, s *Store, sessionID string) (nats.Header, e
 
 // Fences returns the number of sessions the store keeps a fence for.
 func Fences(s *Store) int { return s.fences.len() }
+
+// CountsLost returns how many count updates of this store another
+// writer won (owned.go).
+func CountsLost(s *Store) int64 { return s.countsLost.Load() }

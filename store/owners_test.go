@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"fmt"
 	"maps"
+	"sync"
 	"testing"
 
 	"github.com/brainrt/brain/store"
@@ -98,4 +100,33 @@ func TestSessionsOwned(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("counted again from the records", want)
+}
+
+// TestSessionsOwnedConcurrently: one owner's sessions recorded many at a
+// time by one process are all counted, none fails, and the process's
+// updates of the count never race one another (they did, and a
+// tenant's creation could fail after 100 lost tries).
+func TestSessionsOwnedConcurrently(t *testing.T) {
+	st := open(t, t.TempDir(), nil)
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := st.SetSessionOwner(ctx(t), fmt.Sprintf("s%d", i), "tenant"); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("record an owner: %v", err)
+	}
+	if got, err := st.SessionsOwned(ctx(t), "tenant"); err != nil || got != n {
+		t.Fatalf("SessionsOwned = %d, %v; want %d", got, err, n)
+	}
+	if lost := store.CountsLost(st); lost != 0 {
+		t.Fatalf("%d count updates lost to this process's own", lost)
+	}
 }

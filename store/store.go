@@ -144,6 +144,10 @@ type Store struct {
 	// (owned.go); countsMu serializes making the counts of an older one.
 	countsReady atomic.Bool
 	countsMu    sync.Mutex
+	// countLocks serialize this process's updates of one owner's count
+	// (owned.go); countsLost counts the updates another writer won.
+	countLocks [countStripes]sync.Mutex
+	countsLost atomic.Int64
 	// msgIDs: journal appends carry a message id (Nats-Msg-Id), so that
 	// the stream drops a repeated publish. Only on an external server: the
 	// embedded one stores a session's messages one at a time, in order, so

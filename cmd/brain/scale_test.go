@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,6 +18,7 @@ import (
 	"runtime/trace"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,7 +294,16 @@ func scaleKernel(t *testing.T) (addr, data string) {
 	cfg := write("brain.yaml", "grants: grants.yaml\ntools: [fs.read, fs.search, js.eval]\nlimits:\n  sessions_per_token: -1\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	data = filepath.Join(dir, "data")
-	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: data, config: cfg, consoleAddr: "off", idle: time.Hour})
+	// The node's warnings and errors are the test's log when it fails
+	// (this cleanup runs last, once the node has stopped).
+	var logged lockedBuffer
+	t.Cleanup(func() {
+		if t.Failed() && logged.Len() > 0 {
+			t.Logf("the node logged:\n%s", logged.String())
+		}
+	})
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	addr, _, done := serveLogged(t, ctx, serveArgs{addr: "127.0.0.1:0", data: data, config: cfg, consoleAddr: "off", idle: time.Hour}, log)
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -513,4 +524,29 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%s %s %s", f[0], f[1], f[2])
+}
+
+// lockedBuffer is a bytes.Buffer that a logger may write from any
+// goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -444,11 +444,17 @@ func TestRemoteEnvironmentPolicy(t *testing.T) {
 // t if serve returns before listening.
 func serveInProcess(t *testing.T, ctx context.Context, args serveArgs) (string, *bytes.Buffer, <-chan error) {
 	t.Helper()
+	return serveLogged(t, ctx, args, slog.New(slog.DiscardHandler))
+}
+
+// serveLogged is serveInProcess with the node logging to log.
+func serveLogged(t *testing.T, ctx context.Context, args serveArgs, log *slog.Logger) (string, *bytes.Buffer, <-chan error) {
+	t.Helper()
 	addrc := make(chan string, 1)
 	out := new(bytes.Buffer)
 	done := make(chan error, 1)
 	args.ready = func(a string) { addrc <- a }
-	go func() { done <- serve(ctx, args, out, slog.New(slog.DiscardHandler)) }()
+	go func() { done <- serve(ctx, args, out, log) }()
 	select {
 	case addr := <-addrc:
 		return addr, out, done
