@@ -190,13 +190,9 @@ func (j *journal) publish(p *pending) (uint64, error) {
 		start := time.Now()
 		ack, err := j.s.publishPlain(&nats.Msg{Subject: j.subject, Data: p.data})
 		if err == nil {
-			seq, err := j.acked(p, ack, nil)
-			if err == nil {
-				f.stored(seq)
-				return seq, nil
-			}
-			f.lost(j)
-			return 0, err
+			// Stored (a message without an id is never a duplicate).
+			f.stored(ack.Sequence)
+			return ack.Sequence, nil
 		}
 		f.lost(j)
 		if timeout -= time.Since(start); timeout <= 0 || !checkAgain(err) {
