@@ -19,6 +19,14 @@ type Store interface {
 	Load(ctx context.Context, id string) ([]session.Event, error)
 }
 
+// Resumer is a [Store] that loads a session and makes the journal that
+// continues it in one (package store's Store does): the Manager opens a
+// stored session with Resume when its store has it, instead of Journal
+// and then Load.
+type Resumer interface {
+	Resume(ctx context.Context, id string) ([]session.Event, session.Journal, error)
+}
+
 // ManagerOptions configure a [Manager].
 type ManagerOptions struct {
 	// Store, if set, journals every session and restores it after a
@@ -236,17 +244,23 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 		if err := m.takeLease(ctx, e); err != nil { // cluster.go; before the journal reads the last event
 			return nil, false, err
 		}
-		j, err := m.opts.Store.Journal(id)
-		if err != nil {
-			return nil, false, fmt.Errorf("session %s: journal: %w", id, err)
+		var j session.Journal
+		if r, ok := m.opts.Store.(Resumer); ok {
+			if events, j, err = r.Resume(ctx, id); err != nil {
+				return nil, false, fmt.Errorf("session %s: load: %w", id, err)
+			}
+		} else {
+			if j, err = m.opts.Store.Journal(id); err != nil {
+				return nil, false, fmt.Errorf("session %s: journal: %w", id, err)
+			}
+			if events, err = m.opts.Store.Load(ctx, id); err != nil {
+				return nil, false, fmt.Errorf("session %s: load: %w", id, err)
+			}
 		}
 		cj = newCountingJournal(m.fence(e, j))
 		opts.Journal = cj
 		if r, ok := j.(session.EventReader); ok {
 			opts.History = r // the session keeps its latest events in memory, and reads the older back
-		}
-		if events, err = m.opts.Store.Load(ctx, id); err != nil {
-			return nil, false, fmt.Errorf("session %s: load: %w", id, err)
 		}
 		for _, ev := range events {
 			cj.bytes.Add(eventBytes(ev))

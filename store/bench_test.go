@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
@@ -81,9 +82,9 @@ func wakeLog(n int) []session.Event {
 
 // BenchmarkWake wakes a hibernated session of 1,000 events from an
 // embedded store: "load" is [store.Store.Load] alone; "wake" is what
-// package server does to wake a session — the journal (which reads the
-// session's last event), the load, and [session.Restore] journaling to
-// it. Besides ns/op it reports cpu-ns/op, the process's CPU time (user
+// package server does to wake a session — [store.Store.Resume] (the
+// load, and the journal that continues it) and [session.Restore]
+// journaling to it. Besides ns/op it reports cpu-ns/op, the process's CPU time (user
 // and system, every goroutine's, the embedded server's included) a wake:
 // on a shared machine the wall time is mostly the wait for a core.
 func BenchmarkWake(b *testing.B) {
@@ -104,11 +105,10 @@ func BenchmarkWake(b *testing.B) {
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		for b.Loop() {
-			j, err := st.Journal("wake")
+			events, j, err := st.Resume(context.Background(), "wake")
 			if err != nil {
 				b.Fatal(err)
 			}
-			events := load(b, st, "wake")
 			s, err := session.Restore("wake", events, &session.Options{Journal: j}, nil)
 			if err != nil {
 				b.Fatal(err)

@@ -79,7 +79,10 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, er
 	}
 	load := s.load
 	if s.direct {
-		load = s.loadDirect
+		load = func(ctx context.Context, subj string) ([]session.Event, error) {
+			events, _, err := s.loadDirect(ctx, subj)
+			return events, err
+		}
 	}
 	var events []session.Event
 	err = s.retryEach(ctx, fmt.Sprintf("load session %q", sessionID), 0, func(ctx context.Context) error {
@@ -131,13 +134,14 @@ const loadCatchUp = 50
 // headers): it is the number of the subject's messages from the batch's
 // first sequence on, counted under the stream's isolation lock, which
 // every write waits for. TestDirectGetCounts holds the server to that.
-func (s *Store) loadDirect(ctx context.Context, subj string) ([]session.Event, error) {
-	var events []session.Event
-	err := s.withLoadSlot(func(sl *replySlot) (err error) {
-		events, err = s.loadDirectOn(ctx, sl, subj)
+//
+// It also returns the stream sequence of the last event it read (0: none).
+func (s *Store) loadDirect(ctx context.Context, subj string) (events []session.Event, last uint64, err error) {
+	err = s.withLoadSlot(func(sl *replySlot) (err error) {
+		events, last, err = s.loadDirectOn(ctx, sl, subj)
 		return err
 	})
-	return events, err
+	return events, last, err
 }
 
 // withLoadSlot runs f with a reply slot for direct gets. A slot whose
@@ -157,8 +161,9 @@ func (s *Store) withLoadSlot(f func(*replySlot) error) error {
 }
 
 // loadDirectOn is loadDirect on the slot sl.
-func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([]session.Event, error) {
+func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([]session.Event, uint64, error) {
 	var events []session.Event
+	var last uint64 // the stream sequence of the last event read
 	decode := func(data []byte) error {
 		f, err := protocol.DecodeFrame(data)
 		if err != nil {
@@ -173,16 +178,17 @@ func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([
 		var bad *badMessage
 		switch {
 		case errors.As(err, &bad):
-			return nil, s.undecodable(ctx, subj, next, bad)
+			return nil, 0, s.undecodable(ctx, subj, next, bad)
 		case err != nil:
-			return nil, err
+			return nil, 0, err
 		case !b.found && batches == 0:
-			return []session.Event{}, nil // never stored, or deleted
+			return []session.Event{}, 0, nil // never stored, or deleted
 		case !b.found:
-			return nil, fmt.Errorf("direct get: the events after stream sequence %d are gone (deleted while loading?)", next-1)
+			return nil, 0, fmt.Errorf("direct get: the events after stream sequence %d are gone (deleted while loading?)", next-1)
 		case b.pending < b.sent:
-			return nil, fmt.Errorf("direct get: a batch of %d ends with %d pending, fewer than it sent: the server counts pending messages differently than this store expects", b.sent, b.pending)
+			return nil, 0, fmt.Errorf("direct get: a batch of %d ends with %d pending, fewer than it sent: the server counts pending messages differently than this store expects", b.sent, b.pending)
 		}
+		last = b.last
 		if batches == 0 {
 			total = b.pending
 			events = slices.Grow(events, int(min(total, 1<<16))-len(events))
@@ -196,9 +202,9 @@ func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([
 		}
 	}
 	if uint64(len(events)) < total {
-		return nil, fmt.Errorf("direct get: %d of %d events missing (deleted while loading?)", total-uint64(len(events)), total)
+		return nil, 0, fmt.Errorf("direct get: %d of %d events missing (deleted while loading?)", total-uint64(len(events)), total)
 	}
-	return events, nil
+	return events, last, nil
 }
 
 // badMessage is a message of a batch that each refused.
