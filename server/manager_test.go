@@ -155,3 +155,59 @@ func TestHibernateNeedsAStore(t *testing.T) {
 		t.Fatal("without a store a hibernated session would be lost")
 	}
 }
+
+// resumingStore is a memStore that is also a server.Resumer, and counts
+// how sessions were opened.
+type resumingStore struct {
+	*memStore
+	resumed, journals int
+}
+
+func (st *resumingStore) Journal(id string) (session.Journal, error) {
+	st.journals++
+	return st.memStore.Journal(id)
+}
+
+func (st *resumingStore) Resume(ctx context.Context, id string) ([]session.Event, session.Journal, error) {
+	st.resumed++
+	events, err := st.memStore.Load(ctx, id)
+	return events, memJournal{st.memStore, id}, err
+}
+
+// TestManagerResumes: a Manager whose store is a Resumer opens sessions
+// with Resume alone — the load and the journal in one — and a session
+// woken so goes on journaling where it stopped.
+func TestManagerResumes(t *testing.T) {
+	st := &resumingStore{memStore: &memStore{frames: map[string][][]byte{}}}
+	mgr := server.NewManager(server.ManagerOptions{Store: st})
+	ctx := context.Background()
+	s, release, err := mgr.Acquire(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(session.Client, clientCap("ui.keep", false)); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if n := mgr.Hibernate(0); n != 1 {
+		t.Fatalf("hibernated %d sessions, want 1", n)
+	}
+	s, release, err = mgr.Acquire(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if _, ok := s.Lookup("ui.keep"); !ok {
+		t.Fatal("the woken session lost its capability")
+	}
+	if err := s.Register(session.Client, clientCap("ui.more", false)); err != nil {
+		t.Fatal(err)
+	}
+	if st.resumed != 2 || st.journals != 0 {
+		t.Fatalf("opened with Resume %d times and Journal %d, want 2 and 0", st.resumed, st.journals)
+	}
+	events, _ := st.Load(ctx, "r")
+	if n := len(events); n != 2 || events[1].Seq != 2 {
+		t.Fatalf("stored %d events (the last seq %d), want 2, the second seq 2", n, events[n-1].Seq)
+	}
+}

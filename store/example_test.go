@@ -38,3 +38,32 @@ func Example() {
 	fmt.Println(len(events), "event; ui.toast restored:", ok, "; sessions:", ids)
 	// Output: 1 event; ui.toast restored: true ; sessions: [demo]
 }
+
+// A hibernated session wakes with Resume: its events and the journal
+// that continues them, in one read of the store.
+func ExampleStore_Resume() {
+	dir, _ := os.MkdirTemp("", "brain-store-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	st, err := store.Open(ctx, &store.Options{DataDir: dir})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	j, _ := st.Journal("demo")
+	s := session.New("demo", &session.Options{Journal: j})
+	_ = s.Register(session.Client, protocol.Capability{
+		Name: "ui.toast", Description: "Show a toast", InputSchema: []byte(`{"type":"object"}`),
+		Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient},
+	})
+
+	events, j, err := st.Resume(ctx, "demo")
+	if err != nil {
+		panic(err)
+	}
+	r, _ := session.Restore("demo", events, &session.Options{Journal: j}, nil)
+	err = r.Deregister(session.Client, "ui.toast") // journaled after the restored events
+	again, _ := st.Load(ctx, "demo")
+	fmt.Println(len(events), "event restored;", len(again), "stored after the deregister;", err)
+	// Output: 1 event restored; 2 stored after the deregister; <nil>
+}
