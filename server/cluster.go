@@ -146,8 +146,14 @@ type fencedJournal struct {
 const startedMemory = 1024
 
 // ackWait bounds how long an ack waits for its call's first event to be
-// stored (an append takes at most the store's timeout, 5 s by default).
-const ackWait = 10 * time.Second
+// stored. It outlasts the longest append: one that rides out an election
+// while the lease is valid (package store's HoldWhile: at most 30 s, and
+// its last attempt's second). It was 10 s, shorter than such an append,
+// and a loaded run of TestServeClusterFaults closed a connection whose
+// call was being stored through the election of a killed server (1012
+// after exactly 10 s, nothing failed): an ack ends with its event stored,
+// or with the journal failed (failedCh), not before.
+const ackWait = 35 * time.Second
 
 func (f *fencedJournal) Append(e session.Event) error {
 	if f.failed.Load() {
