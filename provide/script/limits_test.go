@@ -22,10 +22,16 @@ import (
 // the calls between the stuck ones take seconds to make their realms, so
 // the walk is longer there.
 func longBuiltin() string {
-	n, depth := 200000, 300
+	n := 200000
 	if testutil.RaceEnabled {
-		n, depth = 100000, 300
+		n = 100000
 	}
+	return longBuiltinOf(n)
+}
+
+// longBuiltinOf is longBuiltin walking n holes.
+func longBuiltinOf(n int) string {
+	const depth = 300
 	return `() => { const a = new Array(` + strconv.Itoa(n) + `); let p = Array.prototype;
 		for (let i = 0; i < ` + strconv.Itoa(depth) + `; i++) p = Object.create(p);
 		Object.setPrototypeOf(a, p); a.indexOf(1) }`
@@ -141,11 +147,17 @@ func TestSlotsBusy(t *testing.T) {
 	// The deadline must come inside the built-in, after the script's own
 	// set-up (a few milliseconds).
 	const inside = 100 * time.Millisecond
+	// The built-ins must outlast all five stuck calls and the last one:
+	// a script that ended early frees a lingering token, the fifth stuck
+	// one then gives its slot back, and the last call runs instead of
+	// waiting (a loaded fresh-clone run: it got the slot and timed out
+	// making its realm). A million holes take about five times the
+	// others' (TestTimeout's) 200,000, which end within the calls.
 	stuck := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), inside)
 		defer cancel()
-		out, err := r.Call(ctx, longBuiltin(), nil)
+		out, err := r.Call(ctx, longBuiltinOf(1000000), nil)
 		check(t, out, err, "", protocol.CodeTimeout, "")
 	}
 	if _, err := r.Call(context.Background(), `() => 0`, nil); err != nil {
