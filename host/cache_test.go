@@ -9,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/tool"
 )
 
@@ -101,28 +101,10 @@ func tiny(t *testing.T, h *host.Host, name, value string) *host.Artifact {
 	return h.Artifact(m)
 }
 
-// logBuffer collects a host's logs.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // cachedHost starts a host over cache dir, logging into the returned buffer.
-func cachedHost(t *testing.T, dir string) (*host.Host, *logBuffer) {
+func cachedHost(t *testing.T, dir string) (*host.Host, *testutil.LockedBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testutil.LockedBuffer{}
 	h, err := host.New(context.Background(), &host.Options{CacheDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	must(t, err)
 	t.Cleanup(func() { _ = h.Close(context.Background()) })

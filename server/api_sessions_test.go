@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -403,7 +401,7 @@ func TestWatchTokens(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	go server.WatchTokens(ctx, tokens, path, 5*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
@@ -427,22 +425,4 @@ func TestWatchTokens(t *testing.T) {
 	}
 	write(`{"tokens":[{"token":"second-token-0123456789abc","side":"client"},{"token":"third-token-0123456789","side":"client"}]}`)
 	waitFor("the file after a bad one", func() bool { _, ok := tokens.Peer("third-token-0123456789"); return ok })
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -179,7 +179,11 @@ func LastHeader(ctx context.Context, s *Store, sessionID string) (nats.Header, e
 }
 
 // Fences returns the number of sessions the store keeps a fence for.
-func Fences(s *Store) int { return s.fences.len() }
+func Fences(s *Store) int {
+	s.fences.mu.Lock()
+	defer s.fences.mu.Unlock()
+	return len(s.fences.m)
+}
 
 // CountsLost returns how many count updates of this store another
 // writer won (owned.go).

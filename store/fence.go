@@ -110,10 +110,3 @@ func (fs *fences) collected(subject string) {
 		delete(fs.m, subject)
 	}
 }
-
-// len returns the number of entries (tests).
-func (fs *fences) len() int {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return len(fs.m)
-}

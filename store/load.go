@@ -71,28 +71,34 @@ const (
 // session deleted while Load reads it. Events appended while Load runs may
 // or may not be included.
 //
-// Load reads in batches: through batched direct gets of up to 256 events
-// on the embedded server, and through an ephemeral consumer, deleted when
-// done, pulling up to 512, on an external one. A context without a
-// deadline bounds each request by Options.Timeout.
+// Load reads in batches: through batched direct gets of up to 1,024
+// events on the embedded server, and through an ephemeral consumer,
+// deleted when done, pulling up to 512, on an external one. A context
+// without a deadline bounds each request by Options.Timeout.
 func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, error) {
+	events, _, err := s.loadSession(ctx, sessionID)
+	return events, err
+}
+
+// loadSession is Load. On the embedded server it also returns the stream
+// sequence of the last event it read (0: none; and 0 on an external
+// server, whose consumer's messages are not asked for theirs).
+func (s *Store) loadSession(ctx context.Context, sessionID string) ([]session.Event, uint64, error) {
 	subj, err := subjectFor(sessionID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	load := s.load
-	if s.direct {
-		load = func(ctx context.Context, subj string) ([]session.Event, error) {
-			events, _, err := s.loadDirect(ctx, subj)
-			return events, err
-		}
+		return nil, 0, ErrClosed
 	}
 	var events []session.Event
+	var lastStream uint64
 	err = s.retryEach(ctx, fmt.Sprintf("load session %q", sessionID), 0, func(ctx context.Context) error {
-		events, err = load(ctx, subj)
+		if s.direct {
+			events, lastStream, err = s.loadDirect(ctx, subj)
+		} else {
+			events, err = s.load(ctx, subj)
+		}
 		return err
 	})
 	// Replicated, the load's consumer may sit on a follower that has not
@@ -116,12 +122,12 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]session.Event, er
 		events, err = s.load(ctx, subj)
 	}
 	if errors.Is(err, ErrUnavailable) {
-		return nil, err
+		return nil, 0, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: load session %q: %w", sessionID, err)
+		return nil, 0, fmt.Errorf("store: load session %q: %w", sessionID, err)
 	}
-	return events, nil
+	return events, lastStream, nil
 }
 
 // loadCatchUp bounds the loads again of a replicated session that lag

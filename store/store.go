@@ -440,22 +440,12 @@ func (s *Store) Resume(ctx context.Context, sessionID string) ([]session.Event, 
 		}
 		return events, j, nil
 	}
-	if s.closed.Load() {
-		return nil, nil, ErrClosed
-	}
-	j := &journal{s: s, id: sessionID, subject: subj, token: rand.Text(), fence: s.fences.get(subj)}
-	var events []session.Event
-	err = s.retryEach(ctx, fmt.Sprintf("load session %q", sessionID), 0, func(ctx context.Context) error {
-		var err error
-		events, j.lastStream, err = s.loadDirect(ctx, subj)
-		return err
-	})
-	if errors.Is(err, ErrUnavailable) {
+	j := &journal{s: s, id: sessionID, subject: subj, token: rand.Text(), fence: s.fences.get(subj)} // the fence before the load, as Journal's before its read
+	events, last, err := s.loadSession(ctx, sessionID)
+	if err != nil {
 		return nil, nil, err
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("store: load session %q: %w", sessionID, err)
-	}
+	j.lastStream = last
 	if n := len(events); n > 0 {
 		j.lastSeq = events[n-1].Seq
 	}

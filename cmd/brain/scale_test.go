@@ -18,7 +18,6 @@ import (
 	"runtime/trace"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -296,7 +295,7 @@ func scaleKernel(t *testing.T) (addr, data string) {
 	data = filepath.Join(dir, "data")
 	// The node's warnings and errors are the test's log when it fails
 	// (this cleanup runs last, once the node has stopped).
-	var logged lockedBuffer
+	var logged testutil.LockedBuffer
 	t.Cleanup(func() {
 		if t.Failed() && logged.Len() > 0 {
 			t.Logf("the node logged:\n%s", logged.String())
@@ -524,29 +523,4 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%s %s %s", f[0], f[1], f[2])
-}
-
-// lockedBuffer is a bytes.Buffer that a logger may write from any
-// goroutine.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -3,9 +3,11 @@
 package testutil
 
 import (
+	"bytes"
 	"context"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -79,4 +81,31 @@ func idleWorker(stack string) bool {
 		return strings.HasPrefix(line, "github.com/brainrt/brain/internal/workers.(*Pool[")
 	}
 	return false
+}
+
+// LockedBuffer is a bytes.Buffer that a logger may write from any
+// goroutine while a test reads it.
+type LockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Len returns the number of bytes written.
+func (b *LockedBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// String returns what was written.
+func (b *LockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
