@@ -18,6 +18,7 @@ import (
 
 	"github.com/brainrt/brain/driver"
 	"github.com/brainrt/brain/host"
+	"github.com/brainrt/brain/internal/settle"
 	"github.com/brainrt/brain/internal/telemetry"
 	"github.com/brainrt/brain/kernel"
 	"github.com/brainrt/brain/mcpbridge"
@@ -265,6 +266,11 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 			}
 		}
 	}()
+	// Once the node goes quiet after a busy spell, its free memory goes
+	// back to the system (internal/settle; docs/operations.md, "Memory").
+	settleCtx, stopSettle := context.WithCancel(ctx)
+	defer stopSettle()
+	go settle.Run(settleCtx, &settle.Options{Logger: logger})
 	// Requests inherit connCtx, which a stop ends once the sessions'
 	// journals are closed (stopGracefully), so that long-lived ones
 	// (WebSockets, MCP requests waiting on a call) end then, and what their
