@@ -7,7 +7,7 @@
 #
 #   ./scale.sh                       # the sizes below; about 15 minutes on 2 cores
 #   SCALE_CLIENTS=1000 SCALE_STORED=100000 SCALE_APPENDERS=100 ./scale.sh   # a quick look
-#   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients history stored appenders mcp floor binary
+#   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients outside history stored appenders mcp floor binary
 #
 # A step that fails is reported and the others still run; the report says
 # which figures are missing.
@@ -28,7 +28,7 @@ count=${COUNT:-5}
 out=${SCALE_OUT:-scale-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd) # absolute: the tests run in their packages' directories
-only=${SCALE_ONLY:-clients history stored appenders mcp floor binary}
+only=${SCALE_ONLY:-clients outside history stored appenders mcp floor binary}
 status=0
 step() { # name: whether to run it (and forget its last figures)
   case " $only " in *" $1 "*) ;; *) return 1 ;; esac
@@ -40,6 +40,21 @@ if step clients; then
   echo "scale.sh: connected clients ($clients) at $rate round trips/s for ${seconds}s each" >&2
   go test ./cmd/brain -run '^TestScaleClients$' -count 1 -timeout 60m -v \
     -args -scale.clients "$clients" -scale.rate "$rate" -scale.seconds "$seconds" -scale.json "$out/clients.json" >&2 || failed clients
+fi
+
+if step outside; then
+  # The same clients measured as issue 21 first did: the binary in a
+  # process of its own, npm ws clients (clients/ts's pinned ones), the
+  # node's RSS from /proc as it settles by itself.
+  echo "scale.sh: connected clients from outside ($clients): npm ws clients against the brain serve binary" >&2
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+  if go build -o "$out/brain-outside" ./cmd/brain &&
+    { [ -d clients/ts/node_modules/ws ] || (cd clients/ts && npm ci --no-audit --no-fund --loglevel=error) >&2; }; then
+    (cd clients/ts && node scale/outside.mjs --brain "$out/brain-outside" --sizes "$clients" --json "$out/outside.json") >&2 || failed outside
+  else
+    failed outside
+  fi
+  rm -f "$out/brain-outside"
 fi
 
 if step history; then

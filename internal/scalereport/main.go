@@ -4,7 +4,8 @@
 //	go run ./internal/scalereport DIR
 //
 // DIR holds clients.json, history.json and mcp.json (cmd/brain
-// TestScaleClients, TestScaleHistory, TestScaleMCP), stored.json and
+// TestScaleClients, TestScaleHistory, TestScaleMCP), outside.json
+// (clients/ts/scale/outside.mjs), stored.json and
 // appenders.json (store TestScaleStored, TestScaleAppenders), floor.txt
 // (the journaled round trip's benchmarks) and binary.txt (the release
 // binaries' sizes); a missing file is reported as not run.
@@ -28,6 +29,7 @@ func main() {
 	}
 	dir := os.Args[1]
 	clients(dir)
+	outside(dir)
 	history(dir)
 	stored(dir)
 	appenders(dir)
@@ -113,6 +115,35 @@ func clients(dir string) {
 		if w := s.Warmup; w.Sent > 0 {
 			fmt.Printf("  %8s  the first seconds of load after the quiet (not the goal's figure): %d round trips, p50 %.2f p99 %.2f ms, %d failed, %d dropped\n", "", w.Sent, w.P50, w.P99, w.Failed, w.Dropped)
 		}
+	}
+	fmt.Println()
+}
+
+func outside(dir string) {
+	fmt.Println("Connected clients from outside (npm ws clients against the brain serve binary, snapshot first; RSS from /proc as the node settles by itself)")
+	var f struct {
+		Sizes []struct {
+			N           int     `json:"clients"`
+			ConnectedMs float64 `json:"connectedMs"`
+			AtOnce      float64 `json:"rssBytesPerClientAtOnce"`
+			Settled     []struct {
+				After float64 `json:"afterSeconds"`
+				RSS   float64 `json:"rssBytesPerClient"`
+			} `json:"settled"`
+			Load string `json:"loadAverage"`
+		} `json:"sizes"`
+	}
+	if !read(dir, "outside.json", &f) {
+		return
+	}
+	const goalMem = 32 << 10
+	fmt.Printf("  %8s  %-12s  %-18s  %-44s  %s\n", "clients", "connected in", "RSS/client at once", "RSS/client after (goal ≤ 32 KiB)", "load")
+	for _, s := range f.Sizes {
+		var after []string
+		for _, a := range s.Settled {
+			after = append(after, fmt.Sprintf("%s %s at %.0f s", kib(a.RSS), verdict(a.RSS <= goalMem), a.After))
+		}
+		fmt.Printf("  %8d  %10.1f s  %-18s  %-44s  %s\n", s.N, s.ConnectedMs/1000, kib(s.AtOnce), strings.Join(after, ", "), s.Load)
 	}
 	fmt.Println()
 }
