@@ -26,7 +26,7 @@ if (!args.brain) {
 const sizes = (args.sizes ?? "1000,3000,10000").split(",").map(Number);
 const dialers = 64; // connects in flight at once, as scale.sh's in-process clients
 const baselineWait = 20_000; // the node steady with one client
-const samplesAt = [20_000, 40_000]; // after the clients connected
+const samplesAt = [30_000, 60_000]; // after the clients connected: the node gives memory back 15-25 s after a busy spell (internal/settle)
 const connectTimeout = 30_000;
 
 const capability = {
