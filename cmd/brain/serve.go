@@ -85,7 +85,8 @@ type serveArgs struct {
 	ready                    func(addr string) // tests: called once listening
 	nodeID, advertise        string            // cluster (serve_cluster.go)
 	leaseTTL                 time.Duration
-	shutdownTimeout          time.Duration // --shutdown-timeout; 0: the default
+	shutdownTimeout          time.Duration  // --shutdown-timeout; 0: the default
+	settle                   settle.Options // tests: internal/settle's timings; zero: its defaults
 }
 
 func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logger) error {
@@ -270,7 +271,9 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	// back to the system (internal/settle; docs/operations.md, "Memory").
 	settleCtx, stopSettle := context.WithCancel(ctx)
 	defer stopSettle()
-	go settle.Run(settleCtx, &settle.Options{Logger: logger})
+	settleOpts := a.settle
+	settleOpts.Logger = logger
+	go settle.Run(settleCtx, &settleOpts)
 	// Requests inherit connCtx, which a stop ends once the sessions'
 	// journals are closed (stopGracefully), so that long-lived ones
 	// (WebSockets, MCP requests waiting on a call) end then, and what their
