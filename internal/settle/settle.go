@@ -36,9 +36,10 @@ type Options struct {
 	// filled are dropped first).
 	Quiet time.Duration
 	// QuietRate is the allocation rate, in bytes a second, under which
-	// the process counts as quiet (default 256 KiB/s: idle connections'
-	// pings and timers allocate far less; a single client's round trips
-	// far more).
+	// the process counts as quiet (default 256 KiB/s: 10,000 idle
+	// connections' timers allocate about 8 KiB a second; brain's
+	// journaled round trips, about 10 KiB each, reach it at 25 a
+	// second).
 	QuietRate float64
 	// Logger gets a debug line per release; nil discards.
 	Logger *slog.Logger
