@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs issue 21's scale loads on this machine and prints each figure
-# beside its goal (internal/scalereport): connected clients, stored
-# sessions, busy sessions, the journaled round trip beside its floor, and
-# the release binary's size. Every load is bounded in count and time and
-# cleans up what it makes (temporary directories, its child processes).
+# beside its goal (internal/scalereport): connected clients (in process,
+# and from outside: npm ws clients against the binary, which needs node
+# and npm), stored sessions, busy sessions, the journaled round trip
+# beside its floor, and the release binary's size. Every load is bounded
+# in count and time and cleans up what it makes (temporary directories,
+# its child processes).
 #
-#   ./scale.sh                       # the sizes below; about 15 minutes on 2 cores
+#   ./scale.sh                       # the sizes below; about 25 minutes on 2 cores
 #   SCALE_CLIENTS=1000 SCALE_STORED=100000 SCALE_APPENDERS=100 ./scale.sh   # a quick look
 #   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients outside history stored appenders mcp floor binary
 #
