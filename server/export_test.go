@@ -13,6 +13,15 @@ func SetIdleTick(t interface{ Cleanup(func()) }, d time.Duration) {
 	t.Cleanup(func() { idleTick = old })
 }
 
+// SetHandOffFor makes a connection read its frames on its own goroutine
+// from d after its peer's idle spell (or its first frame) instead of
+// 100 ms, for the test's duration (ws.go, readFrameWhere).
+func SetHandOffFor(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := handOffFor
+	handOffFor = d
+	t.Cleanup(func() { handOffFor = old })
+}
+
 // IdleRunners returns how many of the manager's shared call runners are
 // idle (sessions.go).
 func (m *Manager) IdleRunners() int { return m.runners.Idle() }

@@ -60,20 +60,28 @@ func (srv *Server) serveWS(w http.ResponseWriter, r *http.Request, s *session.Se
 	// record of it, which holds the session and which a delete, a move
 	// or a stop ends (api_sessions.go).
 	ctx, cancel, done := srv.opts.Manager.connect(context.WithoutCancel(r.Context()), s.ID(), p.Side, &c.delivered)
-	go c.run(ctx, cancel, after, done)
+	// Set up here, on the request's goroutine, which ends in a moment: a
+	// snapshot and a subscription take stack the connection's own
+	// goroutine would keep for its lifetime (see run).
+	c.open(ctx, cancel, after, done)
+	go c.run()
 }
 
-// run serves the connection until the peer goes away or ctx ends (cancel
-// ends it), then calls done.
+// run serves the opened connection until the peer goes away or ctx ends
+// (cancel ends it), then calls done.
 //
 // Its goroutine spends an idle connection's life waiting for the next
-// frame, and the collector shrinks a parked goroutine's stack to what it
-// uses there (at best by half, when that is under a quarter): so the wait
-// is here, under as few and as small frames as can be — setting up,
-// reading a frame and ending are calls of their own, whose frames are
-// gone while it waits (idlewait.go; TestIdleConnectionStack holds the bound).
-func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after *uint64, done func()) {
-	c.open(ctx, cancel, after, done)
+// frame. It starts with a small stack (2 KiB), and the wait fits in it;
+// once grown, a stack is only ever halved by the collector, when what the
+// goroutine uses while parked is under a quarter of it — the wait uses
+// about 600 bytes, so a stack grown to 4 KiB stays 4 KiB. So this
+// goroutine does as little as it can: the connection is set up before it
+// starts (serveWS), its first frames are read on a shared reader
+// (readFrameWhere), and the wait is here, under as few and as small frames
+// as can be — reading a frame and ending are calls of their own, whose
+// frames are gone while it waits (idlewait.go; TestIdleConnectionStack
+// and TestConnectBurstStack hold the bounds).
+func (c *wsConn) run() {
 	for {
 		if c.cork.waitReadable() {
 			c.woke = sinceStart()
@@ -94,8 +102,17 @@ func (c *wsConn) run(ctx context.Context, cancel context.CancelCauseFunc, after 
 // shared reader, the one idle last, has paid already (docs/RATIONALE.md,
 // "Why call runners are shared…"). A busy connection, whose peer is
 // never idle that long, reads on its own goroutine and pays no hand-off.
+//
+// A connection's first frame — its peer's registration, usually — is
+// read on a shared reader too, however late it comes (woke is
+// justOpened until then, on plain TCP: see open), and so are the frames
+// within handOffFor of it:
+// reading and applying a frame grows a stack to 4 KiB and more, which the
+// reader's goroutine would keep (see run).
 func (c *wsConn) readFrameWhere() bool {
-	if sinceStart()-c.woke >= handOffFor {
+	if c.woke == justOpened {
+		c.woke = sinceStart()
+	} else if sinceStart()-c.woke >= handOffFor {
 		return c.readFrame()
 	}
 	c.handed.Add(1)
@@ -116,10 +133,13 @@ func readHandedFrame(c *wsConn) {
 // peer's gap between frames (tens of microseconds), and the window covers
 // an exchange that began after it — a call, and the result the peer sends
 // back a millisecond later.
-const (
-	idleWait   = 2 * time.Millisecond
-	handOffFor = 100 * time.Millisecond
-)
+const idleWait = 2 * time.Millisecond
+
+// handOffFor: see idleWait. (A variable for tests.)
+var handOffFor = 100 * time.Millisecond
+
+// justOpened is a connection's woke until its first frame (readFrameWhere).
+const justOpened time.Duration = -1
 
 // processStart is the origin of sinceStart.
 var processStart = time.Now()
@@ -128,8 +148,9 @@ var processStart = time.Now()
 // clock: a connection keeps an 8-byte instant instead of a time.Time.
 func sinceStart() time.Duration { return time.Since(processStart) }
 
-// open is run's start: the connection is counted, attached to its session
-// and subscribed to its events, and ctx's end will close it.
+// open sets the connection up before run starts, on the request's
+// goroutine: the connection is counted, attached to its session and
+// subscribed to its events, and ctx's end will close it.
 func (c *wsConn) open(ctx context.Context, cancel context.CancelCauseFunc, after *uint64, done func()) {
 	srv, s, p, conn := c.srv, c.s, c.peer, c.conn
 	c.ctx, c.cancel, c.done, c.closed = ctx, cancel, ctx.Done(), done
@@ -159,6 +180,12 @@ func (c *wsConn) open(ctx context.Context, cancel context.CancelCauseFunc, after
 		}
 	})
 	c.kick() // the snapshot, or the events after "after"
+	if c.cork.waits() {
+		// The first frame goes to a shared reader once it has begun to
+		// arrive; where the reader cannot wait for that (TLS), a shared
+		// reader would wait for it instead, for as long as the peer likes.
+		c.woke = justOpened
+	}
 }
 
 // end is run's end, once the reader has stopped: the writers stop, the
@@ -278,7 +305,7 @@ type wsConn struct {
 	cork       *corkConn        // batches the writer's frames into one write; nil: each frame is written alone
 
 	// woke is when the reader last woke from the peer's idle spell
-	// (sinceStart); handed and handedOK carry a frame read on a shared
+	// (sinceStart), or justOpened; handed and handedOK carry a frame read on a shared
 	// reader (readFrameWhere). Reader only.
 	woke     time.Duration
 	handed   sync.WaitGroup

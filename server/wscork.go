@@ -196,6 +196,10 @@ func (c *corkConn) waitReadable() (idle bool) {
 	return c != nil && c.waiter.wait()
 }
 
+// waits reports whether waitReadable waits for the socket (a plain TCP
+// connection) rather than returning at once.
+func (c *corkConn) waits() bool { return c != nil && c.waiter != nil && c.waiter.rc != nil }
+
 // closing runs close, coder/websocket's Close from another goroutine than
 // the reader, so that it and waitReadable do not race (idlewait.go). A
 // nil c just runs close.
