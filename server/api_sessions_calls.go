@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -25,7 +26,20 @@ type CallTimes struct {
 	Decision  protocol.Decision `json:"decision,omitempty"`
 	DecidedBy string            `json:"decidedBy,omitempty"`
 	Outcome   *protocol.Outcome `json:"outcome,omitempty"`
+	// OutcomeBytes is the size of an outcome's value too large to be kept
+	// here (over maxKeptText; Outcome is then absent): the value is in the
+	// session's capability_outcome event.
+	OutcomeBytes int `json:"outcomeBytes,omitempty"`
 }
+
+// maxKeptText bounds what a call's record keeps of each text a peer
+// chose — its outcome's value or error message, its decision's
+// decidedBy; a longer message or decidedBy is cut (textcut), a longer
+// value left out with its size (OutcomeBytes). The whole of each is in
+// the session's events, where the console reads it; without the bound a
+// session's latest 1,024 records held every result in full, up to its
+// journal's 64 MiB.
+const maxKeptText = 256
 
 // CallPoint is one point of a call's life.
 type CallPoint struct {
@@ -69,9 +83,10 @@ type callRecord struct {
 	name      string
 	invoker   protocol.Audience
 	points    []callPoint
-	decision  protocol.Decision
-	decidedBy string
-	outcome   *protocol.Outcome
+	decision     protocol.Decision
+	decidedBy    string
+	outcome      *protocol.Outcome
+	outcomeBytes int // a value left out (CallTimes.OutcomeBytes)
 }
 
 type callPoint struct {
@@ -97,13 +112,23 @@ func (ct *callTimes) observe(ev session.CallEvent) {
 	c.points = append(c.points, callPoint{ev.Kind, ev.Time.UnixNano()})
 	switch ev.Kind {
 	case session.ApprovalDecided:
-		c.decision, c.decidedBy = ev.Decision, ev.DecidedBy
+		c.decision, c.decidedBy = ev.Decision, textcut.Cut(ev.DecidedBy, maxKeptText)
 	case session.CallFinished:
-		out := ev.Outcome
-		c.outcome = &out
+		c.outcome, c.outcomeBytes = keptOutcome(ev.Outcome)
 		delete(ct.live, c.id)
 		ct.keep(c)
 	}
+}
+
+// keptOutcome is what a call's record keeps of its outcome (maxKeptText).
+func keptOutcome(out protocol.Outcome) (kept *protocol.Outcome, leftOut int) {
+	switch {
+	case out.Err != nil:
+		return &protocol.Outcome{Err: &protocol.Error{Code: out.Err.Code, Message: textcut.Cut(out.Err.Message, maxKeptText)}}, 0
+	case len(out.Value) > maxKeptText:
+		return nil, len(out.Value)
+	}
+	return &out, 0
 }
 
 // keep encodes a finished call into the newest chunk, and lets the oldest
@@ -168,7 +193,7 @@ func (ct *callTimes) get(id string) (CallTimes, bool) {
 // times returns the record as the API shows it.
 func (c *callRecord) times() CallTimes {
 	out := CallTimes{CallID: c.id, Name: c.name, Invoker: c.invoker, Points: make([]CallPoint, len(c.points)),
-		Decision: c.decision, DecidedBy: c.decidedBy, Outcome: c.outcome}
+		Decision: c.decision, DecidedBy: c.decidedBy, Outcome: c.outcome, OutcomeBytes: c.outcomeBytes}
 	for i, p := range c.points {
 		out.Points[i] = CallPoint{Kind: p.kind.String(), Time: time.Unix(0, p.at).UTC()}
 	}

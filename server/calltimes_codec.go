@@ -14,11 +14,13 @@ import (
 // a varint — bytes, nothing for the collector to follow. In order: the call id (first, so
 // that a lookup reads only it), name, invoker, the points' count and the
 // points, decision, decidedBy, then the outcome: 0 none, 1 a value (its
-// JSON), 2 an error (code, message).
+// JSON), 2 an error (code, message), 3 a value left out (its size, a
+// uvarint: maxKeptText).
 const (
-	outcomeNone  = 0
-	outcomeValue = 1
-	outcomeError = 2
+	outcomeNone    = 0
+	outcomeValue   = 1
+	outcomeError   = 2
+	outcomeLeftOut = 3
 )
 
 func appendString(b []byte, s string) []byte {
@@ -41,6 +43,8 @@ func appendCall(b []byte, c *callRecord, base int64) []byte {
 	b = appendString(b, string(c.decision))
 	b = appendString(b, c.decidedBy)
 	switch o := c.outcome; {
+	case o == nil && c.outcomeBytes > 0:
+		b = binary.AppendUvarint(append(b, outcomeLeftOut), uint64(c.outcomeBytes))
 	case o == nil:
 		b = append(b, outcomeNone)
 	case o.Err != nil:
@@ -101,6 +105,8 @@ func decodeCall(b []byte, base int64) *callRecord {
 		c.outcome = &protocol.Outcome{Value: json.RawMessage(d.string())}
 	case outcomeError:
 		c.outcome = &protocol.Outcome{Err: &protocol.Error{Code: protocol.Code(d.string()), Message: d.string()}}
+	case outcomeLeftOut:
+		c.outcomeBytes = int(d.uvarint())
 	}
 	return c
 }

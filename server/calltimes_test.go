@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -127,5 +129,52 @@ func TestCallTimesOfAFewCalls(t *testing.T) {
 		if _, ok := ct.get(fmt.Sprintf("cq3k5x7m2a-%d", i+1)); !ok {
 			t.Errorf("call %d is not kept", i+1)
 		}
+	}
+}
+
+// TestCallTimesBoundWhatPeersChose: a call's record keeps at most
+// maxKeptText of each text a peer chose — a value longer than that is
+// left out with its size, a longer error message or decidedBy is cut —
+// so that a session's latest 1,024 calls of 64 KiB results hold what
+// 1,024 small ones do, not 64 MiB.
+func TestCallTimesBoundWhatPeersChose(t *testing.T) {
+	at := time.Now()
+	big := json.RawMessage(`"` + strings.Repeat("x", 64<<10) + `"`)
+	edge := json.RawMessage(`"` + strings.Repeat("y", maxKeptText-2) + `"`)
+	var ct callTimes
+	observeCall(&ct, "big", at, false, &protocol.Outcome{Value: big})
+	observeCall(&ct, "edge", at, false, &protocol.Outcome{Value: edge})
+	observeCall(&ct, "err", at, false, &protocol.Outcome{Err: &protocol.Error{Code: protocol.CodeInternal, Message: strings.Repeat("é", 50<<10)}})
+	ev := session.CallEvent{CallID: "dec", Name: "ui.echo", Invoker: protocol.AudienceLLM, Time: at, Kind: session.CallStarted}
+	for _, k := range []session.CallEventKind{session.CallStarted, session.ApprovalRequested, session.ApprovalDecided, session.CallDispatched, session.CallFinished} {
+		ev.Kind, ev.Decision, ev.DecidedBy, ev.Outcome = k, protocol.DecisionApproved, "ops ("+strings.Repeat("A", 8<<10)+")", protocol.Outcome{Value: json.RawMessage(`1`)}
+		ct.observe(ev)
+	}
+
+	if got, _ := ct.get("big"); got.Outcome != nil || got.OutcomeBytes != len(big) {
+		t.Errorf("a 64 KiB value: outcome %v, outcomeBytes %d; want it left out, with its size %d", got.Outcome, got.OutcomeBytes, len(big))
+	}
+	if got, _ := ct.get("edge"); got.Outcome == nil || string(got.Outcome.Value) != string(edge) || got.OutcomeBytes != 0 {
+		t.Errorf("a value of exactly %d bytes: %+v; want it kept", maxKeptText, got)
+	}
+	got, _ := ct.get("err")
+	if got.Outcome == nil || got.Outcome.Err == nil || got.Outcome.Err.Code != protocol.CodeInternal ||
+		len(got.Outcome.Err.Message) > maxKeptText+len(textcut.Ellipsis) || !strings.HasSuffix(got.Outcome.Err.Message, textcut.Ellipsis) {
+		t.Errorf("a 100 KiB error message: %+v; want its code and a message cut to %d bytes", got.Outcome, maxKeptText)
+	}
+	if got, _ := ct.get("dec"); len(got.DecidedBy) > maxKeptText+len(textcut.Ellipsis) || !strings.HasPrefix(got.DecidedBy, "ops (AAA") {
+		t.Errorf("an 8 KiB decidedBy is kept as %d bytes (%.12q…); want it cut to %d", len(got.DecidedBy), got.DecidedBy, maxKeptText)
+	}
+
+	ct = callTimes{}
+	for i := range maxCallTimes {
+		observeCall(&ct, fmt.Sprintf("cq3k5x7m2a-%d", i+1), at.Add(time.Duration(i)*time.Second), false, &protocol.Outcome{Value: big})
+	}
+	held := 0
+	for _, c := range ct.chunks {
+		held += cap(c)
+	}
+	if per := held / ct.total; per > 72 {
+		t.Errorf("%d calls of 64 KiB results hold %d bytes of timings, %d a call; want at most 72 a call", ct.total, held, per)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/internal/jsvm"
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -558,16 +559,7 @@ func fail(format string, args ...any) *handle.CapabilityError {
 }
 
 // truncate caps a message for the model.
-func truncate(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	cut := maxMessage
-	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func truncate(s string) string { return textcut.Cut(s, maxMessage) }
 
 // depth returns how deep the brackets of JSON text s nest (s is valid
 // JSON, or the check that reads it comes first).
