@@ -79,10 +79,10 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }
 // callRecord is a call's CallTimes as a session keeps it while the call
 // is made: the points as kinds and Unix nanoseconds.
 type callRecord struct {
-	id        string
-	name      string
-	invoker   protocol.Audience
-	points    []callPoint
+	id           string
+	name         string
+	invoker      protocol.Audience
+	points       []callPoint
 	decision     protocol.Decision
 	decidedBy    string
 	outcome      *protocol.Outcome
