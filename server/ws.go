@@ -104,11 +104,10 @@ func (c *wsConn) run() {
 // never idle that long, reads on its own goroutine and pays no hand-off.
 //
 // A connection's first frame — its peer's registration, usually — is
-// read on a shared reader too, however late it comes (woke is
-// justOpened until then, on plain TCP: see open), and so are the frames
-// within handOffFor of it:
-// reading and applying a frame grows a stack to 4 KiB and more, which the
-// reader's goroutine would keep (see run).
+// read on a shared reader too, however late it comes (woke is justOpened
+// until then, on plain TCP: see open), and so are the frames within
+// handOffFor of it: reading and applying a frame grows a stack to 4 KiB
+// and more, which the reader's goroutine would keep (see run).
 func (c *wsConn) readFrameWhere() bool {
 	if c.woke == justOpened {
 		c.woke = sinceStart()
@@ -305,8 +304,9 @@ type wsConn struct {
 	cork       *corkConn        // batches the writer's frames into one write; nil: each frame is written alone
 
 	// woke is when the reader last woke from the peer's idle spell
-	// (sinceStart), or justOpened; handed and handedOK carry a frame read on a shared
-	// reader (readFrameWhere). Reader only.
+	// (sinceStart), or justOpened; handed and handedOK carry a frame read
+	// on a shared reader (readFrameWhere). Reader only (and open, before
+	// the reader starts).
 	woke     time.Duration
 	handed   sync.WaitGroup
 	handedOK bool
