@@ -76,7 +76,7 @@ step "go test" go_tests
 # stack bound and the JavaScript engine's leak bound skip themselves under
 # the race detector (it allocates on its own, its frames are larger, and
 # its shadow memory grows the process), so they run here without it.
-step "allocation bounds" go test -trimpath -count=1 -run 'Allocs$|Leaks$|^TestIdleConnectionStack$' ./protocol/ ./server/ ./internal/jsvm/
+step "allocation bounds" go test -trimpath -count=1 -run 'Allocs$|Leaks$|^TestIdleConnectionStack$|^TestConnectBurstStack$' ./protocol/ ./server/ ./internal/jsvm/
 # The tests that drive the JavaScript engine to its limits skip themselves
 # under the race detector, where the transpiled engine runs 20-50x slower
 # (testutil.SkipUnderRace): their packages run again here without it.
