@@ -300,3 +300,35 @@ func TestCompileDeadline(t *testing.T) {
 	_, err = compile(context.Background(), h)
 	must(t, err)
 }
+
+// TestCloseUnderALeftBehindCompile: a host closed while a compile its
+// attach's deadline left behind still runs closes its runtime once that
+// compile ends — closing it under the compile made wazero panic (a nil
+// map in its store), which took the whole process down (`brain run
+// --timeout` closes its host right after the timeout) — and compiles
+// nothing after it.
+func TestCloseUnderALeftBehindCompile(t *testing.T) {
+	h, _ := cachedHost(t, t.TempDir())
+	started, release := host.HoldCompiles(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	compiled := make(chan error, 1)
+	go func() { compiled <- tiny(t, h, "a", "A").Compile(ctx) }()
+	<-started // the compile has begun
+	cancel()
+	if out := protocol.OutcomeOf(<-compiled); out.IsOK() || out.Err.Code != protocol.CodeCancelled {
+		t.Fatalf("Compile cancelled during its compile: %+v, want cancelled", out.Err)
+	}
+	must(t, h.Close(context.Background())) // the compile left behind is held
+	if h.RuntimeClosed() {
+		t.Fatal("Close closed the runtime under a compile")
+	}
+	release()
+	for deadline := time.Now().Add(time.Minute); !h.RuntimeClosed(); time.Sleep(10 * time.Millisecond) { // polling a flag, bounded
+		if time.Now().After(deadline) {
+			t.Fatal("the runtime is still open a minute after the compile left behind was let go")
+		}
+	}
+	if out := protocol.OutcomeOf(tiny(t, h, "b", "B").Compile(context.Background())); out.IsOK() {
+		t.Fatal("a closed host compiled")
+	}
+}

@@ -1,5 +1,7 @@
 package host
 
+import "sync"
+
 // Instrument is instrument, for the tests of package host_test.
 var Instrument = instrument
 
@@ -11,3 +13,23 @@ var ErrNotInstrumentable = errNotInstrumentable
 func Reservations() int64 { return reservations.Load() }
 
 const MappedMemory = mappedMemory
+
+// RuntimeClosed reports whether the host's wazero runtime has closed.
+func (h *Host) RuntimeClosed() bool { return h.runtimeClosed.Load() }
+
+// HoldCompiles makes every compile wait, as it starts, until the returned
+// release is called; started receives once per compile that waits.
+func HoldCompiles(t interface{ Cleanup(func()) }) (started <-chan struct{}, release func()) {
+	st, rel := make(chan struct{}, 16), make(chan struct{})
+	compileStarting = func() {
+		st <- struct{}{}
+		<-rel
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { close(rel) }) }
+	t.Cleanup(func() {
+		release()
+		compileStarting = nil
+	})
+	return st, release
+}

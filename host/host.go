@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -66,7 +67,24 @@ type Host struct {
 	instrumented map[string][]byte    // identity → the instrumented payload
 	modules      map[string]*compiled // identity → its compiled module, while a pool uses it
 	pools        map[*pool]struct{}
+	// compiling counts the compiles running, those an attach's deadline
+	// left behind among them (compileWithin), and closed is set by Close:
+	// wazero's runtime must not close under a compile (its store's maps
+	// go, and the compile panics), so the last compile to end after Close
+	// closes it.
+	compiling     int
+	closed        bool
+	closeOnce     sync.Once
+	closeErr      error
+	runtimeClosed atomic.Bool // for tests
 }
+
+// compileStarting, when set, runs as each compile starts: a test holds a
+// compile there.
+var compileStarting func()
+
+// errClosed is a compile's error when the host closed under it.
+var errClosed = errors.New("host: closed")
 
 // compiled is a payload's compiled module, shared by the pools of every
 // artifact provisioned from it: compiling again, even from the cache,
@@ -131,13 +149,57 @@ func New(ctx context.Context, opts *Options) (*Host, error) {
 	return h, nil
 }
 
-// Close closes every instance and the runtime.
+// Close closes every instance and the runtime: at once, or, while a
+// compile runs (one an attach's deadline left behind), when the last one
+// ends. Closing again does nothing.
 func (h *Host) Close(ctx context.Context) error {
-	err := h.rt.Close(ctx)
-	if h.cache != nil {
-		h.cache.close(ctx)
+	h.mu.Lock()
+	h.closed = true
+	busy := h.compiling > 0
+	h.mu.Unlock()
+	if busy {
+		return nil // endCompile closes the runtime
 	}
-	return err
+	return h.closeRuntime(ctx)
+}
+
+func (h *Host) closeRuntime(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		defer h.runtimeClosed.Store(true)
+		h.closeErr = h.rt.Close(ctx)
+		if h.cache != nil {
+			h.cache.close(ctx)
+		}
+	})
+	return h.closeErr
+}
+
+// beginCompile counts a compile about to run; false when the host is closed.
+func (h *Host) beginCompile() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.compiling++
+	return true
+}
+
+// endCompile counts the end of a compile that made cm (nil: it failed)
+// and reports whether the host closed meanwhile: then cm is closed, not to
+// be used, and the last such compile closes the runtime.
+func (h *Host) endCompile(cm wazero.CompiledModule) (closed bool) {
+	h.mu.Lock()
+	h.compiling--
+	closed, last := h.closed, h.closed && h.compiling == 0
+	h.mu.Unlock()
+	if closed && cm != nil {
+		_ = cm.Close(context.Background())
+	}
+	if last {
+		_ = h.closeRuntime(context.Background())
+	}
+	return closed
 }
 
 // compile instruments and compiles a payload whose identity the caller
@@ -196,15 +258,28 @@ func (h *Host) acquireModule(ctx context.Context, identity string, payload []byt
 // compilation cache) without looking at ctx, for seconds for a large
 // guest on a loaded machine, and an attach's deadline is a deadline. The
 // compile left behind runs to its end (filling the cache) and its module
-// is closed.
+// is closed; if the host is closed meanwhile, the runtime closes after it
+// (endCompile).
 func (h *Host) compileWithin(ctx context.Context, identity string, payload []byte) (wazero.CompiledModule, error) {
 	type compiled struct {
 		cm  wazero.CompiledModule
 		err error
 	}
+	if !h.beginCompile() {
+		return nil, errClosed
+	}
 	done := make(chan compiled, 1)
 	go func() {
+		if compileStarting != nil {
+			compileStarting()
+		}
 		cm, err := h.compile(context.WithoutCancel(ctx), identity, payload)
+		if err != nil {
+			cm = nil
+		}
+		if h.endCompile(cm) {
+			cm, err = nil, errClosed
+		}
 		done <- compiled{cm, err}
 	}()
 	select {
