@@ -21,15 +21,16 @@ func (h *Host) RuntimeClosed() bool { return h.runtimeClosed.Load() }
 // release is called; started receives once per compile that waits.
 func HoldCompiles(t interface{ Cleanup(func()) }) (started <-chan struct{}, release func()) {
 	st, rel := make(chan struct{}, 16), make(chan struct{})
-	compileStarting = func() {
+	hook := func() {
 		st <- struct{}{}
 		<-rel
 	}
+	compileStarting.Store(&hook)
 	var once sync.Once
 	release = func() { once.Do(func() { close(rel) }) }
 	t.Cleanup(func() {
 		release()
-		compileStarting = nil
+		compileStarting.Store(nil)
 	})
 	return st, release
 }

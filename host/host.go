@@ -80,8 +80,9 @@ type Host struct {
 }
 
 // compileStarting, when set, runs as each compile starts: a test holds a
-// compile there.
-var compileStarting func()
+// compile there. Atomic: a compile an earlier test left behind may still
+// be starting when a test sets it.
+var compileStarting atomic.Pointer[func()]
 
 // errClosed is a compile's error when the host closed under it.
 var errClosed = errors.New("host: closed")
@@ -270,8 +271,8 @@ func (h *Host) compileWithin(ctx context.Context, identity string, payload []byt
 	}
 	done := make(chan compiled, 1)
 	go func() {
-		if compileStarting != nil {
-			compileStarting()
+		if hook := compileStarting.Load(); hook != nil {
+			(*hook)()
 		}
 		cm, err := h.compile(context.WithoutCancel(ctx), identity, payload)
 		if err != nil {
