@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/brainrt/brain/driver"
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -522,10 +523,6 @@ func outcomeLine(o *protocol.Outcome) string {
 	return string(o.Err.Code) + ": " + clip(o.Err.Message, 300)
 }
 
-func clip(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// clip puts s on one line of at most n bytes (and an ellipsis), cut
+// between characters.
+func clip(s string, n int) string { return textcut.Cut(strings.ReplaceAll(s, "\n", " "), n) }
