@@ -7,7 +7,7 @@
 # in count and time and cleans up what it makes (temporary directories,
 # its child processes).
 #
-#   ./scale.sh                       # the sizes below; about 25 minutes on 2 cores
+#   ./scale.sh                       # the sizes below; 15–25 minutes on 2 cores
 #   SCALE_CLIENTS=1000 SCALE_STORED=100000 SCALE_APPENDERS=100 ./scale.sh   # a quick look
 #   SCALE_ONLY="stored floor" ./scale.sh   # some of: clients outside history stored appenders mcp floor binary
 #
