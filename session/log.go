@@ -40,13 +40,18 @@ type entry struct {
 	// of the call (a registration's owner field, which never changes); nil
 	// when unknown or not a call event.
 	owner *Peer
+	// bytes is what the event holds of peers' and models' values
+	// (eventValueBytes), counted while the log has a byte budget; 0 once
+	// the event has left memory for it.
+	bytes uint32
 }
 
 // eventLog is a ring of the latest events, grown as events arrive up to
 // keep (an idle session with a short history stays small). The log
 // replays the latest size events: keep of them from the ring, and the
 // older ones, when keep is smaller, read back from the session's History
-// (Subscription.TryNext). Guarded by Session.mu.
+// (Subscription.TryNext). With a byte budget, fewer than keep stay in the
+// ring when they are large (evictForBytes). Guarded by Session.mu.
 type eventLog struct {
 	ring  []entry
 	size  uint64        // events replayed
@@ -57,10 +62,15 @@ type eventLog struct {
 	// notify holds the subscribers told of the next append by a call
 	// instead of a channel (Subscription.Notify); nil when none is.
 	notify map[*Subscription]func()
+	// budget bounds held, the value bytes of the events in the ring
+	// (Options.LogMemoryBytes; 0: no bound), and floor is the seq of the
+	// oldest event the budget left in memory (0: none has left).
+	budget, held int
+	floor        uint64
 }
 
-func newEventLog(size, keep int) eventLog {
-	return eventLog{size: uint64(size), keep: uint64(min(keep, size))}
+func newEventLog(size, keep, budget int) eventLog {
+	return eventLog{size: uint64(size), keep: uint64(min(keep, size)), budget: budget}
 }
 
 // appendLocked adds an event and wakes waiting subscribers.
@@ -70,10 +80,17 @@ func (l *eventLog) appendLocked(e entry) uint64 {
 	if l.first == 0 {
 		l.first = l.last
 	}
+	if l.budget > 0 {
+		e.bytes = uint32(eventValueBytes(&e)) // logbytes.go
+	}
 	if i := (l.last - l.first) % l.keep; uint64(len(l.ring)) <= i {
 		l.ring = append(l.ring, e)
 	} else {
+		l.held -= int(l.ring[i].bytes)
 		l.ring[i] = e
+	}
+	if l.held += int(e.bytes); l.held > l.budget && l.budget > 0 {
+		l.evictForBytes()
 	}
 	if l.wake != nil {
 		close(l.wake)
@@ -90,7 +107,7 @@ func (l *eventLog) appendLocked(e entry) uint64 {
 func (l *eventLog) oldest() uint64 { return l.oldestOf(l.size) }
 
 // inMemory returns the seq of the oldest event still in the ring.
-func (l *eventLog) inMemory() uint64 { return l.oldestOf(l.keep) }
+func (l *eventLog) inMemory() uint64 { return max(l.oldestOf(l.keep), l.floor) }
 
 func (l *eventLog) oldestOf(n uint64) uint64 {
 	if l.first == 0 {

@@ -29,6 +29,15 @@ type Options struct {
 	// LogMemory is how many of the latest events a session with a History
 	// keeps in memory. Default 32; at least 1; LogSize when it is larger.
 	LogMemory int
+	// LogMemoryBytes bounds, besides LogMemory, what the events kept in
+	// memory hold of the values and texts peers and models chose (inputs,
+	// results, props, schemas, messages; see eventValueBytes): once they
+	// hold more, the oldest leave memory, and a subscriber behind them
+	// reads them back from History — or, without one, gets a snapshot.
+	// The newest event always stays. Default DefaultLogMemoryBytes with a
+	// History, none without one (the log is then the replay window's only
+	// copy); negative means none.
+	LogMemoryBytes int
 	// DefaultCallTimeout bounds a dispatched call whose capability sets no
 	// callTimeoutMs. Default 60 s (the spec's
 	// DEFAULT_CAPABILITY_CALL_TIMEOUT_MS).
@@ -119,6 +128,12 @@ func (o *Options) withDefaults() Options {
 	case out.LogMemory <= 0:
 		out.LogMemory = min(32, out.LogSize)
 	}
+	switch {
+	case out.LogMemoryBytes < 0:
+		out.LogMemoryBytes = 0
+	case out.LogMemoryBytes == 0 && out.History != nil:
+		out.LogMemoryBytes = DefaultLogMemoryBytes
+	}
 	if out.DefaultCallTimeout <= 0 {
 		out.DefaultCallTimeout = 60 * time.Second
 	}
@@ -195,7 +210,7 @@ func New(id string, opts *Options) *Session {
 		caps:     map[string]*registration{},
 		calls:    map[string]*call{},
 		finished: finishedRing{size: o.FinishedMemory},
-		events:   newEventLog(o.LogSize, o.LogMemory),
+		events:   newEventLog(o.LogSize, o.LogMemory, o.LogMemoryBytes),
 	}
 	s.timers.New = newStoppedTimer
 	if o.Go == nil {
