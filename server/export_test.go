@@ -17,9 +17,8 @@ func SetIdleTick(t interface{ Cleanup(func()) }, d time.Duration) {
 // from d after its peer's idle spell (or its first frame) instead of
 // 100 ms, for the test's duration (ws.go, readFrameWhere).
 func SetHandOffFor(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := handOffFor
-	handOffFor = d
-	t.Cleanup(func() { handOffFor = old })
+	old := handOffFor.Swap(int64(d))
+	t.Cleanup(func() { handOffFor.Store(old) })
 }
 
 // IdleRunners returns how many of the manager's shared call runners are
@@ -29,3 +28,10 @@ func (m *Manager) IdleRunners() int { return m.runners.Idle() }
 // IdleFrameReaders returns how many of the server's shared frame readers
 // are idle (ws.go, readFrameWhere).
 func (s *Server) IdleFrameReaders() int { return s.frames.Idle() }
+
+// SetFrameReadTimeout bounds a frame's arrival, once begun, by d instead
+// of a minute, for the test's duration (wsframetime.go).
+func SetFrameReadTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
+	frameTimeoutForTests.Store(int64(d))
+	t.Cleanup(func() { frameTimeoutForTests.Store(0) })
+}

@@ -86,9 +86,11 @@ func (c *wsConn) run() {
 		if c.cork.waitReadable() {
 			c.woke = sinceStart()
 		}
+		c.cork.frameBegun()
 		if !c.readFrameWhere() {
 			break
 		}
+		c.cork.frameRead()
 	}
 	c.end()
 }
@@ -111,7 +113,7 @@ func (c *wsConn) run() {
 func (c *wsConn) readFrameWhere() bool {
 	if c.woke == justOpened {
 		c.woke = sinceStart()
-	} else if sinceStart()-c.woke >= handOffFor {
+	} else if sinceStart()-c.woke >= time.Duration(handOffFor.Load()) {
 		return c.readFrame()
 	}
 	c.handed.Add(1)
@@ -134,8 +136,13 @@ func readHandedFrame(c *wsConn) {
 // back a millisecond later.
 const idleWait = 2 * time.Millisecond
 
-// handOffFor: see idleWait. (A variable for tests.)
-var handOffFor = 100 * time.Millisecond
+// handOffFor, in nanoseconds: see idleWait. (Atomic for tests, which
+// change it while connections an earlier test left may still read it.)
+var handOffFor = func() *atomic.Int64 {
+	var d atomic.Int64
+	d.Store(int64(100 * time.Millisecond))
+	return &d
+}()
 
 // justOpened is a connection's woke until its first frame (readFrameWhere).
 const justOpened time.Duration = -1
@@ -245,6 +252,8 @@ func closeReason(cause error) (websocket.StatusCode, string, bool) {
 	switch {
 	case errors.Is(cause, ErrStopping):
 		return websocket.StatusGoingAway, "the node is stopping: reconnect", true
+	case errors.Is(cause, errFrameIncomplete):
+		return websocket.StatusPolicyViolation, fmt.Sprintf("a frame was begun and not completed within %s", frameReadTimeout()), true
 	case errors.Is(cause, ErrDeleted):
 		return StatusSessionDeleted, "the session was deleted", true
 	}
@@ -374,7 +383,7 @@ func (c *wsConn) readFrame() bool {
 	typ, rd, err := c.conn.Reader(context.Background()) // ctx's end closes the connection
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.cancel(fmt.Errorf("read: %w", err))
+			c.cancel(readError(err))
 		}
 		return false
 	}
@@ -384,13 +393,17 @@ func (c *wsConn) readFrame() bool {
 	data, err := readAll(*buf, lr)
 	if err != nil {
 		buffers.put(buf, data)
-		c.cancel(fmt.Errorf("read: %w", err))
+		c.cancel(readError(err))
 		return false
 	}
 	allowed := c.bucket.take(time.Now())
 	if len(data) > protocol.MaxFrameBytes {
 		buffers.put(buf, data)
-		n, _ := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
+		n, err := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
+		if err != nil {
+			c.cancel(readError(err))
+			return false
+		}
 		if n >= hardMessageLimit {
 			c.cancel(fmt.Errorf("message larger than %d bytes", hardMessageLimit))
 			return false
