@@ -122,8 +122,9 @@ func (j *sliceJournal) ReadEvents(_ context.Context, after, through uint64) ([]s
 }
 
 // A journaled session with a History keeps only its latest LogMemory
-// events in memory; a subscriber further back reads the older ones of its
-// replay window back from the journal, and sees every event in order.
+// events in memory (fewer when they hold more than LogMemoryBytes of
+// values); a subscriber further back reads the older ones of its replay
+// window back from the journal, and sees every event in order.
 func ExampleOptions_history() {
 	j := &sliceJournal{}
 	s := session.New("long", &session.Options{Journal: j, History: j, LogMemory: 2})

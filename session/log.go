@@ -160,9 +160,10 @@ const readBackTimeout = 5 * time.Second
 
 // SnapshotWhenBehind makes the subscription deliver a snapshot, instead
 // of reading them back from the session's History, for the events that
-// are no longer in memory (Options.LogMemory). It is for a subscriber
-// that needs each call event's Owner, which events read back do not
-// carry (see [EventReader]). Call it before the first TryNext or Next.
+// are no longer in memory (Options.LogMemory, LogMemoryBytes). It is for
+// a subscriber that needs each call event's Owner, which events read back
+// do not carry (see [EventReader]). Call it before the first TryNext or
+// Next.
 func (sub *Subscription) SnapshotWhenBehind() { sub.noHistory = true }
 
 // Subscribe returns a subscription that delivers every event after
