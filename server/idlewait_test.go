@@ -52,6 +52,12 @@ func dialRaw(t *testing.T, f *fixture, id string, extra []byte) *rawPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return openRaw(t, conn, host, id, extra)
+}
+
+// openRaw opens session id's WebSocket by hand over conn, to host.
+func openRaw(t *testing.T, conn net.Conn, host, id string, extra []byte) *rawPeer {
+	t.Helper()
 	t.Cleanup(func() { conn.Close() })
 	// Every read below is bounded: a frame the kernel never answers fails
 	// the test instead of hanging it.

@@ -86,11 +86,9 @@ func (c *wsConn) run() {
 		if c.cork.waitReadable() {
 			c.woke = sinceStart()
 		}
-		c.cork.frameBegun()
 		if !c.readFrameWhere() {
 			break
 		}
-		c.cork.frameRead()
 	}
 	c.end()
 }

@@ -88,23 +88,49 @@ type corkConn struct {
 	// coder/websocket reads, one read at a time.
 	ahead     []byte
 	aheadLeft atomic.Bool
-	mu        sync.Mutex
-	corked    bool
-	pooled    *[]byte // buf's pool entry, borrowed while corked (buffers.go)
-	buf       []byte
+	// frames follows the frames read, and deadline says a read deadline
+	// bounds the message they are within (see frameTracker).
+	frames   frameTracker
+	deadline bool
+	mu       sync.Mutex
+	corked   bool
+	pooled   *[]byte // buf's pool entry, borrowed while corked (buffers.go)
+	buf      []byte
 }
 
-// Read gives what the server read ahead first, then reads the connection.
-func (c *corkConn) Read(p []byte) (int, error) {
+// Read gives what the server read ahead first, then reads the connection;
+// a message begun must arrive whole within frameReadTimeout (track).
+func (c *corkConn) Read(p []byte) (n int, err error) {
 	if c.aheadLeft.Load() {
-		n := copy(p, c.ahead)
+		n = copy(p, c.ahead)
 		if c.ahead = c.ahead[n:]; len(c.ahead) == 0 {
 			c.ahead = nil
 			c.aheadLeft.Store(false)
 		}
-		return n, nil
+	} else {
+		n, err = c.Conn.Read(p)
 	}
-	return c.Conn.Read(p)
+	if n > 0 {
+		c.track(p[:n])
+	}
+	return n, err
+}
+
+// track sets the connection's read deadline when the bytes just read
+// leave the peer within a message, and lifts it when they complete one
+// (frameTracker): a message begun has frameReadTimeout to arrive, an
+// idle connection has no bound. Setting or lifting it updates the
+// runtime's poller timer (no system call, no allocation); a message that
+// arrives in one read needs neither.
+func (c *corkConn) track(b []byte) {
+	switch within := c.frames.feed(b); {
+	case within && !c.deadline:
+		c.deadline = true
+		_ = c.Conn.SetReadDeadline(time.Now().Add(frameReadTimeout())) // a closed connection fails the read anyway
+	case !within && c.deadline:
+		c.deadline = false
+		_ = c.Conn.SetReadDeadline(time.Time{})
+	}
 }
 
 func (c *corkConn) Write(p []byte) (int, error) {
