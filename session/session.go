@@ -31,7 +31,7 @@ type Options struct {
 	LogMemory int
 	// LogMemoryBytes bounds, besides LogMemory, what the events kept in
 	// memory hold of the values and texts peers and models chose (inputs,
-	// results, props, schemas, messages; see eventValueBytes): once they
+	// results, props, schemas and descriptions, message texts): once they
 	// hold more, the oldest leave memory, and a subscriber behind them
 	// reads them back from History — or, without one, gets a snapshot.
 	// The newest event always stays. Default DefaultLogMemoryBytes with a
