@@ -223,6 +223,9 @@ func (c *wsConn) end() {
 		reason = werr
 	}
 	if code, why, ok := closeReason(reason); ok {
+		if errors.Is(reason, errFrameIncomplete) { // the peer's doing, where the others are the kernel's
+			c.logger().Info("peer disconnected", slog.String("reason", reason.Error()))
+		}
 		_ = conn.Close(code, why)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -66,6 +67,27 @@ func (p *rawPeer) wantClosedFor(timeout time.Duration) {
 	}
 }
 
+// wantLogged waits for a record msg whose reason starts with reason.
+func wantLogged(t *testing.T, logs <-chan slog.Record, msg, reason string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case r := <-logs:
+			found := false
+			r.Attrs(func(a slog.Attr) bool {
+				found = found || a.Key == "reason" && strings.HasPrefix(a.Value.String(), reason)
+				return true
+			})
+			if r.Message == msg && found {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q logged with a reason starting %q", msg, reason)
+		}
+	}
+}
+
 // clientFrame is a client's frame (masked) with opcode op and payload,
 // FIN set when fin.
 func clientFrame(op byte, fin bool, payload string) []byte {
@@ -89,7 +111,8 @@ func TestIncompleteMessageEndsItsConnection(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	server.SetFrameReadTimeout(t, timeout)
 	server.SetHandOffFor(t, 0) // a connection's frames after its first are read on its own goroutine
-	f := newFixture(t, nil)
+	logs := make(chan slog.Record, 4096)
+	f := newFixture(t, &server.Options{Logger: slog.New(chanHandler(logs))})
 	idle := dialRaw(t, f, "idle", nil)
 	idle.write(probe(t, "i1", 60))
 	idle.replies("i1")
@@ -117,6 +140,7 @@ func TestIncompleteMessageEndsItsConnection(t *testing.T) {
 			}
 			p.write(c.send)
 			p.wantClosedFor(timeout)
+			wantLogged(t, logs, "peer disconnected", fmt.Sprintf("read: a frame was begun and not completed in time (within %s)", timeout))
 		})
 	}
 	// Both have been idle for longer than the frame timeout (each case
