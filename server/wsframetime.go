@@ -64,7 +64,6 @@ type frameTracker struct {
 	header  [14]byte // the current frame's header so far
 	got     int      // bytes of header; 0 between frames
 	payload uint64   // payload bytes of the current frame still to come, once its header is in
-	inFrame bool     // a frame's header is complete and its payload is still coming
 	// fragmented: a data frame without FIN was read; the message ends
 	// with the data frame that has it (control frames come in between).
 	fragmented bool
@@ -74,13 +73,10 @@ type frameTracker struct {
 // within a message after them.
 func (t *frameTracker) feed(b []byte) (within bool) {
 	for len(b) > 0 {
-		if t.inFrame {
+		if t.payload > 0 {
 			n := min(t.payload, uint64(len(b)))
 			t.payload -= n
 			b = b[n:]
-			if t.payload == 0 {
-				t.inFrame = false
-			}
 			continue
 		}
 		// Collecting a header: its first two bytes say how long it is.
@@ -91,12 +87,11 @@ func (t *frameTracker) feed(b []byte) (within bool) {
 		n := copy(t.header[t.got:need], b)
 		t.got += n
 		b = b[n:]
-		if t.got < need || need == 2 && headerSize(t.header[1]) > 2 {
-			continue // more header to come (in b, or in a later read)
+		if t.got >= 2 && t.got == headerSize(t.header[1]) {
+			t.frameHeader()
 		}
-		t.frameHeader()
 	}
-	return t.got > 0 || t.inFrame || t.fragmented
+	return t.got > 0 || t.payload > 0 || t.fragmented
 }
 
 // headerSize is the size of a frame's header by its second byte: two
@@ -115,8 +110,8 @@ func headerSize(second byte) int {
 	return n
 }
 
-// frameHeader takes the complete header in t.header: the payload follows
-// (or, empty, the frame is in).
+// frameHeader takes the complete header in t.header: its payload follows
+// (none: the frame is in).
 func (t *frameTracker) frameHeader() {
 	h := t.header[:t.got]
 	t.got = 0
@@ -132,7 +127,6 @@ func (t *frameTracker) frameHeader() {
 	default:
 		t.payload = uint64(n)
 	}
-	t.inFrame = t.payload > 0
 	if opcode < 0x8 { // data or continuation; control frames do not end a message
 		t.fragmented = !fin
 	}
