@@ -3,6 +3,9 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -97,4 +100,21 @@ func FuzzFrameTracker(f *testing.F) {
 			t.Fatalf("fed whole: %v %+v; cut at %d: %v %+v", w, whole, c, s, split)
 		}
 	})
+}
+
+// TestPeerCloseReasonFits: the reason a peer is given fits a close frame
+// however long its cause (a longer one would reach it as 1011 without
+// any), and a message that did not arrive in time is named as
+// docs/protocol.md says.
+func TestPeerCloseReasonFits(t *testing.T) {
+	long := errors.New("read: " + strings.Repeat("a cause that goes on ", 20))
+	if got := peerCloseReason(long); len(got) > maxCloseReason || !strings.HasPrefix(got, "read: a cause") {
+		t.Errorf("a long cause gave the reason %q (%d bytes), want its start within %d", got, len(got), maxCloseReason)
+	}
+	if got := peerCloseReason(readError(os.ErrDeadlineExceeded)); got != "a frame was begun and not completed within 1m0s" {
+		t.Errorf("a message not in time gave the reason %q", got)
+	}
+	if got := peerCloseReason(errors.New("write: the peer has not read for 10s")); got != "write: the peer has not read for 10s" {
+		t.Errorf("a short cause gave the reason %q", got)
+	}
 }

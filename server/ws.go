@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -223,9 +224,6 @@ func (c *wsConn) end() {
 		reason = werr
 	}
 	if code, why, ok := closeReason(reason); ok {
-		if errors.Is(reason, errFrameIncomplete) { // the peer's doing, where the others are the kernel's
-			c.logger().Info("peer disconnected", slog.String("reason", reason.Error()))
-		}
 		_ = conn.Close(code, why)
 		return
 	}
@@ -234,8 +232,25 @@ func (c *wsConn) end() {
 		_ = conn.Close(websocket.StatusNormalClosure, "")
 	} else {
 		c.logger().Info("peer disconnected", slog.String("reason", reason.Error()))
-		_ = conn.Close(websocket.StatusPolicyViolation, reason.Error())
+		_ = conn.Close(websocket.StatusPolicyViolation, peerCloseReason(reason))
 	}
+}
+
+// maxCloseReason is the most a close frame's reason may hold (RFC 6455
+// 5.5: 125 bytes of payload, 2 of them the code); coder/websocket sends
+// a longer one as 1011 without any.
+const maxCloseReason = 123
+
+// peerCloseReason is the reason a close frame gives a peer whose own
+// doing ended its connection (a frame it must not send, a message it did
+// not finish, replies it did not read): the cause, cut to fit, or for a
+// message that did not arrive in time the sentence docs/protocol.md
+// gives.
+func peerCloseReason(cause error) string {
+	if errors.Is(cause, errFrameIncomplete) {
+		return fmt.Sprintf("a frame was begun and not completed within %s", frameReadTimeout())
+	}
+	return textcut.Cut(cause.Error(), maxCloseReason-len(textcut.Ellipsis))
 }
 
 // StatusSessionDeleted closes the connections of a deleted session: a
@@ -253,8 +268,6 @@ func closeReason(cause error) (websocket.StatusCode, string, bool) {
 	switch {
 	case errors.Is(cause, ErrStopping):
 		return websocket.StatusGoingAway, "the node is stopping: reconnect", true
-	case errors.Is(cause, errFrameIncomplete):
-		return websocket.StatusPolicyViolation, fmt.Sprintf("a frame was begun and not completed within %s", frameReadTimeout()), true
 	case errors.Is(cause, ErrDeleted):
 		return StatusSessionDeleted, "the session was deleted", true
 	}
