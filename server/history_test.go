@@ -18,12 +18,7 @@ import (
 // their owner (which the store does not record), gets a snapshot there,
 // and its events replayed from memory.
 func TestResumeReadsBackFromStore(t *testing.T) {
-	st, err := store.Open(context.Background(), &store.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	f, _ := newLimited(t, server.ManagerOptions{Store: st}, server.Options{})
+	f, _ := newLimited(t, server.ManagerOptions{Store: tempStore(t)}, server.Options{})
 	c := f.dial(clientToken, "s1", "?after=0")
 	const n = 100 // events, one registration each: far more than the 32 kept in memory
 	for i := range n {
@@ -62,12 +57,7 @@ func TestResumeReadsBackFromStore(t *testing.T) {
 // order, read back from the store, though they are within the 32
 // LogMemory keeps by count.
 func TestResumeReadsBackLargeEventsFromStore(t *testing.T) {
-	st, err := store.Open(context.Background(), &store.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	f, _ := newLimited(t, server.ManagerOptions{Store: st}, server.Options{})
+	f, _ := newLimited(t, server.ManagerOptions{Store: tempStore(t)}, server.Options{})
 	c := f.dial(clientToken, "s1", "?after=0")
 	const n, size = 8, 300 << 10 // 2.4 MB of descriptions: over the 1 MiB budget
 	description := func(i int) string { return fmt.Sprint(i) + strings.Repeat("d", size) }
@@ -87,4 +77,16 @@ func TestResumeReadsBackLargeEventsFromStore(t *testing.T) {
 			t.Fatalf("got seq %d %s, want seq %d registering c.%d with its description", ev.Seq, ev.Msg.MessageType(), want, want-1)
 		}
 	}
+}
+
+// tempStore is an embedded store in a temporary directory, closed at the
+// test's end.
+func tempStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), &store.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }

@@ -123,6 +123,14 @@ func probe(t *testing.T, id string, wire int) []byte {
 // readFrame reads one of the kernel's (unmasked) frames.
 func (p *rawPeer) readFrame() []byte {
 	p.t.Helper()
+	_, b := p.readAnyFrame()
+	return b
+}
+
+// readAnyFrame reads one of the kernel's frames, and returns its opcode
+// and payload.
+func (p *rawPeer) readAnyFrame() (op byte, payload []byte) {
+	p.t.Helper()
 	var h [2]byte
 	if _, err := io.ReadFull(p.br, h[:]); err != nil {
 		p.t.Fatalf("read: %v", err)
@@ -146,7 +154,7 @@ func (p *rawPeer) readFrame() []byte {
 	if _, err := io.ReadFull(p.br, b); err != nil {
 		p.t.Fatalf("read: %v", err)
 	}
-	return b
+	return h[0] & 0x0f, b
 }
 
 // replies reads frames until each of ids has had its reply, and fails on

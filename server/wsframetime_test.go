@@ -17,34 +17,11 @@ import (
 )
 
 // readOp reads the kernel's frames until one with opcode op, and returns
-// its payload; it fails when the connection ends first.
+// its payload; it fails when the connection ends first (readAnyFrame).
 func (p *rawPeer) readOp(op byte) []byte {
 	p.t.Helper()
 	for {
-		var h [2]byte
-		if _, err := io.ReadFull(p.br, h[:]); err != nil {
-			p.t.Fatalf("the connection ended before a frame of opcode %#x: %v", op, err)
-		}
-		n := uint64(h[1] & 0x7f)
-		switch n {
-		case 126:
-			var l [2]byte
-			if _, err := io.ReadFull(p.br, l[:]); err != nil {
-				p.t.Fatalf("read: %v", err)
-			}
-			n = uint64(binary.BigEndian.Uint16(l[:]))
-		case 127:
-			var l [8]byte
-			if _, err := io.ReadFull(p.br, l[:]); err != nil {
-				p.t.Fatalf("read: %v", err)
-			}
-			n = binary.BigEndian.Uint64(l[:])
-		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(p.br, b); err != nil {
-			p.t.Fatalf("read: %v", err)
-		}
-		if h[0]&0x0f == op {
+		if got, b := p.readAnyFrame(); got == op {
 			return b
 		}
 	}

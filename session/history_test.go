@@ -174,7 +174,14 @@ func TestLiveSubscriberReadsBackWhatItFellBehind(t *testing.T) {
 // -race: the read back runs without the session's lock).
 func TestHistoryUnderConcurrentAppends(t *testing.T) {
 	s, _ := historySession(t, 100000, 3, 0, nil)
-	const calls = 300
+	readersSeeEveryEvent(t, s, 300)
+}
+
+// readersSeeEveryEvent has s, which has made no call yet, make calls echo
+// calls while three subscribers read from the start, and fails unless
+// each sees every event, in order, without a gap.
+func readersSeeEveryEvent(t *testing.T, s *session.Session, calls int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range calls {
@@ -188,7 +195,7 @@ func TestHistoryUnderConcurrentAppends(t *testing.T) {
 		wg.Go(func() {
 			sub := s.Subscribe(0)
 			defer sub.Close()
-			for want := uint64(1); want <= 1+2*calls; want++ {
+			for want := uint64(1); want <= uint64(1+2*calls); want++ {
 				ev, err := sub.Next(waitCtx(t))
 				if err != nil {
 					t.Error(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/brainrt/brain/protocol"
@@ -166,32 +165,5 @@ func TestLogMemoryBytesWithoutHistory(t *testing.T) {
 // the read back runs without the session's lock).
 func TestByteBudgetUnderConcurrentAppends(t *testing.T) {
 	s, _ := historySessionWith(t, &session.Options{LogSize: 100000, LogMemoryBytes: 64}, 0, nil) // 4–6 events of echo calls in memory
-	const calls = 300
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := range calls {
-			if out := s.Invoke(context.Background(), protocol.AudienceLLM, "echo", json.RawMessage(fmt.Sprintf(`{"text":"%d"}`, i))); !out.IsOK() {
-				t.Error(out.Err)
-				return
-			}
-		}
-	})
-	for range 3 {
-		wg.Go(func() {
-			sub := s.Subscribe(0)
-			defer sub.Close()
-			for want := uint64(1); want <= 1+2*calls; want++ {
-				ev, err := sub.Next(waitCtx(t))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if ev.Seq != want {
-					t.Errorf("got seq %d %s, want seq %d", ev.Seq, ev.Msg.MessageType(), want)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	readersSeeEveryEvent(t, s, 300)
 }
