@@ -8,17 +8,14 @@ func RunningWriters() int64 { return writersRunning.Load() }
 // SetIdleTick makes writers idle out after d instead of a second, for
 // the test's duration.
 func SetIdleTick(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := idleTick
-	idleTick = d
-	t.Cleanup(func() { idleTick = old })
+	setTunable(t, idleTick, d)
 }
 
 // SetHandOffFor makes a connection read its frames on its own goroutine
 // from d after its peer's idle spell (or its first frame) instead of
 // 100 ms, for the test's duration (ws.go, readFrameWhere).
 func SetHandOffFor(t interface{ Cleanup(func()) }, d time.Duration) {
-	old := handOffFor.Swap(int64(d))
-	t.Cleanup(func() { handOffFor.Store(old) })
+	setTunable(t, handOffFor, d)
 }
 
 // IdleRunners returns how many of the manager's shared call runners are
@@ -32,6 +29,11 @@ func (s *Server) IdleFrameReaders() int { return s.frames.Idle() }
 // SetFrameReadTimeout bounds a frame's arrival, once begun, by d instead
 // of a minute, for the test's duration (wsframetime.go).
 func SetFrameReadTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
-	frameTimeoutForTests.Store(int64(d))
-	t.Cleanup(func() { frameTimeoutForTests.Store(0) })
+	setTunable(t, frameReadTimeout, d)
+}
+
+// setTunable sets v to d for the test's duration.
+func setTunable(t interface{ Cleanup(func()) }, v *tunable, d time.Duration) {
+	old := v.ns.Swap(int64(d))
+	t.Cleanup(func() { v.ns.Store(old) })
 }

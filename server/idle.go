@@ -10,8 +10,7 @@ import (
 // before it ends (between one and two ticks): the next reply or event
 // starts a new one (ws.go, kick). A round trip every few hundred
 // milliseconds keeps its writer; ten thousand idle clients keep none.
-// (A variable for tests.)
-var idleTick = time.Second
+var idleTick = newTunable(time.Second)
 
 // idleTicks is the clock every parked writer waits on: a channel closed
 // at the next tick. It runs only while some writer waits (a timer per
@@ -35,7 +34,7 @@ func (k *idleClock) next() <-chan struct{} {
 	}
 	ch := make(chan struct{})
 	k.ch.Store(&ch)
-	time.AfterFunc(idleTick, func() {
+	time.AfterFunc(idleTick.get(), func() {
 		k.ch.CompareAndSwap(&ch, nil)
 		close(ch)
 	})

@@ -112,7 +112,7 @@ func (c *wsConn) run() {
 func (c *wsConn) readFrameWhere() bool {
 	if c.woke == justOpened {
 		c.woke = sinceStart()
-	} else if sinceStart()-c.woke >= time.Duration(handOffFor.Load()) {
+	} else if sinceStart()-c.woke >= handOffFor.get() {
 		return c.readFrame()
 	}
 	c.handed.Add(1)
@@ -135,13 +135,8 @@ func readHandedFrame(c *wsConn) {
 // back a millisecond later.
 const idleWait = 2 * time.Millisecond
 
-// handOffFor, in nanoseconds: see idleWait. (Atomic for tests, which
-// change it while connections an earlier test left may still read it.)
-var handOffFor = func() *atomic.Int64 {
-	var d atomic.Int64
-	d.Store(int64(100 * time.Millisecond))
-	return &d
-}()
+// handOffFor: see idleWait.
+var handOffFor = newTunable(100 * time.Millisecond)
 
 // justOpened is a connection's woke until its first frame (readFrameWhere).
 const justOpened time.Duration = -1
@@ -248,7 +243,7 @@ const maxCloseReason = 123
 // gives.
 func peerCloseReason(cause error) string {
 	if errors.Is(cause, errFrameIncomplete) {
-		return fmt.Sprintf("a frame was begun and not completed within %s", frameReadTimeout())
+		return fmt.Sprintf("a frame was begun and not completed within %s", frameReadTimeout.get())
 	}
 	return textcut.Cut(cause.Error(), maxCloseReason-len(textcut.Ellipsis))
 }
@@ -387,6 +382,17 @@ func (c *wsConn) subscribe(after *uint64) *session.Subscription {
 	return sub
 }
 
+// readerEnds ends the connection from its reader, for cause: the reader
+// stops, so ctx's end need not drop the connection to stop it (open's
+// AfterFunc), and end closes it with the handshake, telling the peer why
+// (peerCloseReason). Cancelling first, the AfterFunc could drop the
+// connection before end's close frame, and the peer saw only the
+// connection end.
+func (c *wsConn) readerEnds(cause error) {
+	c.readerDone.Store(true)
+	c.cancel(cause)
+}
+
 // readFrame reads, decodes and answers the peer's next frame, and reports
 // whether the connection goes on: a bad frame gets an error reply and
 // the connection stays usable.
@@ -397,7 +403,7 @@ func (c *wsConn) readFrame() bool {
 	typ, rd, err := c.conn.Reader(context.Background()) // ctx's end closes the connection
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.cancel(readError(err))
+			c.readerEnds(readError(err))
 		}
 		return false
 	}
@@ -407,7 +413,7 @@ func (c *wsConn) readFrame() bool {
 	data, err := readAll(*buf, lr)
 	if err != nil {
 		buffers.put(buf, data)
-		c.cancel(readError(err))
+		c.readerEnds(readError(err))
 		return false
 	}
 	allowed := c.bucket.take(time.Now())
@@ -415,11 +421,11 @@ func (c *wsConn) readFrame() bool {
 		buffers.put(buf, data)
 		n, err := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
 		if err != nil {
-			c.cancel(readError(err))
+			c.readerEnds(readError(err))
 			return false
 		}
 		if n >= hardMessageLimit {
-			c.cancel(fmt.Errorf("message larger than %d bytes", hardMessageLimit))
+			c.readerEnds(fmt.Errorf("message larger than %d bytes", hardMessageLimit))
 			return false
 		}
 		c.reply(nil, protocol.Errorf(protocol.CodeTooLarge, "frame larger than %d bytes; nothing was applied", protocol.MaxFrameBytes))

@@ -126,7 +126,7 @@ func (c *corkConn) track(b []byte) {
 	switch within := c.frames.feed(b); {
 	case within && !c.deadline:
 		c.deadline = true
-		_ = c.Conn.SetReadDeadline(time.Now().Add(frameReadTimeout())) // a closed connection fails the read anyway
+		_ = c.Conn.SetReadDeadline(time.Now().Add(frameReadTimeout.get())) // a closed connection fails the read anyway
 	case !within && c.deadline:
 		c.deadline = false
 		_ = c.Conn.SetReadDeadline(time.Time{})

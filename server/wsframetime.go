@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 )
 
-// defaultFrameReadTimeout bounds how long a message may take to arrive
+// frameReadTimeout bounds how long a message may take to arrive
 // once its first bytes have: a peer that begins a frame and stops would
 // otherwise hold the goroutine reading it — its connection's, or one of
 // the server's shared frame readers (readFrameWhere) — for as long as it
@@ -17,29 +16,17 @@ import (
 // one too large to apply (up to hardMessageLimit, which is read and
 // dropped) at 9 Mbit/s. Waiting between messages has no bound: an idle
 // connection is what a client keeps.
-const defaultFrameReadTimeout = time.Minute
-
-// frameTimeoutForTests replaces defaultFrameReadTimeout when set (ns):
-// atomic, since a connection an earlier test left may still be reading.
-var frameTimeoutForTests atomic.Int64
-
-// frameReadTimeout returns the bound on a message's arrival.
-func frameReadTimeout() time.Duration {
-	if d := frameTimeoutForTests.Load(); d > 0 {
-		return time.Duration(d)
-	}
-	return defaultFrameReadTimeout
-}
+var frameReadTimeout = newTunable(time.Minute)
 
 // errFrameIncomplete is the cause of a connection ended because a frame
-// did not arrive whole within frameReadTimeout (closeReason).
+// did not arrive whole within frameReadTimeout (peerCloseReason).
 var errFrameIncomplete = errors.New("a frame was begun and not completed in time")
 
 // readError is the cause of a connection ended by a failed read: the
 // read's error, or errFrameIncomplete for the deadline a frameTracker set.
 func readError(err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("read: %w (within %s): %w", errFrameIncomplete, frameReadTimeout(), err)
+		return fmt.Errorf("read: %w (within %s): %w", errFrameIncomplete, frameReadTimeout.get(), err)
 	}
 	return fmt.Errorf("read: %w", err)
 }
