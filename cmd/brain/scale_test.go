@@ -358,20 +358,35 @@ func TestIdleClientMemory(t *testing.T) {
 	}
 	base := settledMemory(t, g0+warm)
 	writeHeapProfile(t, ".base")
-	if err := clients.Connect(warm + n); err != nil {
-		t.Fatal(err)
-	}
-	at := settledMemory(t, g0+warm+n)
-	writeHeapProfile(t, "")
-	pc := per(n, base, at)
-	t.Logf("%d clients: the store's write cache %d → %d B; per client %.0f B heap, %.0f B stacks, %.0f B RSS, %.2f goroutines (%.0f B mapped: %.0f B free in spans in use, %.0f B metadata)",
-		n, base.StoreCache, at.StoreCache, pc.Heap, pc.Stack, pc.RSS, pc.Goroutines, pc.Mapped, pc.Unused, pc.Metadata)
 	bound := float64(goalBytesPerClient)
 	if testutil.RaceEnabled {
 		bound *= 2 // the race detector's bookkeeping rides on every allocation and goroutine
 	}
+	// The samples are the whole process's: what the goroutines of the
+	// tests before this one still hold, or let go of, moves the heap
+	// between them by megabytes now and then on a loaded machine (once:
+	// 7 MB over 100 clients, 84 KB a client where 11 KB is usual). A
+	// sample over the bound is taken again, with another batch of
+	// clients over the last; clients that hold more than the bound do so
+	// in every batch.
+	const attempts = 3
+	var pc perClient
+	for attempt, connected := 0, warm+n; ; attempt, connected = attempt+1, connected+n {
+		if err := clients.Connect(connected); err != nil {
+			t.Fatal(err)
+		}
+		at := settledMemory(t, g0+connected)
+		writeHeapProfile(t, "")
+		pc = per(n, base, at)
+		t.Logf("%d clients over %d: the store's write cache %d → %d B; per client %.0f B heap, %.0f B stacks, %.0f B RSS, %.2f goroutines (%.0f B mapped: %.0f B free in spans in use, %.0f B metadata)",
+			n, connected-n, base.StoreCache, at.StoreCache, pc.Heap, pc.Stack, pc.RSS, pc.Goroutines, pc.Mapped, pc.Unused, pc.Metadata)
+		if pc.Heap+pc.Stack <= bound || attempt == attempts-1 {
+			break
+		}
+		base = at
+	}
 	if got := pc.Heap + pc.Stack; got > bound {
-		t.Errorf("an idle connected client holds %.0f bytes of heap and stacks, want at most %.0f", got, bound)
+		t.Errorf("an idle connected client holds %.0f bytes of heap and stacks in %d batches in a row, want at most %.0f", got, attempts, bound)
 	}
 	if pc.Goroutines > 2.05 {
 		t.Errorf("an idle connected client holds %.2f goroutines, want at most 2", pc.Goroutines)
