@@ -50,15 +50,14 @@ type CallPoint struct {
 // callTimes keeps the timings of a session's latest calls. A call being
 // made has a record of its own; once it finishes, its record is encoded
 // (appendCall) and appended to a chunk of a few KiB that holds others
-// one after another — bytes without pointers, about 60–100 a call — and
-// the oldest chunk goes once the others hold maxCallTimes calls: a busy
-// session keeps its latest 1,024 calls, and the console reads one now
-// and then.
+// one after another — bytes without pointers, about 60–100 a call, a
+// third of that once the chunk is full and compressed — and the oldest
+// chunk goes once the others hold maxCallTimes calls: a busy session
+// keeps its latest 1,024 calls, and the console reads one now and then.
 type callTimes struct {
 	mu     sync.Mutex
 	live   map[string]*callRecord // calls not finished
-	chunks [][]byte               // finished calls, encoded, each after its length; oldest first
-	counts []int                  // the calls in each chunk
+	chunks []callChunk            // finished calls, encoded; oldest first; all but the last packed (calltimes_pack.go)
 	total  int                    // the calls in chunks
 	base   int64                  // Unix ns of the first point observed: the encoded points' origin
 }
@@ -149,25 +148,27 @@ func (ct *callTimes) keep(c *callRecord) {
 	n := len(ct.chunks)
 	switch {
 	case n == 0:
-		ct.chunks, ct.counts = append(ct.chunks, make([]byte, 0, max(firstCallChunkBytes, need))), append(ct.counts, 0)
+		ct.chunks = append(ct.chunks, callChunk{b: make([]byte, 0, max(firstCallChunkBytes, need))})
 		n++
-	case len(ct.chunks[n-1])+need <= cap(ct.chunks[n-1]):
-	case cap(ct.chunks[n-1]) < callChunkBytes:
+	case len(ct.chunks[n-1].b)+need <= cap(ct.chunks[n-1].b):
+	case cap(ct.chunks[n-1].b) < callChunkBytes:
 		// A session's first chunk grows to callChunkBytes: one that made a
 		// few calls holds a few hundred bytes.
-		last := ct.chunks[n-1]
-		ct.chunks[n-1] = append(make([]byte, 0, max(min(2*cap(last), callChunkBytes), len(last)+need)), last...)
+		last := ct.chunks[n-1].b
+		ct.chunks[n-1].b = append(make([]byte, 0, max(min(2*cap(last), callChunkBytes), len(last)+need)), last...)
 	default:
-		ct.chunks, ct.counts = append(ct.chunks, make([]byte, 0, max(callChunkBytes, need))), append(ct.counts, 0)
+		ct.chunks[n-1].pack()
+		ct.chunks = append(ct.chunks, callChunk{b: make([]byte, 0, max(callChunkBytes, need))})
 		n++
 	}
-	ct.chunks[n-1] = append(binary.AppendUvarint(ct.chunks[n-1], uint64(len(rec))), rec...)
-	ct.counts[n-1]++
+	last := &ct.chunks[n-1]
+	last.b = append(binary.AppendUvarint(last.b, uint64(len(rec))), rec...)
+	last.calls++
 	ct.total++
-	for len(ct.chunks) > 1 && ct.total-ct.counts[0] >= maxCallTimes {
-		ct.total -= ct.counts[0]
-		ct.chunks[0] = nil
-		ct.chunks, ct.counts = ct.chunks[1:], ct.counts[1:]
+	for len(ct.chunks) > 1 && ct.total-ct.chunks[0].calls >= maxCallTimes {
+		ct.total -= ct.chunks[0].calls
+		ct.chunks[0] = callChunk{}
+		ct.chunks = ct.chunks[1:]
 	}
 }
 
@@ -177,8 +178,21 @@ func (ct *callTimes) get(id string) (CallTimes, bool) {
 	if c := ct.live[id]; c != nil {
 		return c.times(), true
 	}
+	buf := scratch.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= 2*callChunkBytes {
+			scratch.Put(buf)
+		}
+	}()
 	for i := len(ct.chunks) - 1; i >= 0; i-- { // the latest first; an id is one call's
-		for b := ct.chunks[i]; len(b) > 0; {
+		b, err := ct.chunks[i].records(*buf)
+		if err != nil {
+			continue // not this process's bytes: its calls are not kept (a bug)
+		}
+		if ct.chunks[i].packed {
+			*buf = b[:0]
+		}
+		for len(b) > 0 {
 			n, k := binary.Uvarint(b)
 			rec := b[k : k+int(n)]
 			if isCall(rec, id) {

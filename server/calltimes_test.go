@@ -3,10 +3,13 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
@@ -86,33 +89,66 @@ func TestCallTimesKeepFinishedCallsEncoded(t *testing.T) {
 	if _, ok := ct.get("c0"); ok {
 		t.Errorf("the first of %d calls is kept", made)
 	}
-	if len(ct.live) != 0 || ct.total < maxCallTimes || ct.total-ct.counts[0] >= maxCallTimes {
+	if len(ct.live) != 0 || ct.total < maxCallTimes || ct.total-ct.chunks[0].calls >= maxCallTimes {
 		t.Errorf("%d calls live, %d kept in %d chunks (%d in the oldest): want none live, at least %d kept, and fewer without the oldest chunk",
-			len(ct.live), ct.total, len(ct.chunks), ct.counts[0], maxCallTimes)
+			len(ct.live), ct.total, len(ct.chunks), ct.chunks[0].calls, maxCallTimes)
 	}
 }
 
 // TestCallTimesMemory: a session's timings of its latest 1,024 calls
-// take about 60 bytes a call, in chunks without pointers, where a record
-// of its own, its points and outcome, and a map entry took about 250.
-// What the timings hold is counted exactly (a heap sample is not: it
-// moves by more than the timings with what else the collector frees).
+// take about 35 bytes a call: records without pointers, about 70 bytes
+// a call here, in chunks each compressed once full to about 30 bytes a
+// call, and the chunk being filled. A record of its own, its points and
+// outcome, and a map entry took about 250; the records uncompressed, 70.
+// The calls here are as a busy session makes them — kernel call ids, a
+// few capability names, small results, points microseconds apart and
+// calls up to half a second apart, each at a random moment (seeded: the
+// same every run) — and what the timings hold is counted exactly (a heap
+// sample is not: it moves by more than the timings with what else the
+// collector frees).
 func TestCallTimesMemory(t *testing.T) {
-	at := time.Now()
-	out := &protocol.Outcome{Value: json.RawMessage(`{"n":7}`)}
+	r := rand.New(rand.NewPCG(21, 1024))
+	at := time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC)
 	ct := &callTimes{}
+	names := []string{"ui.echo", "ui.confirm", "search_docs", "fs.read"}
 	for i := range 2 * maxCallTimes {
-		observeCall(ct, fmt.Sprintf("cq3k5x7m2a-%d", i+1), at.Add(time.Duration(i)*time.Second), false, out)
+		ev := session.CallEvent{CallID: "cq3k5x7m2a-" + strconv.FormatUint(uint64(i+1), 36), Name: names[r.IntN(len(names))],
+			Invoker: protocol.AudienceLLM, Time: at, Kind: session.CallStarted}
+		for _, kind := range []session.CallEventKind{session.CallStarted, session.CallDispatched, session.CallFinished} {
+			ev.Kind, ev.Time = kind, ev.Time.Add(time.Duration(5_000+r.IntN(60_000)))
+			if kind == session.CallFinished {
+				ev.Outcome = protocol.Outcome{Value: json.RawMessage(fmt.Sprintf(`{"n":%d,"ok":true}`, r.IntN(1000)))}
+			}
+			ct.observe(ev)
+		}
+		at = at.Add(time.Duration(r.Int64N(int64(500 * time.Millisecond))))
 	}
-	held := 24*cap(ct.chunks) + 8*cap(ct.counts) // the slices' headers and counts
-	for _, c := range ct.chunks {
-		held += cap(c)
+	for i, c := range ct.chunks[:len(ct.chunks)-1] {
+		if !c.packed {
+			t.Fatalf("chunk %d of %d, full, is not compressed", i+1, len(ct.chunks))
+		}
 	}
+	held := heldByTimings(ct)
 	per := held / ct.total
 	t.Logf("%d calls kept in %d chunks: %d bytes, %d a call", ct.total, len(ct.chunks), held, per)
-	if per > 72 {
-		t.Errorf("a call's timings take %d bytes, want at most 72", per)
+	if per > 40 {
+		t.Errorf("a call's timings take %d bytes, want at most 40", per)
 	}
+	for i := 2*maxCallTimes - ct.total; i < 2*maxCallTimes; i++ {
+		if _, ok := ct.get("cq3k5x7m2a-" + strconv.FormatUint(uint64(i+1), 36)); !ok {
+			t.Fatalf("call %d, one of the latest %d, is not kept", i+1, ct.total)
+		}
+	}
+}
+
+// heldByTimings is what ct's finished calls hold: its chunks' bytes and
+// their slice.
+func heldByTimings(ct *callTimes) int {
+	held := int(unsafe.Sizeof(callChunk{})) * cap(ct.chunks)
+	for _, c := range ct.chunks {
+		held += cap(c.b)
+	}
+	return held
 }
 
 // TestCallTimesOfAFewCalls: a session that made a few calls holds a few
@@ -122,8 +158,8 @@ func TestCallTimesOfAFewCalls(t *testing.T) {
 	for i := range 3 {
 		observeCall(ct, fmt.Sprintf("cq3k5x7m2a-%d", i+1), time.Now(), false, &protocol.Outcome{Value: json.RawMessage(`{"n":7}`)})
 	}
-	if len(ct.chunks) != 1 || cap(ct.chunks[0]) > firstCallChunkBytes {
-		t.Errorf("3 calls: %d chunks, the first of %d bytes; want one of at most %d", len(ct.chunks), cap(ct.chunks[0]), firstCallChunkBytes)
+	if len(ct.chunks) != 1 || cap(ct.chunks[0].b) > firstCallChunkBytes {
+		t.Errorf("3 calls: %d chunks, the first of %d bytes; want one of at most %d", len(ct.chunks), cap(ct.chunks[0].b), firstCallChunkBytes)
 	}
 	for i := range 3 {
 		if _, ok := ct.get(fmt.Sprintf("cq3k5x7m2a-%d", i+1)); !ok {
@@ -170,11 +206,44 @@ func TestCallTimesBoundWhatPeersChose(t *testing.T) {
 	for i := range maxCallTimes {
 		observeCall(&ct, fmt.Sprintf("cq3k5x7m2a-%d", i+1), at.Add(time.Duration(i)*time.Second), false, &protocol.Outcome{Value: big})
 	}
-	held := 0
-	for _, c := range ct.chunks {
-		held += cap(c)
+	if held := heldByTimings(&ct); held/ct.total > 72 {
+		t.Errorf("%d calls of 64 KiB results hold %d bytes of timings, %d a call; want at most 72 a call", ct.total, held, held/ct.total)
 	}
-	if per := held / ct.total; per > 72 {
-		t.Errorf("%d calls of 64 KiB results hold %d bytes of timings, %d a call; want at most 72 a call", ct.total, held, per)
+}
+
+// BenchmarkCallTimesObserve: what a finished call's timings cost the call
+// that made them — its three points observed, its record encoded, and
+// once a chunk is full (about 60 calls) the chunk compressed.
+func BenchmarkCallTimesObserve(b *testing.B) {
+	at := time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC)
+	out := &protocol.Outcome{Value: json.RawMessage(`{"n":7,"ok":true}`)}
+	ids := make([]string, 4*maxCallTimes)
+	for i := range ids {
+		ids[i] = "cq3k5x7m2a-" + strconv.FormatUint(uint64(i+1), 36)
+	}
+	var ct callTimes
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		observeCall(&ct, ids[i%len(ids)], at.Add(time.Duration(i)*time.Millisecond), false, out)
+		i++
+	}
+}
+
+// BenchmarkCallTimesGetOldest: the console's read of the oldest call a
+// session remembers — every chunk decompressed and looked through.
+func BenchmarkCallTimesGetOldest(b *testing.B) {
+	at := time.Date(2026, 12, 7, 2, 0, 0, 0, time.UTC)
+	out := &protocol.Outcome{Value: json.RawMessage(`{"n":7,"ok":true}`)}
+	var ct callTimes
+	for i := range 2 * maxCallTimes {
+		observeCall(&ct, "cq3k5x7m2a-"+strconv.FormatUint(uint64(i+1), 36), at.Add(time.Duration(i)*time.Millisecond), false, out)
+	}
+	oldest := "cq3k5x7m2a-" + strconv.FormatUint(uint64(2*maxCallTimes-ct.total+1), 36)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := ct.get(oldest); !ok {
+			b.Fatal("the oldest call is not kept")
+		}
 	}
 }

@@ -416,10 +416,12 @@ func (s *Session) afterFinish(c *call, _ protocol.Outcome) {
 
 // finishedRing remembers how recent calls ended, so that a late result or
 // approval gets an error that says what happened rather than "unknown".
-// A busy session fills it, so an entry is 16 bytes without pointers and
+// A busy session fills it, so an entry is one word without pointers and
 // the ring has no map: a call id is its prefix and its counter
 // (nextCallID), the prefix and the code indexes into small tables, and a
-// lookup — only for an id no longer pending — reads the ring.
+// lookup — only for an id no longer pending — reads the ring. The ring
+// grows by doubling to its size, so 1,024 calls take 8 KiB, not the
+// 9.6 KiB append would round up to.
 type finishedRing struct {
 	calls    []finishedCall // grows to size, then wraps
 	size     int
@@ -428,23 +430,35 @@ type finishedRing struct {
 	codes    []protocol.Code // the codes seen, "" (a value outcome) first (finishedCall.code)
 }
 
-// finishedCall is one finished call of a finishedRing.
-type finishedCall struct {
-	n      uint64 // the call id's counter
-	prefix uint16 // the call id's prefix, in prefixes
-	code   uint16 // how it ended, in codes; codeOverflow: an error whose code did not fit
-}
+// finishedCall is one finished call of a finishedRing: from the high
+// bits, its id's counter, its id's prefix (in prefixes) and how it ended
+// (in codes; codeOverflow: an error whose code did not fit).
+type finishedCall uint64
 
 // The tables' bounds. A journal restores calls under the prefixes of the
 // session's earlier processes, one each; a peer's error results may carry
-// codes of their own. A call under a prefix past the bound is not
-// remembered (a late result for it is told not_found), a code past it is
-// told as "an error".
+// codes of their own. A call under a prefix past the bound, or whose
+// counter passes maxFinishedCounter (a session that has made 5·10^14
+// calls), is not remembered (a late result for it is told not_found); a
+// code past the bound is told as "an error".
 const (
-	maxFinishedPrefixes = 64
+	finishedCodeBits    = 9 // 256 codes and codeOverflow
+	finishedPrefixBits  = 6
+	maxFinishedPrefixes = 1 << finishedPrefixBits
 	maxFinishedCodes    = 256
-	codeOverflow        = 0xffff
+	codeOverflow        = 1<<finishedCodeBits - 1
+	maxFinishedCounter  = 1<<(64-finishedPrefixBits-finishedCodeBits) - 1
 )
+
+func newFinishedCall(n uint64, prefix, code uint16) finishedCall {
+	return finishedCall(n<<(finishedPrefixBits+finishedCodeBits) | uint64(prefix)<<finishedCodeBits | uint64(code))
+}
+
+func (fc finishedCall) counter() uint64 { return uint64(fc) >> (finishedPrefixBits + finishedCodeBits) }
+func (fc finishedCall) prefix() int {
+	return int(uint64(fc)>>finishedCodeBits) & (maxFinishedPrefixes - 1)
+}
+func (fc finishedCall) code() uint16 { return uint16(fc) & codeOverflow }
 
 // splitCallID returns a call id's prefix and counter, as nextCallID made
 // them: the prefix up to its last '-', a counter in lower-case base 36
@@ -491,16 +505,26 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
 	if !ok {
 		return
 	}
-	fc := finishedCall{n: n}
-	if fc.prefix, ok = index(&f.prefixes, prefix, maxFinishedPrefixes); !ok {
+	if n > maxFinishedCounter {
 		return
 	}
+	p, ok := index(&f.prefixes, prefix, maxFinishedPrefixes)
+	if !ok {
+		return
+	}
+	code := uint16(0)
 	if !out.IsOK() {
-		if fc.code, ok = index(&f.codes, out.Err.Code, maxFinishedCodes); !ok || out.Err.Code == "" {
-			fc.code = codeOverflow
+		if code, ok = index(&f.codes, out.Err.Code, maxFinishedCodes); !ok || out.Err.Code == "" {
+			code = codeOverflow
 		}
 	}
-	if len(f.calls) < f.size {
+	fc := newFinishedCall(n, p, code)
+	switch {
+	case len(f.calls) < cap(f.calls):
+		f.calls = append(f.calls, fc)
+		return
+	case len(f.calls) < f.size:
+		f.calls = append(make([]finishedCall, 0, min(f.size, max(16, 2*cap(f.calls)))), f.calls...)
 		f.calls = append(f.calls, fc)
 		return
 	}
@@ -521,16 +545,17 @@ func (s *Session) finishedHow(id string) (string, bool) {
 		return "", false // no call under that prefix was remembered
 	}
 	for _, fc := range f.calls {
-		if fc.n != n || int(fc.prefix) != p {
+		if fc.counter() != n || fc.prefix() != p {
 			continue
 		}
-		switch {
-		case fc.code == codeOverflow:
+		switch code := fc.code(); code {
+		case codeOverflow:
 			return "with an error", true
-		case fc.code == 0:
+		case 0:
 			return "with a result", true
+		default:
+			return "with " + string(f.codes[code]), true
 		}
-		return "with " + string(f.codes[fc.code]), true
 	}
 	return "", false
 }

@@ -215,7 +215,7 @@ func readersSeeEveryEvent(t *testing.T, s *session.Session, calls int) {
 // 2,048 calls (4,097 events) holds a few KiB of events with a History,
 // where it held every event of its replay window — about 0.6 MiB —
 // without one; and its latest 1,024 finished calls (Options.
-// FinishedMemory) in 16 KiB, where they took 125 KiB in a map.
+// FinishedMemory) in 8 KiB, where they took 125 KiB in a map.
 func TestHistoryBoundsSessionMemory(t *testing.T) {
 	for _, c := range []struct {
 		what  string
@@ -223,7 +223,7 @@ func TestHistoryBoundsSessionMemory(t *testing.T) {
 		bound int64
 	}{
 		{"the events (one finished call kept)", session.Options{FinishedMemory: 1}, 16 << 10},
-		{"the defaults", session.Options{}, 32 << 10},
+		{"the defaults", session.Options{}, 24 << 10},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			if per := sessionHeap(t, c.opts); per > c.bound {
