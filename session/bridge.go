@@ -376,7 +376,7 @@ func (s *Session) finishLocked(c *call, out protocol.Outcome) bool {
 	c.finished = true
 	c.outcome = s.boundOutcome(c.name, out)
 	delete(s.calls, c.id)
-	s.rememberFinishedLocked(c.id, out)
+	s.rememberFinishedLocked(c.id, out, c.dispatched && c.reg.def[0].FireAndForget)
 	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
 	return true
 }
@@ -447,6 +447,10 @@ const (
 	maxFinishedPrefixes = 1 << finishedPrefixBits
 	maxFinishedCodes    = 256
 	codeOverflow        = 1<<finishedCodeBits - 1
+	// codeFireAndForget marks a fire-and-forget call dispatched and so
+	// resolved with {} at once: its owner may still send its result (the
+	// spec lets it, and lets it not), which is then accepted and dropped.
+	codeFireAndForget = codeOverflow - 1
 	maxFinishedCounter  = 1<<(64-finishedPrefixBits-finishedCodeBits) - 1
 )
 
@@ -493,7 +497,7 @@ func index[T comparable](table *[]T, v T, limit int) (uint16, bool) {
 	return uint16(len(*table) - 1), true
 }
 
-func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
+func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome, fireAndForget bool) {
 	f := &s.finished
 	if f.size == 0 {
 		return
@@ -513,7 +517,10 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
 		return
 	}
 	code := uint16(0)
-	if !out.IsOK() {
+	switch {
+	case fireAndForget && out.IsOK():
+		code = codeFireAndForget
+	case !out.IsOK():
 		if code, ok = index(&f.codes, out.Err.Code, maxFinishedCodes); !ok || out.Err.Code == "" {
 			code = codeOverflow
 		}
@@ -532,32 +539,42 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome) {
 	f.next = (f.next + 1) % f.size
 }
 
-// finishedHow says how a call the ring remembers ended: "with a result",
-// "with <code>" or "with an error".
-func (s *Session) finishedHow(id string) (string, bool) {
+// finishedCode returns how a call the ring remembers ended: 0 with a
+// result, codeFireAndForget with {} at once, codeOverflow with an error
+// whose code did not fit, else an index into codes.
+func (s *Session) finishedCode(id string) (uint16, bool) {
 	f := &s.finished
 	prefix, n, ok := splitCallID(id)
 	if !ok {
-		return "", false
+		return 0, false
 	}
 	p := slices.Index(f.prefixes, prefix)
 	if p < 0 {
-		return "", false // no call under that prefix was remembered
+		return 0, false // no call under that prefix was remembered
 	}
 	for _, fc := range f.calls {
-		if fc.counter() != n || fc.prefix() != p {
-			continue
-		}
-		switch code := fc.code(); code {
-		case codeOverflow:
-			return "with an error", true
-		case 0:
-			return "with a result", true
-		default:
-			return "with " + string(f.codes[code]), true
+		if fc.counter() == n && fc.prefix() == p {
+			return fc.code(), true
 		}
 	}
-	return "", false
+	return 0, false
+}
+
+// finishedHow says how a call the ring remembers ended: "with a result",
+// "with <code>" or "with an error".
+func (s *Session) finishedHow(id string) (string, bool) {
+	code, ok := s.finishedCode(id)
+	switch {
+	case !ok:
+		return "", false
+	case code == codeOverflow:
+		return "with an error", true
+	case code == codeFireAndForget:
+		return "with {} at once (fire-and-forget)", true
+	case code == 0:
+		return "with a result", true
+	}
+	return "with " + string(s.finished.codes[code]), true
 }
 
 // lookupCallLocked returns the pending call id, or an error saying that it
@@ -587,7 +604,14 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 	c, err := s.lookupCallLocked(m.CallID)
 	switch {
 	case err != nil:
+		code, _ := s.finishedCode(m.CallID)
 		s.mu.Unlock()
+		if code == codeFireAndForget {
+			// The spec lets a fire-and-forget call's owner send its result
+			// or not; the call resolved with {} when it was dispatched.
+			s.logDebug("result of a fire-and-forget call dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()))
+			return nil
+		}
 		s.logInfo("result dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()), slog.String("reason", err.Message))
 		return err
 	case !c.reg.owner.Same(p) || c.reg.handler != nil:

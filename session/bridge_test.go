@@ -974,7 +974,8 @@ func TestFireAndForget(t *testing.T) {
 		wantValue(t, s.Invoke(waitCtx(t), protocol.AudienceLLM, "echo", textInput), string(textInput))
 	})
 	t.Run("client", func(t *testing.T) {
-		s := session.New("test", nil)
+		j := &memJournal{}
+		s := session.New("test", &session.Options{Journal: j})
 		c := clientCap("platform.react")
 		c.FireAndForget = true
 		if err := s.Register(session.Client, c); err != nil {
@@ -987,11 +988,47 @@ func TestFireAndForget(t *testing.T) {
 		if tr := trail(allEvents(t, s), o.CallID); !slices.Equal(tr, want) {
 			t.Errorf("call events %v, want %v", tr, want)
 		}
-		err := s.Result(session.Client, &protocol.CapabilityResult{CallID: o.CallID, Result: json.RawMessage(`{"shown":true}`)})
-		wantErrCode(t, err, protocol.CodeConflict)
-		if n := len(only[*protocol.CapabilityOutcome](allEvents(t, s))); n != 1 {
-			t.Errorf("%d outcome events after a result, want 1", n)
+		// The spec lets the client send the result all the same: it is
+		// accepted, and changes nothing — here and once the session is
+		// restored from its journal.
+		restored, err := session.Restore("test", j.events(t), nil, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, s := range []*session.Session{s, restored} {
+			before := len(allEvents(t, s))
+			for range 2 {
+				if err := s.Result(session.Client, &protocol.CapabilityResult{CallID: o.CallID, Result: json.RawMessage(`{"shown":true}`)}); err != nil {
+					t.Errorf("the result of a fire-and-forget call: %v, want it accepted", err)
+				}
+			}
+			if n := len(allEvents(t, s)); n != before {
+				t.Errorf("%d events after the results, want the %d before", n, before)
+			}
+			err := s.Approve(session.Client, &protocol.CapabilityApprove{CallID: o.CallID, Decision: protocol.DecisionApproved, DecidedBy: "ada"})
+			wantErrCode(t, err, protocol.CodeConflict)
+			if !strings.Contains(err.Error(), "fire-and-forget") {
+				t.Errorf("an approval of a fire-and-forget call that ran: %v, want it to say so", err)
+			}
+		}
+		// A call of a fire-and-forget capability that never ran is not
+		// one whose result may come.
+		c.RequiresApproval = true
+		c.Description = "React, once approved."
+		if err := s.Register(session.Client, c); err != nil {
+			t.Fatal(err)
+		}
+		sub := watch(t, s)
+		ctx, cancel := context.WithCancel(waitCtx(t))
+		done := make(chan protocol.Outcome, 1)
+		go func() { done <- s.Invoke(ctx, protocol.AudienceLLM, "platform.react", textInput) }()
+		req, _ := waitFor[*protocol.ApprovalRequested](t, sub, nil)
+		cancel()
+		if out := recv(t, done, "the cancelled call"); out.IsOK() {
+			t.Fatalf("a cancelled call awaiting approval: %+v", out)
+		}
+		err = s.Result(session.Client, &protocol.CapabilityResult{CallID: req.CallID, Result: json.RawMessage(`{}`)})
+		wantErrCode(t, err, protocol.CodeConflict)
 	})
 }
 

@@ -233,11 +233,14 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 		case *protocol.CapabilityOutcome:
 			ownerOf(m.Name)
 			streams = slices.DeleteFunc(streams, func(st stream) bool { return st.id == m.CallID })
+			fireAndForget := false
 			if p := byID[m.CallID]; p != nil {
 				delete(byID, m.CallID)
 				calls = slices.DeleteFunc(calls, func(q *restoredCall) bool { return q == p })
+				r, ok := s.caps[m.Name]
+				fireAndForget = p.invoked && ok && revs[m.Name] == r.rev && r.def[0].FireAndForget
 			}
-			s.rememberFinishedLocked(m.CallID, m.Outcome)
+			s.rememberFinishedLocked(m.CallID, m.Outcome, fireAndForget)
 		case *protocol.TurnStarted, *protocol.TurnEnded, *protocol.ConversationMessage:
 			s.replayTurnLocked(e.Seq, m) // turn.go
 		}
@@ -267,7 +270,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 	for _, st := range streams {
 		out := protocol.Fail(protocol.CodeCancelled, "the call to %q was never made: the session was restored (a restart, or another node took it over) while its props streamed", st.name)
 		s.mu.Lock()
-		s.rememberFinishedLocked(st.id, out)
+		s.rememberFinishedLocked(st.id, out, false)
 		s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, owner: st.owner,
 			msg: &protocol.CapabilityOutcome{CallID: st.id, Name: st.name, Outcome: out}})
 		s.mu.Unlock()
