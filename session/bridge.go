@@ -450,8 +450,8 @@ const (
 	// codeFireAndForget marks a fire-and-forget call dispatched and so
 	// resolved with {} at once: its owner may still send its result (the
 	// spec lets it, and lets it not), which is then accepted and dropped.
-	codeFireAndForget = codeOverflow - 1
-	maxFinishedCounter  = 1<<(64-finishedPrefixBits-finishedCodeBits) - 1
+	codeFireAndForget  = codeOverflow - 1
+	maxFinishedCounter = 1<<(64-finishedPrefixBits-finishedCodeBits) - 1
 )
 
 func newFinishedCall(n uint64, prefix, code uint16) finishedCall {
