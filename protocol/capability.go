@@ -2,7 +2,12 @@ package protocol
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
 	"reflect"
+	"strconv"
+	"time"
 )
 
 // Audience is who may see and invoke a capability.
@@ -91,12 +96,55 @@ func (c *Capability) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	type plain Capability
-	var p plain
+	var p struct {
+		plain
+		// The spec's callTimeoutMs is a number: any JSON number decodes
+		// (callTimeoutMs), where an int64 field would refuse 1500.5.
+		CallTimeoutMs json.RawMessage `json:"callTimeoutMs,omitempty"`
+	}
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err
 	}
-	*c = Capability(p)
+	*c = Capability(p.plain)
+	if raw := p.CallTimeoutMs; len(raw) > 0 && string(raw) != "null" {
+		ms, err := callTimeoutMs(raw)
+		if err != nil {
+			return err
+		}
+		c.CallTimeoutMs = &ms
+	}
 	return nil
+}
+
+// MaxCallTimeoutMs is the longest call timeout a timer holds, about 292
+// years; a callTimeoutMs above it is taken as it.
+const MaxCallTimeoutMs = math.MaxInt64 / int64(time.Millisecond)
+
+// callTimeoutMs reads the spec's callTimeoutMs, a JSON number, as whole
+// milliseconds: a fraction rounds up (1500.5 waits 1501 ms, never less
+// than asked), and a number past MaxCallTimeoutMs is MaxCallTimeoutMs.
+// What is not greater than 0 is an error, as Validate has it.
+func callTimeoutMs(raw json.RawMessage) (int64, error) {
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return 0, fmt.Errorf("callTimeoutMs: must be a number of milliseconds, got %.40s", raw)
+	}
+	n := json.Number(raw)
+	if ms, err := n.Int64(); err == nil {
+		if ms <= 0 {
+			return 0, fmt.Errorf("callTimeoutMs: must be greater than 0, got %s", n)
+		}
+		return min(ms, MaxCallTimeoutMs), nil
+	}
+	f, err := n.Float64()
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("callTimeoutMs: %.40s is not a number", raw)
+	case f <= 0: // a negative number's magnitude past float64 is -Inf
+		return 0, fmt.Errorf("callTimeoutMs: must be greater than 0, got %s", n)
+	case f >= float64(MaxCallTimeoutMs):
+		return MaxCallTimeoutMs, nil
+	}
+	return int64(math.Ceil(f)), nil
 }
 
 // AudienceOrDefault returns the capability's audience, or DefaultAudience

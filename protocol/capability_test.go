@@ -146,3 +146,34 @@ func TestIsIdentifierCode(t *testing.T) {
 		}
 	}
 }
+
+// TestCallTimeoutMsIsANumber: the spec's callTimeoutMs is a number, so
+// any JSON number decodes — a fraction rounded up to whole milliseconds
+// (never a shorter wait than asked), an exponent, a number past what a
+// timer holds taken as MaxCallTimeoutMs — and anything else, or a number
+// not greater than 0, is an error naming the field.
+func TestCallTimeoutMsIsANumber(t *testing.T) {
+	decode := func(v string) (*int64, error) {
+		var c protocol.Capability
+		err := json.Unmarshal([]byte(`{"name":"a","description":"d","inputSchema":{},"side":"client","origin":{"kind":"client"},"callTimeoutMs":`+v+`}`), &c)
+		return c.CallTimeoutMs, err
+	}
+	for in, want := range map[string]int64{
+		"60000": 60000, "1500.5": 1501, "1500.0": 1500, "0.0001": 1, "1e3": 1000, "2.5E1": 25,
+		"9223372036854": protocol.MaxCallTimeoutMs, "9223372036855": protocol.MaxCallTimeoutMs,
+		"9223372036854775807": protocol.MaxCallTimeoutMs, "1e30": protocol.MaxCallTimeoutMs, "1e400": protocol.MaxCallTimeoutMs,
+	} {
+		got, err := decode(in)
+		if err != nil || got == nil || *got != want {
+			t.Errorf("callTimeoutMs %s: %v, %v; want %d", in, got, err, want)
+		}
+	}
+	if got, err := decode("null"); err != nil || got != nil {
+		t.Errorf("callTimeoutMs null: %v, %v; want absent", got, err)
+	}
+	for _, in := range []string{"0", "-1", "-0.5", "-1e400", "0.0", `"1500"`, "true", "{}", "[1]"} {
+		if _, err := decode(in); err == nil || !strings.Contains(err.Error(), "callTimeoutMs") {
+			t.Errorf("callTimeoutMs %s: %v, want an error naming callTimeoutMs", in, err)
+		}
+	}
+}

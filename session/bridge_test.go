@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -1087,6 +1088,28 @@ func TestTimeout(t *testing.T) {
 			}
 			theOutcome(t, s, out)
 		})
+	}
+}
+
+// TestLongestTimeout: a callTimeoutMs past what a timer holds waits as
+// long as one can (protocol.MaxCallTimeoutMs) — it wrapped around to a
+// negative duration, and the call timed out at once.
+func TestLongestTimeout(t *testing.T) {
+	for _, v := range []int64{protocol.MaxCallTimeoutMs, protocol.MaxCallTimeoutMs + 1, math.MaxInt64} {
+		s := session.New("test", nil)
+		c := clientCap("patient")
+		c.CallTimeoutMs = ms(v)
+		if err := s.Register(session.Client, c); err != nil {
+			t.Fatal(err)
+		}
+		sub := watch(t, s)
+		done := make(chan protocol.Outcome, 1)
+		go func() { done <- s.Invoke(waitCtx(t), protocol.AudienceLLM, "patient", textInput) }()
+		inv, _ := waitFor[*protocol.CapabilityInvoked](t, sub, nil)
+		if err := s.Result(session.Client, &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+			t.Fatalf("callTimeoutMs %d: the result: %v (the call ended before it)", v, err)
+		}
+		wantValue(t, recv(t, done, "the outcome"), `{"ok":true}`)
 	}
 }
 

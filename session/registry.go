@@ -143,8 +143,8 @@ func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registrati
 	if r.output != nil {
 		c.OutputSchema = r.output.raw
 	}
-	if c.CallTimeoutMs != nil {
-		r.timeout = time.Duration(*c.CallTimeoutMs) * time.Millisecond
+	if c.CallTimeoutMs != nil { // bounded: a larger one would wrap around to a negative duration, a timeout at once
+		r.timeout = time.Duration(min(*c.CallTimeoutMs, protocol.MaxCallTimeoutMs)) * time.Millisecond
 	}
 	if r.rev, err = revisionOf(&c); err != nil {
 		return nil, fail(protocol.CodeInvalidRequest, err)
