@@ -66,3 +66,12 @@ func ExampleCallIDOf() {
 	// call-1
 	// ""
 }
+
+func ExampleLeadingFrameID() {
+	// The first bytes of a frame too large to read whole.
+	fmt.Printf("%q\n", protocol.LeadingFrameID([]byte(`{"v":2,"id":"p-9","msg":{"type":"capability_result","callId":"c1","result":"xxxxxxxx`)))
+	fmt.Printf("%q\n", protocol.LeadingFrameID([]byte(`{"v":2,"msg":{"type":"capability_result","callId":"c1","result":"xxxxxxxx`)))
+	// Output:
+	// "p-9"
+	// ""
+}

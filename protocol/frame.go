@@ -274,6 +274,36 @@ func frameID(data []byte) string {
 	return id
 }
 
+// LeadingFrameID returns the string value of the top-level "id" of a
+// frame of which only prefix was read (one too large to read whole), or
+// "" when no top-level "id" with a string value comes before the cut. A
+// reply to such a frame can so carry its ref when the peer put the id
+// first, as the spec's examples do.
+func LeadingFrameID(prefix []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "" // cut short before the id, or not JSON
+		}
+		if k, _ := tok.(string); k == "id" {
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				return ""
+			}
+			return s
+		}
+	}
+	return ""
+}
+
 // DecodeMessage decodes one message strictly by its "type".
 func DecodeMessage(data []byte) (Message, error) {
 	if m, ok := decodeMessageFast(data); ok { // decodefast.go

@@ -213,6 +213,8 @@ func TestBadFramesKeepTheConnection(t *testing.T) {
 		{"wrong version", `{"v":3,"id":"q2","msg":{"type":"resume","afterSeq":0}}`, protocol.CodeInvalidRequest, "q2"},
 		{"kernel message", `{"v":2,"id":"q3","msg":{"type":"capability_invoked","callId":"c","name":"n","input":{},"invokedBy":"agent"}}`, protocol.CodeInvalidRequest, "q3"},
 		{"oversized", `{"v":2,"msg":{"type":"capability_deregister","names":["` + strings.Repeat("x", protocol.MaxFrameBytes) + `"]}}`, protocol.CodeTooLarge, ""},
+		{"oversized, its id first", `{"v":2,"id":"q5","msg":{"type":"capability_deregister","names":["` + strings.Repeat("x", protocol.MaxFrameBytes) + `"]}}`, protocol.CodeTooLarge, "q5"},
+		{"oversized, its id past the cut", `{"v":2,"msg":{"type":"capability_deregister","names":["` + strings.Repeat("x", protocol.MaxFrameBytes) + `"]},"id":"q6"}`, protocol.CodeTooLarge, ""},
 		{"forbidden origin", `{"v":2,"id":"q4","msg":{"type":"capability_register","capabilities":[{"name":"a","description":"d","inputSchema":{},"side":"agent","origin":{"kind":"agent"}}]}}`, protocol.CodeForbidden, "q4"},
 	}
 	for _, tt := range tests {

@@ -418,6 +418,7 @@ func (c *wsConn) readFrame() bool {
 	}
 	allowed := c.bucket.take(time.Now())
 	if len(data) > protocol.MaxFrameBytes {
+		id := protocol.LeadingFrameID(data)
 		buffers.put(buf, data)
 		n, err := io.Copy(io.Discard, io.LimitReader(rd, hardMessageLimit))
 		if err != nil {
@@ -428,7 +429,11 @@ func (c *wsConn) readFrame() bool {
 			c.readerEnds(fmt.Errorf("message larger than %d bytes", hardMessageLimit))
 			return false
 		}
-		c.reply(nil, protocol.Errorf(protocol.CodeTooLarge, "frame larger than %d bytes; nothing was applied", protocol.MaxFrameBytes))
+		var ref *string
+		if id != "" {
+			ref = &id
+		}
+		c.reply(ref, protocol.Errorf(protocol.CodeTooLarge, "frame larger than %d bytes; nothing was applied", protocol.MaxFrameBytes))
 		return true
 	}
 	if typ != websocket.MessageText {
