@@ -12,6 +12,7 @@ import (
 	"time"
 	"unique"
 
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -29,16 +30,27 @@ type registration struct {
 	rev     string // revision: the digest of cap's definition (see revisionOf)
 }
 
-// RegisterError is a rejected registration: which capability, and the rule
-// it broke. Nothing in the session changed.
+// RegisterError is a rejected registration or deregistration: which
+// capability, and the rule it broke. Nothing in the session changed.
 type RegisterError struct {
 	Name string
 	Code protocol.Code
 	Err  error
+	// Deregister is set when a deregistration was refused.
+	Deregister bool
 }
 
+// maxNameInError bounds how much of a capability's name an error repeats
+// (a name that may be registered is repeated whole): a peer's name may be
+// anything up to its frame's size.
+const maxNameInError = protocol.MaxNameBytes
+
 func (e *RegisterError) Error() string {
-	return fmt.Sprintf("register %q: %v", e.Name, e.Err)
+	op := "register"
+	if e.Deregister {
+		op = "deregister"
+	}
+	return fmt.Sprintf("%s %q: %v", op, textcut.Cut(e.Name, maxNameInError), e.Err)
 }
 
 // Unwrap returns the broken rule.
@@ -262,7 +274,7 @@ func (s *Session) userCapsLocked() int {
 // to a removed capability end with unavailable.
 func (s *Session) Deregister(p Peer, names ...string) error {
 	if p.Side == SideOperator {
-		return &RegisterError{Name: firstName(names), Code: protocol.CodeForbidden, Err: fmt.Errorf("an operator may not deregister capabilities")}
+		return &RegisterError{Deregister: true, Name: firstName(names), Code: protocol.CodeForbidden, Err: fmt.Errorf("an operator may not deregister capabilities")}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -271,9 +283,9 @@ func (s *Session) Deregister(p Peer, names ...string) error {
 		switch {
 		case !ok:
 		case r.def[0].Origin.Kind == protocol.OriginFramework: // whatever the peer claims to be
-			return &RegisterError{Name: n, Code: protocol.CodeForbidden, Err: fmt.Errorf("built in: nobody may deregister it")}
+			return &RegisterError{Deregister: true, Name: n, Code: protocol.CodeForbidden, Err: fmt.Errorf("built in: nobody may deregister it")}
 		case !r.owner.Same(p):
-			return &RegisterError{Name: n, Code: protocol.CodeForbidden,
+			return &RegisterError{Deregister: true, Name: n, Code: protocol.CodeForbidden,
 				Err: fmt.Errorf("registered by %s (origin %s); %s may not deregister it", r.owner, r.def[0].Origin, p)}
 		}
 	}

@@ -32,7 +32,11 @@ func wantRejected(t *testing.T, s *session.Session, before string, err error, na
 	if re.Code != code || re.ErrorCode() != code {
 		t.Errorf("RegisterError code = %s, want %s (%v)", re.Code, code, err)
 	}
-	if !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+	named := fmt.Sprintf("%q", name)
+	if len(name) > protocol.MaxNameBytes { // the error names a name too long by its first bytes
+		named = fmt.Sprintf("%q", name[:protocol.MaxNameBytes]+"…")
+	}
+	if !strings.Contains(err.Error(), named) {
 		t.Errorf("error %q does not name the capability %q", err, name)
 	}
 	if !strings.Contains(err.Error(), rule) {
@@ -514,6 +518,9 @@ func TestDeregister(t *testing.T) {
 			err := s.Deregister(tt.peer, tt.names...)
 			if tt.code != "" {
 				wantErrCode(t, err, tt.code)
+				if !strings.HasPrefix(err.Error(), "deregister ") {
+					t.Errorf("a refused deregister says %q, want it to name the deregister", err)
+				}
 				if after := state(t, s); after != before {
 					t.Errorf("a refused deregister changed the session:\nbefore %s\nafter  %s", before, after)
 				}
@@ -765,4 +772,17 @@ func TestCapabilitiesList(t *testing.T) {
 		out := s.Invoke(waitCtx(t), protocol.AudienceLLM, session.CapabilitiesListName, json.RawMessage(`{"filter":"x"}`))
 		wantCode(t, out, protocol.CodeInvalidInput)
 	})
+}
+
+// TestRegisterErrorCutsTheName: an error repeats at most the first 256
+// bytes of the capability's name (protocol.MaxNameBytes) — a peer's name may be a megabyte, and
+// its error reply was as large.
+func TestRegisterErrorCutsTheName(t *testing.T) {
+	s := session.New("test", nil)
+	long := strings.Repeat("n", 100<<10)
+	err := s.Register(session.Client, clientCap(long))
+	wantErrCode(t, err, protocol.CodeInvalidRequest)
+	if msg := err.Error(); len(msg) > 1024 || !strings.Contains(msg, strings.Repeat("n", protocol.MaxNameBytes)+"…\"") {
+		t.Errorf("a 100 KiB name's error is %d bytes (%.200q), want the name cut to %d bytes", len(msg), msg, protocol.MaxNameBytes)
+	}
 }
