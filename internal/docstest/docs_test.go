@@ -33,10 +33,12 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -373,10 +375,11 @@ func TestGitignore(t *testing.T) {
 		}
 		return
 	}
-	for _, tt := range []struct {
+	type path struct {
 		path    string
 		ignored bool
-	}{
+	}
+	paths := []path{
 		{"brain-data/tokens.json", true},
 		{"workspace/notes.txt", true},
 		{"artifacts/fs.read.tool.json", true},
@@ -384,7 +387,13 @@ func TestGitignore(t *testing.T) {
 		{"kernel-data/tokens.json", true},
 		{"examples/workspace/notes.txt", false},
 		{"cmd/brain/main.go", false},
-	} {
+	}
+	// And what the docs' commands write: every --data directory, every
+	// `brain build -o` directory and `go build -o` binary they name.
+	for _, p := range docsOutputs(t, root) {
+		paths = append(paths, path{p, true})
+	}
+	for _, tt := range paths {
 		cmd := exec.Command("git", "check-ignore", "-q", "--no-index", tt.path)
 		cmd.Dir = root
 		err := cmd.Run()
@@ -392,4 +401,34 @@ func TestGitignore(t *testing.T) {
 			t.Errorf("git check-ignore %s: ignored = %v, want %v (%v)", tt.path, got, tt.ignored, err)
 		}
 	}
+}
+
+// docsOutputs returns what the commands of README.md and docs/ write in
+// the repository: a file in each --data directory and `brain build -o`
+// directory they name, and each `go build -o` binary.
+func docsOutputs(t *testing.T, root string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	files = append(files, filepath.Join(root, "README.md"))
+	out := map[string]bool{}
+	flag := regexp.MustCompile(`(--data|\s-o)\s+([a-z][a-z0-9_.-]*)(\s|$)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, m := range flag.FindAllStringSubmatch(line, -1) {
+				if m[1] != "--data" && strings.Contains(line, "go build") {
+					out[m[2]] = true // a binary
+				} else {
+					out[m[2]+"/x"] = true
+				}
+			}
+		}
+	}
+	if !out["chat-data/x"] || !out["ts-artifacts/x"] {
+		t.Fatalf("the docs' outputs %v lack chat-data and ts-artifacts, which docs/console.md and the README write", out)
+	}
+	return slices.Sorted(maps.Keys(out))
 }
