@@ -131,7 +131,7 @@ func callTimeoutMs(raw json.RawMessage) (int64, error) {
 	n := json.Number(raw)
 	if ms, err := n.Int64(); err == nil {
 		if ms <= 0 {
-			return 0, fmt.Errorf("callTimeoutMs: must be greater than 0, got %s", n)
+			return 0, fmt.Errorf("callTimeoutMs: must be greater than 0, got %.40s", raw)
 		}
 		return min(ms, MaxCallTimeoutMs), nil
 	}
@@ -140,7 +140,7 @@ func callTimeoutMs(raw json.RawMessage) (int64, error) {
 	case err != nil && !errors.Is(err, strconv.ErrRange):
 		return 0, fmt.Errorf("callTimeoutMs: %.40s is not a number", raw)
 	case f <= 0: // a negative number's magnitude past float64 is -Inf
-		return 0, fmt.Errorf("callTimeoutMs: must be greater than 0, got %s", n)
+		return 0, fmt.Errorf("callTimeoutMs: must be greater than 0, got %.40s", raw)
 	case f >= float64(MaxCallTimeoutMs):
 		return MaxCallTimeoutMs, nil
 	}

@@ -50,8 +50,8 @@ type CallPoint struct {
 // callTimes keeps the timings of a session's latest calls. A call being
 // made has a record of its own; once it finishes, its record is encoded
 // (appendCall) and appended to a chunk of a few KiB that holds others
-// one after another — bytes without pointers, about 60–100 a call, a
-// third of that once the chunk is full and compressed — and the oldest
+// one after another — bytes without pointers, about 60–100 a call, about
+// 30 once the chunk is full and compressed — and the oldest
 // chunk goes once the others hold maxCallTimes calls: a busy session
 // keeps its latest 1,024 calls, and the console reads one now and then.
 type callTimes struct {

@@ -561,7 +561,7 @@ func (s *Session) finishedCode(id string) (uint16, bool) {
 }
 
 // finishedHow says how a call the ring remembers ended: "with a result",
-// "with <code>" or "with an error".
+// "with {} at once (fire-and-forget)", "with <code>" or "with an error".
 func (s *Session) finishedHow(id string) (string, bool) {
 	code, ok := s.finishedCode(id)
 	switch {
