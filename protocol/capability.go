@@ -139,12 +139,26 @@ func callTimeoutMs(raw json.RawMessage) (int64, error) {
 	switch {
 	case err != nil && !errors.Is(err, strconv.ErrRange):
 		return 0, fmt.Errorf("callTimeoutMs: %.40s is not a number", raw)
-	case f <= 0: // a negative number's magnitude past float64 is -Inf
+	case raw[0] == '-' || f == 0 && !nonZeroMantissa(raw): // -1e400 is -Inf, 1e-400 is 0: too small for a float, not zero
 		return 0, fmt.Errorf("callTimeoutMs: must be greater than 0, got %.40s", raw)
 	case f >= float64(MaxCallTimeoutMs):
 		return MaxCallTimeoutMs, nil
 	}
-	return int64(math.Ceil(f)), nil
+	return max(int64(math.Ceil(f)), 1), nil
+}
+
+// nonZeroMantissa reports whether a JSON number's digits before its
+// exponent are not all zeros.
+func nonZeroMantissa(num []byte) bool {
+	for _, c := range num {
+		switch {
+		case c == 'e' || c == 'E':
+			return false
+		case c >= '1' && c <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 // AudienceOrDefault returns the capability's audience, or DefaultAudience

@@ -159,7 +159,7 @@ func TestCallTimeoutMsIsANumber(t *testing.T) {
 		return c.CallTimeoutMs, err
 	}
 	for in, want := range map[string]int64{
-		"60000": 60000, "1500.5": 1501, "1500.0": 1500, "0.0001": 1, "1e3": 1000, "2.5E1": 25,
+		"60000": 60000, "1500.5": 1501, "1500.0": 1500, "0.0001": 1, "1e-400": 1, "1e3": 1000, "2.5E1": 25,
 		"9223372036854": protocol.MaxCallTimeoutMs, "9223372036855": protocol.MaxCallTimeoutMs,
 		"9223372036854775807": protocol.MaxCallTimeoutMs, "1e30": protocol.MaxCallTimeoutMs, "1e400": protocol.MaxCallTimeoutMs,
 	} {
@@ -171,7 +171,7 @@ func TestCallTimeoutMsIsANumber(t *testing.T) {
 	if got, err := decode("null"); err != nil || got != nil {
 		t.Errorf("callTimeoutMs null: %v, %v; want absent", got, err)
 	}
-	for _, in := range []string{"0", "-1", "-0.5", "-1e400", "0.0", `"1500"`, "true", "{}", "[1]"} {
+	for _, in := range []string{"0", "-0", "-0.0", "0e5", "0.000e-3", "-1", "-0.5", "-1e400", "-1e-400", "0.0", `"1500"`, "true", "{}", "[1]"} {
 		if _, err := decode(in); err == nil || !strings.Contains(err.Error(), "callTimeoutMs") {
 			t.Errorf("callTimeoutMs %s: %v, want an error naming callTimeoutMs", in, err)
 		}

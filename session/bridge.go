@@ -376,7 +376,11 @@ func (s *Session) finishLocked(c *call, out protocol.Outcome) bool {
 	c.finished = true
 	c.outcome = s.boundOutcome(c.name, out)
 	delete(s.calls, c.id)
-	s.rememberFinishedLocked(c.id, out, c.dispatched && c.reg.def[0].FireAndForget)
+	var fireAndForget *Peer // a peer's fire-and-forget call may get its result yet
+	if c.dispatched && c.reg.def[0].FireAndForget && c.reg.handler == nil {
+		fireAndForget = &c.reg.owner
+	}
+	s.rememberFinishedLocked(c.id, out, fireAndForget)
 	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
 	return true
 }
@@ -428,6 +432,7 @@ type finishedRing struct {
 	next     int
 	prefixes []string        // the call-id prefixes seen, this session's first (finishedCall.prefix)
 	codes    []protocol.Code // the codes seen, "" (a value outcome) first (finishedCall.code)
+	owners   []Peer          // the peers that owned fire-and-forget calls (codeFireAndForget)
 }
 
 // finishedCall is one finished call of a finishedRing: from the high
@@ -447,10 +452,15 @@ const (
 	maxFinishedPrefixes = 1 << finishedPrefixBits
 	maxFinishedCodes    = 256
 	codeOverflow        = 1<<finishedCodeBits - 1
-	// codeFireAndForget marks a fire-and-forget call dispatched and so
-	// resolved with {} at once: its owner may still send its result (the
-	// spec lets it, and lets it not), which is then accepted and dropped.
-	codeFireAndForget  = codeOverflow - 1
+	// codeFireAndForget and the codes after it mark a fire-and-forget call
+	// a peer owned, dispatched and so resolved with {} at once:
+	// codeFireAndForget+i is owners[i]'s. That peer may still send the
+	// call's result (the spec lets it, and lets it not), which is then
+	// acknowledged and dropped; anyone else's is refused as for any
+	// finished call. A call whose owner is past maxFinishedOwners is
+	// remembered as one that ended with a result.
+	codeFireAndForget  = maxFinishedCodes
+	maxFinishedOwners  = 64
 	maxFinishedCounter = 1<<(64-finishedPrefixBits-finishedCodeBits) - 1
 )
 
@@ -497,7 +507,10 @@ func index[T comparable](table *[]T, v T, limit int) (uint16, bool) {
 	return uint16(len(*table) - 1), true
 }
 
-func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome, fireAndForget bool) {
+// rememberFinishedLocked remembers how call id ended; fireAndForget is the
+// peer that owns it when it was a fire-and-forget call that peer answers,
+// dispatched (nil otherwise).
+func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome, fireAndForget *Peer) {
 	f := &s.finished
 	if f.size == 0 {
 		return
@@ -518,8 +531,10 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome, fireAn
 	}
 	code := uint16(0)
 	switch {
-	case fireAndForget && out.IsOK():
-		code = codeFireAndForget
+	case fireAndForget != nil && out.IsOK():
+		if i, ok := index(&f.owners, Peer{Side: fireAndForget.Side, AppID: fireAndForget.AppID}, maxFinishedOwners); ok {
+			code = codeFireAndForget + i
+		}
 	case !out.IsOK():
 		if code, ok = index(&f.codes, out.Err.Code, maxFinishedCodes); !ok || out.Err.Code == "" {
 			code = codeOverflow
@@ -540,8 +555,9 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome, fireAn
 }
 
 // finishedCode returns how a call the ring remembers ended: 0 with a
-// result, codeFireAndForget with {} at once, codeOverflow with an error
-// whose code did not fit, else an index into codes.
+// result, from codeFireAndForget with {} at once (fireAndForgetOwner),
+// codeOverflow with an error whose code did not fit, else an index into
+// codes.
 func (s *Session) finishedCode(id string) (uint16, bool) {
 	f := &s.finished
 	prefix, n, ok := splitCallID(id)
@@ -560,17 +576,27 @@ func (s *Session) finishedCode(id string) (uint16, bool) {
 	return 0, false
 }
 
+// fireAndForgetOwner returns the peer that owned a fire-and-forget call
+// the ring remembers by code.
+func (s *Session) fireAndForgetOwner(code uint16) (Peer, bool) {
+	if code < codeFireAndForget || int(code-codeFireAndForget) >= len(s.finished.owners) {
+		return Peer{}, false
+	}
+	return s.finished.owners[code-codeFireAndForget], true
+}
+
 // finishedHow says how a call the ring remembers ended: "with a result",
 // "with {} at once (fire-and-forget)", "with <code>" or "with an error".
 func (s *Session) finishedHow(id string) (string, bool) {
 	code, ok := s.finishedCode(id)
+	if _, ff := s.fireAndForgetOwner(code); ok && ff {
+		return "with {} at once (fire-and-forget)", true
+	}
 	switch {
 	case !ok:
 		return "", false
 	case code == codeOverflow:
 		return "with an error", true
-	case code == codeFireAndForget:
-		return "with {} at once (fire-and-forget)", true
 	case code == 0:
 		return "with a result", true
 	}
@@ -605,8 +631,9 @@ func (s *Session) Result(p Peer, m *protocol.CapabilityResult) error {
 	switch {
 	case err != nil:
 		code, _ := s.finishedCode(m.CallID)
+		owner, ff := s.fireAndForgetOwner(code)
 		s.mu.Unlock()
-		if code == codeFireAndForget {
+		if ff && owner.Same(p) {
 			// The spec lets a fire-and-forget call's owner send its result
 			// or not; the call resolved with {} when it was dispatched.
 			s.logDebug("result of a fire-and-forget call dropped", slog.String(keyCall, m.CallID), slog.String(keyPeer, p.String()))

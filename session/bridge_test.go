@@ -1011,6 +1011,10 @@ func TestFireAndForget(t *testing.T) {
 			if !strings.Contains(err.Error(), "fire-and-forget") {
 				t.Errorf("an approval of a fire-and-forget call that ran: %v, want it to say so", err)
 			}
+			// Only its owner's result: another peer's is refused, as for
+			// any call that finished.
+			err = s.Result(session.App("mallory"), &protocol.CapabilityResult{CallID: o.CallID, Result: json.RawMessage(`{}`)})
+			wantErrCode(t, err, protocol.CodeConflict)
 		}
 		// A call of a fire-and-forget capability that never ran is not
 		// one whose result may come.
@@ -1030,6 +1034,54 @@ func TestFireAndForget(t *testing.T) {
 		}
 		err = s.Result(session.Client, &protocol.CapabilityResult{CallID: req.CallID, Result: json.RawMessage(`{}`)})
 		wantErrCode(t, err, protocol.CodeConflict)
+	})
+}
+
+// TestFireAndForgetResultOnlyAsTheCallWasMade: a late result is taken for
+// a fire-and-forget call only as its registration was when the call was
+// dispatched, and only for a call a peer answers — not for an agent-side
+// call (its handler answers), nor, live or restored, for a call made to a
+// registration that became fire-and-forget after it was dispatched.
+func TestFireAndForgetResultOnlyAsTheCallWasMade(t *testing.T) {
+	t.Run("agent side", func(t *testing.T) {
+		s := session.New("test", nil)
+		c := agentCap("notify")
+		c.FireAndForget = true
+		if err := s.RegisterAgent(c, echo); err != nil {
+			t.Fatal(err)
+		}
+		o := theOutcome(t, s, s.Invoke(waitCtx(t), protocol.AudienceLLM, "notify", textInput))
+		for _, p := range []session.Peer{session.Runtime, session.Client} { // its owner, whose handler answers it, and another
+			err := s.Result(p, &protocol.CapabilityResult{CallID: o.CallID, Result: json.RawMessage(`{}`)})
+			wantErrCode(t, err, protocol.CodeConflict)
+		}
+	})
+	t.Run("became fire-and-forget after dispatch", func(t *testing.T) {
+		j := &memJournal{}
+		s := session.New("test", &session.Options{Journal: j})
+		c := clientCap("x")
+		if err := s.Register(session.Client, c); err != nil {
+			t.Fatal(err)
+		}
+		sub := watch(t, s)
+		done := make(chan protocol.Outcome, 1)
+		go func() { done <- s.Invoke(waitCtx(t), protocol.AudienceLLM, "x", textInput) }()
+		inv, _ := waitFor[*protocol.CapabilityInvoked](t, sub, nil)
+		c.FireAndForget, c.Description = true, "now fire-and-forget"
+		if err := s.Register(session.Client, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Result(session.Client, &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"a":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, recv(t, done, "the outcome"), `{"a":1}`)
+		r, err := session.Restore("test", j.events(t), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		late := &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"a":2}`)}
+		wantErrCode(t, s.Result(session.Client, late), protocol.CodeConflict)
+		wantErrCode(t, r.Result(session.Client, late), protocol.CodeConflict)
 	})
 }
 

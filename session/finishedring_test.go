@@ -20,7 +20,7 @@ func TestFinishedRingIsOneWordACall(t *testing.T) {
 		if i == 1999 {
 			n = maxFinishedCounter
 		}
-		s.rememberFinishedLocked("cq3k5x7m2-"+formatCounter(n), failed, false)
+		s.rememberFinishedLocked("cq3k5x7m2-"+formatCounter(n), failed, nil)
 	}
 	if got := cap(s.finished.calls) * 8; got != 8<<10 {
 		t.Errorf("1,024 finished calls take %d bytes, want 8192", got)
@@ -32,7 +32,7 @@ func TestFinishedRingIsOneWordACall(t *testing.T) {
 		t.Errorf("a call never made is remembered %s", how)
 	}
 	past := "cq3k5x7m2-" + formatCounter(maxFinishedCounter+1)
-	s.rememberFinishedLocked(past, failed, false)
+	s.rememberFinishedLocked(past, failed, nil)
 	if how, ok := s.finishedHow(past); ok {
 		t.Errorf("a call whose counter is past the bound is remembered %s", how)
 	}

@@ -233,12 +233,15 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 		case *protocol.CapabilityOutcome:
 			ownerOf(m.Name)
 			streams = slices.DeleteFunc(streams, func(st stream) bool { return st.id == m.CallID })
-			fireAndForget := false
+			var fireAndForget *Peer
 			if p := byID[m.CallID]; p != nil {
 				delete(byID, m.CallID)
 				calls = slices.DeleteFunc(calls, func(q *restoredCall) bool { return q == p })
-				r, ok := s.caps[m.Name]
-				fireAndForget = p.invoked && ok && revs[m.Name] == r.rev && r.def[0].FireAndForget
+				// Fire-and-forget as the call was made: the registration it
+				// was dispatched to (p.rev), not a later one of the name.
+				if r, ok := s.caps[m.Name]; ok && p.invoked && p.rev == r.rev && r.def[0].FireAndForget && r.handler == nil {
+					fireAndForget = &r.owner
+				}
 			}
 			s.rememberFinishedLocked(m.CallID, m.Outcome, fireAndForget)
 		case *protocol.TurnStarted, *protocol.TurnEnded, *protocol.ConversationMessage:
@@ -270,7 +273,7 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 	for _, st := range streams {
 		out := protocol.Fail(protocol.CodeCancelled, "the call to %q was never made: the session was restored (a restart, or another node took it over) while its props streamed", st.name)
 		s.mu.Lock()
-		s.rememberFinishedLocked(st.id, out, false)
+		s.rememberFinishedLocked(st.id, out, nil)
 		s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, owner: st.owner,
 			msg: &protocol.CapabilityOutcome{CallID: st.id, Name: st.name, Outcome: out}})
 		s.mu.Unlock()

@@ -239,7 +239,7 @@ func (rs *RenderStream) release() {
 func (rs *RenderStream) end(out protocol.Outcome) {
 	s := rs.s
 	s.mu.Lock()
-	s.rememberFinishedLocked(rs.id, out, false)
+	s.rememberFinishedLocked(rs.id, out, nil)
 	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, owner: &rs.owner,
 		msg: &protocol.CapabilityOutcome{CallID: rs.id, Name: rs.name, Outcome: out}})
 	s.mu.Unlock()
