@@ -249,27 +249,20 @@ func decodeFrameWith(data []byte, decodeMsg func([]byte) (Message, error)) (*Fra
 // document, matched exactly (not case-folded), or "" when there is none,
 // it is not a string, or it appears twice.
 func frameID(data []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	id, found, ok := "", false, true
+	whole := eachMember(data, func(key string, v json.RawMessage) bool {
+		if key != "id" {
+			return true
+		}
+		if found || json.Unmarshal(v, &id) != nil {
+			ok = false
+			return false
+		}
+		found = true
+		return true
+	})
+	if !whole || !ok {
 		return ""
-	}
-	id, found := "", false
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return ""
-		}
-		if k, _ := tok.(string); k == "id" {
-			var s string
-			if found || json.Unmarshal(v, &s) != nil {
-				return ""
-			}
-			id, found = s, true
-		}
 	}
 	return id
 }
@@ -280,28 +273,42 @@ func frameID(data []byte) string {
 // reply to such a frame can so carry its ref when the peer put the id
 // first, as the spec's examples do.
 func LeadingFrameID(prefix []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(prefix))
+	var id string
+	eachMember(prefix, func(key string, v json.RawMessage) bool {
+		if key != "id" {
+			return true
+		}
+		if json.Unmarshal(v, &id) != nil {
+			id = ""
+		}
+		return false
+	})
+	return id
+}
+
+// eachMember calls visit with each top-level member of the JSON object
+// in data, in order, until visit returns false. It reports whether every
+// member was read: false when data is not an object, or is cut short or
+// not JSON before the member visit stopped at, or visit stopped.
+func eachMember(data []byte, visit func(key string, v json.RawMessage) bool) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
+		return false
 	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return ""
+			return false
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return "" // cut short before the id, or not JSON
+			return false
 		}
-		if k, _ := tok.(string); k == "id" {
-			var s string
-			if json.Unmarshal(v, &s) != nil {
-				return ""
-			}
-			return s
+		if k, _ := tok.(string); !visit(k, v) {
+			return false
 		}
 	}
-	return ""
+	return true
 }
 
 // DecodeMessage decodes one message strictly by its "type".

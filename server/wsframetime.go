@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -105,12 +106,9 @@ func (t *frameTracker) frameHeader() {
 	fin, opcode := h[0]&0x80 != 0, h[0]&0x0f
 	switch n := h[1] & 0x7f; n {
 	case 126:
-		t.payload = uint64(h[2])<<8 | uint64(h[3])
+		t.payload = uint64(binary.BigEndian.Uint16(h[2:4]))
 	case 127:
-		t.payload = 0
-		for _, c := range h[2:10] {
-			t.payload = t.payload<<8 | uint64(c)
-		}
+		t.payload = binary.BigEndian.Uint64(h[2:10])
 	default:
 		t.payload = uint64(n)
 	}

@@ -694,16 +694,6 @@ func TestPeerResults(t *testing.T) {
 
 // TestResultRules: who may answer, and when.
 func TestResultRules(t *testing.T) {
-	// dispatched starts a call to a peer-side capability and waits until it
-	// is dispatched.
-	dispatched := func(t *testing.T, s *session.Session, name string) (string, chan protocol.Outcome) {
-		t.Helper()
-		sub := watch(t, s)
-		done := make(chan protocol.Outcome, 1)
-		go func() { done <- s.Invoke(context.Background(), protocol.AudienceLLM, name, textInput) }()
-		inv, _ := waitFor[*protocol.CapabilityInvoked](t, sub, nil)
-		return inv.CallID, done
-	}
 	result := func(id, v string) *protocol.CapabilityResult {
 		return &protocol.CapabilityResult{CallID: id, Result: json.RawMessage(v)}
 	}
@@ -1063,15 +1053,12 @@ func TestFireAndForgetResultOnlyAsTheCallWasMade(t *testing.T) {
 		if err := s.Register(session.Client, c); err != nil {
 			t.Fatal(err)
 		}
-		sub := watch(t, s)
-		done := make(chan protocol.Outcome, 1)
-		go func() { done <- s.Invoke(waitCtx(t), protocol.AudienceLLM, "x", textInput) }()
-		inv, _ := waitFor[*protocol.CapabilityInvoked](t, sub, nil)
+		id, done := dispatched(t, s, "x")
 		c.FireAndForget, c.Description = true, "now fire-and-forget"
 		if err := s.Register(session.Client, c); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Result(session.Client, &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"a":1}`)}); err != nil {
+		if err := s.Result(session.Client, &protocol.CapabilityResult{CallID: id, Result: json.RawMessage(`{"a":1}`)}); err != nil {
 			t.Fatal(err)
 		}
 		wantValue(t, recv(t, done, "the outcome"), `{"a":1}`)
@@ -1079,7 +1066,7 @@ func TestFireAndForgetResultOnlyAsTheCallWasMade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		late := &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"a":2}`)}
+		late := &protocol.CapabilityResult{CallID: id, Result: json.RawMessage(`{"a":2}`)}
 		wantErrCode(t, s.Result(session.Client, late), protocol.CodeConflict)
 		wantErrCode(t, r.Result(session.Client, late), protocol.CodeConflict)
 	})
@@ -1154,11 +1141,8 @@ func TestLongestTimeout(t *testing.T) {
 		if err := s.Register(session.Client, c); err != nil {
 			t.Fatal(err)
 		}
-		sub := watch(t, s)
-		done := make(chan protocol.Outcome, 1)
-		go func() { done <- s.Invoke(waitCtx(t), protocol.AudienceLLM, "patient", textInput) }()
-		inv, _ := waitFor[*protocol.CapabilityInvoked](t, sub, nil)
-		if err := s.Result(session.Client, &protocol.CapabilityResult{CallID: inv.CallID, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+		id, done := dispatched(t, s, "patient")
+		if err := s.Result(session.Client, &protocol.CapabilityResult{CallID: id, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
 			t.Fatalf("callTimeoutMs %d: the result: %v (the call ended before it)", v, err)
 		}
 		wantValue(t, recv(t, done, "the outcome"), `{"ok":true}`)

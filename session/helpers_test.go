@@ -270,6 +270,17 @@ func names(caps []protocol.Capability) []string {
 	return out
 }
 
+// dispatched starts a call to a peer-side capability and waits until it
+// is dispatched: its id, and the channel its outcome comes on.
+func dispatched(t testing.TB, s *session.Session, name string) (string, chan protocol.Outcome) {
+	t.Helper()
+	sub := watch(t, s)
+	done := make(chan protocol.Outcome, 1)
+	go func() { done <- s.Invoke(waitCtx(t), protocol.AudienceLLM, name, textInput) }()
+	inv, _ := waitFor[*protocol.CapabilityInvoked](t, sub, nil)
+	return inv.CallID, done
+}
+
 // answer runs a peer that answers every capability_invoked of name with
 // reply(invocation), as p, until the test ends. A Result error fails the
 // test.
