@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -395,20 +396,45 @@ func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, pr
 		}
 		limit = n
 	}
+	m := srv.opts.Manager
 	cursor := q.Get("cursor")
-	if cursor != "" && !ValidSessionID(cursor) {
-		httpError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("cursor %q: want the next of a previous page", cursor))
+	after, err := m.cursors.open(r.Context(), m.opts.Store, cursor)
+	switch {
+	case errors.Is(err, errCursor):
+		httpError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("cursor %q: %v", textcut.Cut(cursor, 64), err))
+		return
+	case err != nil:
+		srv.cursorFailed(w, err)
 		return
 	}
 	var keep func(string) bool
 	if !pr.Operator() { // a client lists its tenant's sessions
-		keep = func(id string) bool { return srv.opts.Manager.reaches(r.Context(), pr, id) }
+		keep = func(id string) bool { return m.reaches(r.Context(), pr, id) }
 	}
-	list, next, err := srv.opts.Manager.List(r.Context(), cursor, limit, keep)
+	list, next, err := m.List(r.Context(), after, limit, keep)
 	if err != nil {
 		srv.log.Warn("list stored sessions", slog.String("error", err.Error()))
 	}
+	if keep != nil && next != "" && (len(list) == 0 || list[len(list)-1].ID != next) {
+		// A short page, ended at a session that may be another
+		// tenant's: its position, sealed (list_cursor.go).
+		if next, err = m.cursors.seal(r.Context(), m.opts.Store, next); err != nil {
+			srv.cursorFailed(w, err)
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, sessionsPage{Sessions: list, Next: next})
+}
+
+// cursorFailed answers a list whose cursor could not be sealed or opened
+// for want of the store's secret.
+func (srv *Server) cursorFailed(w http.ResponseWriter, err error) {
+	srv.log.Warn("list sessions: the cursors' key", slog.String("error", err.Error()))
+	if msg, ok := storeFaultOf(err); ok {
+		storeUnavailable(w, msg)
+		return
+	}
+	httpError(w, http.StatusInternalServerError, "internal", "cannot seal the list's cursor: "+err.Error())
 }
 
 // handleCreateSession is POST /v1/sessions: an explicit create, the only

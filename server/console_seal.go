@@ -55,12 +55,7 @@ func newConsoleKeys(master []byte) (*consoleKeys, error) {
 	if len(master) != 32 {
 		return nil, fmt.Errorf("the console key is %d bytes, want 32", len(master))
 	}
-	derive := func(label string) []byte {
-		m := hmac.New(sha256.New, master)
-		m.Write([]byte(label))
-		return m.Sum(nil)
-	}
-	block, err := aes.NewCipher(derive("brain console cookie v1"))
+	block, err := aes.NewCipher(deriveKey(master, "brain console cookie v1"))
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +63,15 @@ func newConsoleKeys(master []byte) (*consoleKeys, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &consoleKeys{aead: aead, csrf: derive("brain console csrf v1")}, nil
+	return &consoleKeys{aead: aead, csrf: deriveKey(master, "brain console csrf v1")}, nil
+}
+
+// deriveKey derives a 32-byte key for one purpose, named by label, from
+// a master key: HMAC-SHA256(master, label).
+func deriveKey(master []byte, label string) []byte {
+	m := hmac.New(sha256.New, master)
+	m.Write([]byte(label))
+	return m.Sum(nil)
 }
 
 // signinClaims is what a cookie holds: the sign-in's random id, when it

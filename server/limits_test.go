@@ -51,7 +51,13 @@ func newLimited(t testing.TB, mo server.ManagerOptions, o server.Options) (*fixt
 // get does a request with a token and returns the status and body.
 func (f *fixture) get(method, path, token string) (int, string) {
 	f.t.Helper()
-	req, _ := http.NewRequest(method, f.srv.URL+path, nil)
+	return f.send(method, path, token, "")
+}
+
+// send is get with a request body.
+func (f *fixture) send(method, path, token, body string) (int, string) {
+	f.t.Helper()
+	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

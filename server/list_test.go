@@ -8,13 +8,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/server"
 )
 
 // listPages pages through GET /v1/sessions with limit, as token, and
 // returns the ids in the order listed and the size of each page.
 func listPages(t *testing.T, f *fixture, token string, limit int) (ids []string, sizes []int) {
+	ids, sizes, _ = listPagesCursors(t, f, token, limit)
+	return ids, sizes
+}
+
+// listPagesCursors is listPages, with the next cursors the pages gave.
+func listPagesCursors(t *testing.T, f *fixture, token string, limit int) (ids []string, sizes []int, cursors []string) {
 	t.Helper()
 	cursor := ""
 	for range 1000 { // bounded: a list whose pages never end fails below
@@ -41,15 +46,16 @@ func listPages(t *testing.T, f *fixture, token string, limit int) (ids []string,
 		}
 		sizes = append(sizes, len(page.Sessions))
 		if page.Next == nil {
-			return ids, sizes
+			return ids, sizes, cursors
 		}
-		if *page.Next <= cursor {
+		if !strings.HasPrefix(*page.Next, "c1.") && *page.Next <= cursor {
 			t.Fatalf("GET %s: next %q does not move on", path, *page.Next)
 		}
 		cursor = *page.Next
+		cursors = append(cursors, cursor)
 	}
 	t.Fatal("the pages never end")
-	return nil, nil
+	return nil, nil, nil
 }
 
 // TestListSessionsPages: GET /v1/sessions pages with limit and cursor —
@@ -62,15 +68,8 @@ func TestListSessionsPages(t *testing.T) {
 	st := &listingStore{memStore: memStore{frames: map[string][][]byte{}}}
 	f, _ := newLimited(t, server.ManagerOptions{Store: st}, server.Options{})
 	create := func(token, id string) {
-		req, _ := http.NewRequestWithContext(testutil.Context(t), "POST", f.srv.URL+"/v1/sessions", strings.NewReader(`{"id":"`+id+`"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("create %s: %d", id, resp.StatusCode)
+		if status, body := f.send("POST", "/v1/sessions", token, `{"id":"`+id+`"}`); status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", id, status, body)
 		}
 	}
 	var mine, all []string
@@ -113,6 +112,76 @@ func TestListSessionsPages(t *testing.T) {
 		name, _, _ := strings.Cut(q, "=")
 		if status != http.StatusBadRequest || !strings.Contains(body, name) {
 			t.Errorf("GET /v1/sessions?%s: %d %s, want 400 naming %s", q, status, body, name)
+		}
+	}
+}
+
+// TestListCursorTellsNothingOfOtherTenants: a client's page that ends
+// short of its limit (its scan stopped among other tenants' sessions)
+// gives a sealed cursor, not the id the scan stopped at — which told a
+// probe every other tenant's ids — and the pages still list exactly the
+// tenant's sessions; a full page's cursor is its last row, the caller's
+// own; a sealed cursor altered, or cut, is a 400 naming the cursor.
+func TestListCursorTellsNothingOfOtherTenants(t *testing.T) {
+	st := &listingStore{memStore: memStore{frames: map[string][][]byte{}}}
+	f, _ := newLimited(t, server.ManagerOptions{Store: st}, server.Options{})
+	var mine, theirs []string
+	for i := range 60 {
+		id := fmt.Sprintf("secret-customer-%02d", i)
+		if i%25 == 7 { // a few of the client's own among many others'
+			id = fmt.Sprintf("mine-%02d", i)
+			mine = append(mine, id)
+		} else {
+			theirs = append(theirs, id)
+		}
+		token := otherClientToken
+		if strings.HasPrefix(id, "mine-") {
+			token = clientToken
+		}
+		if status, body := f.send("POST", "/v1/sessions", token, `{"id":"`+id+`"}`); status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", id, status, body)
+		}
+	}
+	slices.Sort(mine)
+	got, sizes, cursors := listPagesCursors(t, f, clientToken, 1)
+	if !slices.Equal(got, mine) {
+		t.Fatalf("pages of 1: %v, want the tenant's %v", got, mine)
+	}
+	sealed := 0
+	for i, c := range cursors {
+		switch {
+		case strings.HasPrefix(c, "c1."):
+			sealed++
+		case !slices.Contains(mine, c):
+			t.Fatalf("cursor %d is %q, neither sealed nor one of the tenant's sessions", i, c)
+		}
+		for _, other := range theirs {
+			if strings.Contains(c, other) {
+				t.Fatalf("cursor %d %q tells another tenant's session %s", i, c, other)
+			}
+		}
+	}
+	if sealed == 0 || !slices.Contains(sizes, 0) {
+		t.Fatalf("no short page (sizes %v, %d sealed cursors): the test does not test", sizes, sealed)
+	}
+	// Two cursors of the same position differ (a fresh nonce each), so
+	// that equal positions are not told apart either.
+	_, _, again := listPagesCursors(t, f, clientToken, 1)
+	if len(again) != len(cursors) || (again[0] == cursors[0] && strings.HasPrefix(again[0], "c1.")) {
+		t.Fatalf("cursors %v, then %v", cursors, again)
+	}
+	var c string
+	for _, c = range cursors {
+		if strings.HasPrefix(c, "c1.") {
+			break
+		}
+	}
+	flipped := []byte(c)
+	flipped[len(flipped)-2] ^= 'A' ^ 'B'
+	for _, bad := range []string{string(flipped), c[:len(c)-4], "c1.", "c1.!!", "c2." + c[3:]} {
+		status, body := f.get("GET", "/v1/sessions?limit=1&cursor="+bad, clientToken)
+		if status != http.StatusBadRequest || !strings.Contains(body, "cursor") {
+			t.Errorf("cursor %q: %d %s, want 400 naming the cursor", bad, status, body)
 		}
 	}
 }
