@@ -78,9 +78,9 @@ type Manager struct {
 
 	inbox inbox // pending approvals across sessions, for the console
 
-	limits   Limits   // quotas, with defaults (limits.go)
-	owners   *owners  // who owns each session, and the quota of sessions per tenant (tenancy.go)
-	journals journals // journal bytes per session
+	limits   Limits     // quotas, with defaults (limits.go)
+	owners   *owners    // who owns each session, and the quota of sessions per tenant (tenancy.go)
+	journals journals   // journal bytes per session
 	cursors  cursorSeal // seals the sessions list's short-page cursors (list_cursor.go)
 	// runners run every session's started calls and handlers
 	// (session.Options.Go: runOn, its Submit made once) on goroutines
