@@ -378,6 +378,87 @@ func TestTokensFile(t *testing.T) {
 	}
 }
 
+// TestWatchTokensSeesEveryChange: a change the file's size and
+// modification time do not show still takes effect — the mode fixed as
+// the refusal asked (chmod 600 after a file readable by others), a token
+// rotated to one of the same length in a file whose modification time
+// was kept (cp -p, rsync -a), renamed into place or written in place —
+// and a refusal is logged once, not at every look.
+func TestWatchTokensSeesEveryChange(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.json")
+	old := time.Now().Add(-time.Hour).Truncate(time.Second) // not racy: the stamp decides
+	body := func(tok string) string { return `{"tokens":[{"token":"` + tok + `","side":"client"}]}` }
+	write := func(tok string, mode os.FileMode, inPlace bool) {
+		t.Helper()
+		target := path + ".tmp"
+		if inPlace {
+			target = path
+		}
+		if err := os.WriteFile(target, []byte(body(tok)), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(target, mode); err != nil { // WriteFile keeps an existing file's mode
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(target, old, old); err != nil {
+			t.Fatal(err)
+		}
+		if !inPlace {
+			if err := os.Rename(target, path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("token-aaaaaaaaaaaaaaaaaaaa", 0o600, false)
+	tokens, _, _, err := server.LoadOrCreateTokens(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs testutil.LockedBuffer
+	go server.WatchTokens(ctx, tokens, path, 5*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
+	accepted := func(tok string) bool { _, ok := tokens.Peer(tok); return ok }
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(testutil.WaitLimit)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs.String())
+			}
+			time.Sleep(5 * time.Millisecond) // polling the watcher's effect, not synchronising
+		}
+	}
+
+	write("token-bbbbbbbbbbbbbbbbbbbb", 0o644, false) // refused: readable by others
+	waitFor("the refusal", func() bool { return strings.Contains(logs.String(), "chmod 600") })
+	if !accepted("token-aaaaaaaaaaaaaaaaaaaa") || accepted("token-bbbbbbbbbbbbbbbbbbbb") {
+		t.Fatal("a file readable by others changed the tokens")
+	}
+	if err := os.Chmod(path, 0o600); err != nil { // as the refusal asks: size and times unchanged
+		t.Fatal(err)
+	}
+	waitFor("the file after chmod 600", func() bool { return accepted("token-bbbbbbbbbbbbbbbbbbbb") })
+	if accepted("token-aaaaaaaaaaaaaaaaaaaa") {
+		t.Fatal("the revoked token is still accepted after chmod 600")
+	}
+	if n := strings.Count(logs.String(), "tokens file not reloaded"); n != 1 {
+		t.Fatalf("the refusal was logged %d times, want once:\n%s", n, logs.String())
+	}
+
+	write("token-cccccccccccccccccccc", 0o600, false) // same size, same modification time, renamed in
+	waitFor("a rotation renamed into place", func() bool { return accepted("token-cccccccccccccccccccc") })
+	if accepted("token-bbbbbbbbbbbbbbbbbbbb") {
+		t.Fatal("the rotated token is still accepted")
+	}
+	write("token-dddddddddddddddddddd", 0o600, true) // the same, written in place
+	waitFor("a rotation written in place", func() bool { return accepted("token-dddddddddddddddddddd") })
+	if accepted("token-cccccccccccccccccccc") {
+		t.Fatal("the rotated token is still accepted")
+	}
+}
+
 // TestWatchTokens: an edit of the tokens file takes effect without a
 // restart — a token added is accepted, one removed refused — and a file
 // that does not read leaves the tokens in use as they were.

@@ -245,6 +245,11 @@ func ReadTokens(path string) ([]Token, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseTokens(path, b)
+}
+
+// parseTokens is ReadTokens of the file's bytes b, read from path.
+func parseTokens(path string, b []byte) ([]Token, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, fi.Mode().Perm())
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -8,12 +9,18 @@ import (
 )
 
 // WatchTokens keeps tokens in step with the tokens file at path until ctx
-// ends: every interval (default 2 s) it looks at the file's size and
-// modification time, and when they changed it reads the file again
-// ([ReadTokens]) and replaces the set ([Tokens.Replace]). A file that does
-// not read — malformed, readable by others, gone — leaves the set as it
-// was, with an error logged: tokens are added and revoked by editing the
-// file, without a restart.
+// ends: every interval (default 2 s) it looks at the file's stamp — its
+// size, modification time and mode, and where the system has them
+// (Linux) its inode and change time — and when that changed it reads the
+// file again ([ReadTokens]) and replaces the set ([Tokens.Replace]). A
+// file that does not read — malformed, readable by others, gone —
+// leaves the set as it was, with an error logged, and is read again at
+// every look until it reads (so that `chmod 600`, which the error asks
+// for, takes effect). Every backstopLooks looks it is read whatever its
+// stamp, and applied if its bytes changed: a file replaced with its
+// size and modification time kept (cp -p, rsync -a, an unpacked
+// archive) is seen on a system without change times too. Tokens are
+// added and revoked by editing the file, without a restart.
 func WatchTokens(ctx context.Context, tokens *Tokens, path string, interval time.Duration, log *slog.Logger) {
 	if interval <= 0 {
 		interval = 2 * time.Second
@@ -21,16 +28,15 @@ func WatchTokens(ctx context.Context, tokens *Tokens, path string, interval time
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	stamp := func() (time.Time, int64) {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return time.Time{}, -1
-		}
-		return fi.ModTime(), fi.Size()
-	}
 	// The first look reads the file whatever it holds: an edit made between
 	// the load and this goroutine's start is not missed.
-	lastMod, lastSize := time.Time{}, int64(-2)
+	var (
+		last     fileStamp
+		applied  []byte // the bytes of the file last applied
+		failed   = true // the last read failed (or none was made): read at every look
+		lastErr  string
+		sinceAll int
+	)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -39,19 +45,47 @@ func WatchTokens(ctx context.Context, tokens *Tokens, path string, interval time
 			return
 		case <-t.C:
 		}
-		mod, size := stamp()
-		if mod.Equal(lastMod) && size == lastSize {
+		sinceAll++
+		stamp := stampOf(path)
+		// A file modified within two looks of now may be written again
+		// within its stamp's resolution, unseen: it is looked at again.
+		racy := time.Since(stamp.mod) < 2*interval
+		if stamp == last && !failed && !racy && sinceAll < backstopLooks {
 			continue
 		}
-		lastMod, lastSize = mod, size
-		list, err := ReadTokens(path)
+		last, sinceAll = stamp, 0
+		data, err := os.ReadFile(path)
+		if err == nil && !failed && bytes.Equal(data, applied) {
+			continue // the same tokens
+		}
+		var list []Token
+		if err == nil {
+			list, err = parseTokens(path, data)
+		}
 		if err == nil {
 			err = tokens.Replace(list)
 		}
 		if err != nil {
-			log.Error("tokens file not reloaded: the tokens in use are unchanged", slog.String("path", path), slog.String("error", err.Error()))
+			failed = true
+			if err.Error() != lastErr { // once, not at every look
+				lastErr = err.Error()
+				log.Error("tokens file not reloaded: the tokens in use are unchanged", slog.String("path", path), slog.String("error", lastErr))
+			}
 			continue
 		}
+		failed, lastErr, applied = false, "", data
 		log.Debug("tokens read", slog.String("path", path), slog.Int("tokens", len(list)))
 	}
+}
+
+// backstopLooks is how many looks pass between reads of the tokens file
+// whatever its stamp: 30 s at the default interval.
+const backstopLooks = 15
+
+// fileStamp is what WatchTokens compares between looks (stampOf).
+type fileStamp struct {
+	mod        time.Time
+	size       int64
+	mode       os.FileMode
+	ino, ctime int64 // 0 where the system does not tell (stamp_other.go)
 }
