@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -416,6 +417,46 @@ func TestTokenInURL(t *testing.T) {
 	}
 	if status, _ := f.get("GET", "/v1/sessions/u1/mcp", modelToken); status != http.StatusNoContent {
 		t.Errorf("MCP with the header: status %d, want the handler's 204", status)
+	}
+	do := func(method, path string, header http.Header) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, f.srv.URL+path, nil)
+		maps.Copy(req.Header, header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// An Upgrade header does not make an endpoint that is no WebSocket
+	// take ?token= (a probe read /metrics, the list and MCP that way).
+	upgrade := http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}}
+	for _, q := range []struct{ method, path, token string }{
+		{"POST", "/v1/sessions/u1/mcp", modelToken},
+		{"GET", "/v1/sessions", clientToken},
+		{"GET", "/v1/sessions/u1", clientToken},
+		{"POST", "/v1/sessions/u1/frames", clientToken},
+		{"GET", "/v1/sessions/u1/calls/ws", opsToken},
+		{"GET", "/v1/approvals", opsToken},
+	} {
+		if status := do(q.method, q.path+"?token="+q.token, upgrade); status != http.StatusUnauthorized {
+			t.Errorf("%s %s?token= with Upgrade: websocket: status %d, want 401", q.method, q.path, status)
+		}
+	}
+	// Only "Bearer <token>" presents a token in the header.
+	for h, want := range map[string]int{
+		"Bearer " + clientToken:   http.StatusOK,
+		"bearer   " + clientToken: http.StatusOK,
+		clientToken:               http.StatusUnauthorized,
+		"Bearer" + clientToken:    http.StatusUnauthorized,
+		"Basic " + clientToken:    http.StatusUnauthorized,
+		"Bearer\t" + clientToken:  http.StatusUnauthorized,
+	} {
+		h = strings.ReplaceAll(h, "\\t", "\t")
+		if status := do("GET", "/v1/sessions/u1", http.Header{"Authorization": {h}}); status != want {
+			t.Errorf("Authorization %q: status %d, want %d", h, status, want)
+		}
 	}
 }
 
