@@ -22,6 +22,9 @@ type heldElsewhere struct{ addr string }
 func (h *heldElsewhere) Error() string                    { return "held by node b" }
 func (h *heldElsewhere) LeaseHolder() (node, addr string) { return "b", h.addr }
 
+// retryModelToken is TestForwardRetry's model token, for its MCP requests.
+const retryModelToken = "model-token-retry-0123456789"
+
 // TestForwardRetry: a request forwarded to a session's owner is sent
 // again when the owner certainly did not serve it — the owner refused it
 // unserved (503 with Brain-Not-Served: stopping), or could not be reached
@@ -30,7 +33,8 @@ func (h *heldElsewhere) LeaseHolder() (node, addr string) { return "b", h.addr }
 // connection cut mid-request) is not sent again unless it is a GET, and
 // its caller is told it may have been served.
 func TestForwardRetry(t *testing.T) {
-	tokens, err := server.NewTokens(server.Token{Token: operatorToken, Side: "operator", Name: "ada"})
+	tokens, err := server.NewTokens(server.Token{Token: operatorToken, Side: "operator", Name: "ada"},
+		server.Token{Token: retryModelToken, Side: "model"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +90,11 @@ func TestForwardRetry(t *testing.T) {
 	do := func(method, path, body string) (int, string, http.Header) {
 		t.Helper()
 		req, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		token := operatorToken
+		if strings.HasSuffix(path, "/mcp") { // the MCP endpoint admits model tokens only
+			token = retryModelToken
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

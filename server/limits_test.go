@@ -701,3 +701,36 @@ func TestBurstWithoutReading(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedJoinCreatesNothing: a token refused at a session's door —
+// any side but the model's on the MCP endpoint, the model's on the
+// WebSocket — is told why (403, its side named with its article) and
+// creates no session: a probe found the refused requests had created
+// the sessions they asked for, each taking the id and a place in its
+// tenant's quota.
+func TestRefusedJoinCreatesNothing(t *testing.T) {
+	f, _ := newLimited(t, server.ManagerOptions{}, server.Options{MCP: func(*session.Session) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	}})
+	for i, q := range []struct{ path, token, side string }{
+		{"/mcp", clientToken, "a client"},
+		{"/mcp", appToken, "an app"},
+		{"/mcp", opsToken, "an operator"},
+		{"/ws", modelToken, ""},
+	} {
+		id := fmt.Sprintf("refused-%d", i)
+		var status int
+		var body string
+		if q.path == "/ws" {
+			status, body = f.dialStatus(q.token, id)
+		} else {
+			status, body = f.send("POST", "/v1/sessions/"+id+q.path, q.token, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		}
+		if status != http.StatusForbidden || !strings.Contains(body, q.side+" token") {
+			t.Errorf("%s with %s's token: %d %s, want 403 naming %q", q.path, q.side, status, body, q.side+" token")
+		}
+		if status, body := f.get("GET", "/v1/sessions/"+id, opsToken); status != http.StatusNotFound {
+			t.Errorf("after a refused %s: session %s is %d %s, want 404 (not created)", q.path, id, status, body)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/brainrt/brain/internal/workers"
@@ -106,11 +107,13 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal)
 
-// withSession authenticates the request and acquires its session for the
-// duration of the handler: a session of another tenant is 404, as if it
-// did not exist; one that never existed is created for the token's
-// tenant when create says so (operators never create one).
-func (srv *Server) withSession(create func(*http.Request) bool, h sessionHandler) http.HandlerFunc {
+// withSession authenticates the request, admits its token (admit: a
+// status, code and message refuse it, before anything is acquired or
+// created), and acquires its session for the duration of the handler: a
+// session of another tenant is 404, as if it did not exist; one that
+// never existed is created for the token's tenant (operators never
+// create one).
+func (srv *Server) withSession(admit func(Principal) (status int, code, msg string), h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		pr, ok := srv.authenticate(r)
 		if !ok {
@@ -123,7 +126,11 @@ func (srv *Server) withSession(create func(*http.Request) bool, h sessionHandler
 			httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
 			return
 		}
-		s, release, err := srv.opts.Manager.AcquireAs(r.Context(), pr, id, create(r))
+		if status, code, msg := admit(pr); status != 0 {
+			httpError(w, status, code, msg)
+			return
+		}
+		s, release, err := srv.opts.Manager.AcquireAs(r.Context(), pr, id, true)
 		if !srv.acquireFailed(w, r, id, err) {
 			return
 		}
@@ -132,34 +139,49 @@ func (srv *Server) withSession(create func(*http.Request) bool, h sessionHandler
 	}
 }
 
-// joinWS: a WebSocket connection creates its session when it never
-// existed — a resume too (?after=), so that a client whose kernel lost its
-// data starts again (the snapshot it gets says the seq went back). A
-// deleted session is never created again by a connection (tenancy.go).
-func joinWS(*http.Request) bool { return true }
+// joinWS admits a WebSocket connection's token before its session is
+// acquired: a connection creates its session when it never existed — a
+// resume too (?after=), so that a client whose kernel lost its data
+// starts again (the snapshot it gets says the seq went back) — and one
+// refused must create nothing. A deleted session is never created again
+// by a connection (tenancy.go).
+func joinWS(pr Principal) (status int, code, msg string) {
+	if pr.Model {
+		return http.StatusForbidden, "forbidden", modelOnlyMCP
+	}
+	return 0, "", ""
+}
 
 // mcpCallerHeader is mcpbridge.CallerHeader (this package does not import
 // mcpbridge): the authenticated name of an MCP request's token.
 const mcpCallerHeader = "Brain-Mcp-Caller"
 
-// joinMCP: an MCP request creates its session when it never existed.
-func joinMCP(*http.Request) bool { return true }
+// joinMCP admits an MCP request's token before its session is acquired:
+// the request creates its session when it never existed, and one refused
+// (a token of another side: a probe found their 403s had created the
+// sessions they asked for) must create nothing.
+func joinMCP(pr Principal) (status int, code, msg string) {
+	if !pr.Model {
+		return http.StatusForbidden, "forbidden", "the MCP endpoint takes a model token (side \"model\" in tokens.json), not " + withArticle(string(pr.Peer.Side)) + " token: whoever can approve a session's calls must not be the one making them (docs/serve.md, Tokens)"
+	}
+	return 0, "", ""
+}
+
+// withArticle puts "a" or "an" before a side's name.
+func withArticle(side string) string {
+	if side != "" && strings.ContainsRune("aeiou", rune(side[0])) {
+		return "an " + side
+	}
+	return "a " + side
+}
 
 func (srv *Server) handleWS(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal) {
-	if pr.Model {
-		httpError(w, http.StatusForbidden, "forbidden", modelOnlyMCP)
-		return
-	}
 	srv.serveWS(w, r, s, pr.Peer) // ws.go: the connection goes on after this returns
 }
 
 func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal) {
-	if srv.opts.MCP == nil {
+	if srv.opts.MCP == nil { // here, not at the door: a node without one forwards to the session's owner (cluster.go)
 		httpError(w, http.StatusNotFound, "not_found", "this kernel serves no MCP endpoint")
-		return
-	}
-	if !pr.Model {
-		httpError(w, http.StatusForbidden, "forbidden", "the MCP endpoint takes a model token (side \"model\" in tokens.json), not a "+string(pr.Peer.Side)+" token: whoever can approve a session's calls must not be the one making them (docs/serve.md, Tokens)")
 		return
 	}
 	// An MCP request in flight (a POST being answered, or the GET that
