@@ -220,6 +220,9 @@ func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ P
 	sub, unsubscribe := m.inbox.subscribe() // before the list: nothing falls between
 	defer unsubscribe()
 	ctx := conn.CloseRead(r.Context())
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer endWith(connEnd(r.Context()), cancel)() // a console sign-in's stream ends with it (conn_end.go)
 	write := func(v any) bool {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -260,6 +263,10 @@ func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ P
 				return
 			}
 		case <-ctx.Done():
+			if ce, ok := closeCause(context.Cause(ctx)); ok {
+				_ = conn.Close(ce.code, ce.reason)
+				return
+			}
 			_ = conn.Close(websocket.StatusNormalClosure, "")
 			return
 		}

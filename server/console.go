@@ -86,6 +86,7 @@ type Console struct {
 	mux      *http.ServeMux
 	keys     *consoleKeys
 	signOuts *signOuts
+	ends     signInEnds // the ends of the sign-ins' open sockets (console_ends.go)
 	limiter  *signInLimiter
 	now      func() time.Time
 }
@@ -132,6 +133,9 @@ func NewConsole(opts ConsoleOptions) (*Console, error) {
 	}
 	c := &Console{opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: keys, signOuts: so, now: time.Now}
 	c.limiter = newSignInLimiter(func() time.Time { return c.now() })
+	if opts.Tokens != nil {
+		opts.Tokens.OnReplace(func() { c.ends.recheck(opts.Tokens) })
+	}
 	c.mux.HandleFunc("POST /console/signin", c.handleSignIn)
 	c.mux.HandleFunc("POST /console/signout", c.handleSignOut)
 	c.mux.HandleFunc("GET /console/me", c.handleMe)
@@ -303,6 +307,7 @@ func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request) {
 		if err := c.signOuts.add(cl.id, cl.expires, c.now()); err != nil {
 			c.log.Error("console sign-out not saved", slog.String("error", err.Error()))
 		}
+		c.ends.end(cl.id) // its open sockets close too
 	}
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: -1})
@@ -379,6 +384,16 @@ func (c *Console) handleAPI(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnauthorized, "unauthorized", "sign in with an operator token")
 		return
 	}
+	ctx := context.WithValue(r.Context(), consolePeerKey{}, p)
+	if upgrade {
+		// The socket outlives this request: it closes when the sign-in
+		// ends (console_ends.go).
+		cl, _ := c.claims(r)
+		ctx = withConnEnd(ctx, c.ends.of(cl, c.now()))
+		if c.signOuts.has(cl.id) { // signed out since the check above
+			c.ends.end(cl.id)
+		}
+	}
 	r.Header.Del("Authorization")
 	q := r.URL.Query()
 	if q.Has("token") {
@@ -389,7 +404,7 @@ func (c *Console) handleAPI(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Sec-WebSocket-Protocol")
 		w.Header().Set("Sec-WebSocket-Protocol", wsProtocol)
 	}
-	c.opts.Server.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), consolePeerKey{}, p)))
+	c.opts.Server.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // assetTypes are the content types of the console's files.

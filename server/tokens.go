@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"unicode"
 
@@ -83,6 +84,8 @@ type Tokens struct {
 	mu      sync.RWMutex
 	list    []Token
 	created []Token
+	// replaced are called after each Replace (OnReplace).
+	replaced []func()
 }
 
 // maxTokenName bounds a token's name and tenant.
@@ -151,8 +154,21 @@ func (t *Tokens) Replace(list []Token) error {
 	}
 	t.mu.Lock()
 	t.list = append([]Token(nil), list...)
+	hooks := slices.Clone(t.replaced)
 	t.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 	return nil
+}
+
+// OnReplace has f called after every [Tokens.Replace], once the new
+// tokens are in use: what was granted to a token at one moment (the
+// console's open WebSockets) is checked again when the tokens change.
+func (t *Tokens) OnReplace(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.replaced = append(t.replaced, f)
 }
 
 // Peer returns the side a token speaks for, with the token's name. See
