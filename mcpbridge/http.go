@@ -162,6 +162,38 @@ func (e *endpoint) release() {
 	_ = e.srv.Close()
 }
 
+// Detach has every endpoint's tools/call handlers that wait on a call —
+// parked on an approval or a peer's result — answer at once, unavailable,
+// leaving the call pending in its session, without closing the MCP
+// sessions: a stopping node calls it before its HTTP server shuts down,
+// so that those POSTs end with their answer instead of being cut at the
+// stop's bound with an empty stream (a host then waits out its own
+// timeout). New calls on a detached endpoint are answered unavailable.
+// It returns once the POSTs in flight have been answered, or after
+// releaseGrace.
+func (h *HTTPHandler) Detach() {
+	h.mu.Lock()
+	endpoints := make([]*endpoint, 0, len(h.servers))
+	for _, e := range h.servers {
+		e.srv.detach()
+		endpoints = append(endpoints, e)
+	}
+	h.mu.Unlock()
+	delivered := make(chan struct{})
+	go func() {
+		for _, e := range endpoints {
+			e.posts.Wait()
+		}
+		close(delivered)
+	}()
+	t := time.NewTimer(releaseGrace)
+	defer t.Stop()
+	select {
+	case <-delivered:
+	case <-t.C:
+	}
+}
+
 // Close releases every session; later requests are refused with 400 Bad
 // Request.
 func (h *HTTPHandler) Close() error {

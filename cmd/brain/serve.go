@@ -288,7 +288,13 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
-		err = stopGracefully(a.shutdownTimeout, mgr, hs, endConns, logger)
+		err = stopGracefully(a.shutdownTimeout, mgr, hs, func(cause error) {
+			// The MCP calls parked on approvals or peers are answered
+			// (unavailable) before the requests' contexts end with the
+			// connections: ended first, they would be cut unanswered.
+			mcpHandler.Detach()
+			endConns(cause)
+		}, logger)
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -302,13 +308,14 @@ const defaultShutdownTimeout = 10 * time.Second
 
 // stopGracefully stops within bound (server/shutdown.go has the order):
 // no new sessions, running tools given until the bound to finish, the
-// sessions' journals closed; then the connections end (WebSockets with
-// 1001 and a reason) and the HTTP server shuts down; then every session
+// sessions' journals closed; then the connections end (endConns:
+// WebSockets with 1001 and a reason, MCP calls parked on approvals or
+// peers answered unavailable) and the HTTP server shuts down; then every session
 // leaves memory and its lease, in a cluster, is released — all before the
 // deferred closes of the environment and the store. Calls awaiting an
 // approval or a peer's result are left as the journal holds them, for the
 // next start or owner to resume.
-func stopGracefully(bound time.Duration, mgr *server.Manager, hs *http.Server, endConns context.CancelCauseFunc, logger *slog.Logger) error {
+func stopGracefully(bound time.Duration, mgr *server.Manager, hs *http.Server, endConns func(error), logger *slog.Logger) error {
 	if bound <= 0 {
 		bound = defaultShutdownTimeout
 	}

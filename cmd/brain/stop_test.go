@@ -63,10 +63,14 @@ func TestStopWritesNothing(t *testing.T) {
 	for f := p.next(); f.Ref != "r"; f = p.next() {
 	}
 	cs := mcpSession(t, ctx, addr, model, "stop")
-	called := make(chan error, 1)
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	called := make(chan answer, 1)
 	go func() {
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ui.confirm", Arguments: map[string]any{"what": "ship it"}})
-		called <- err
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ui.confirm", Arguments: map[string]any{"what": "ship it"}})
+		called <- answer{res, err}
 	}()
 	req := p.until(protocol.TypeApprovalRequested).Msg.(*protocol.ApprovalRequested)
 	before, _ := sessionSeq(t, ctx, addr, client, "stop")
@@ -99,7 +103,12 @@ func TestStopWritesNothing(t *testing.T) {
 			break
 		}
 	}
-	<-called // the MCP call ended with its connection
+	// The MCP call parked on the approval was answered, unavailable, before
+	// its connection closed: a stream cut empty left the host waiting out
+	// its own timeout.
+	if a := <-called; a.err != nil || a.res == nil || !a.res.IsError || !strings.Contains(resultText(a.res), "unavailable") {
+		t.Errorf("the parked MCP call ended %+v, %v; want the isError result unavailable", a.res, a.err)
+	}
 
 	_, addr2, _ := startBrain(t, dir)
 	after, pending := sessionSeq(t, ctx, addr2, client, "stop")
@@ -115,4 +124,15 @@ func TestStopWritesNothing(t *testing.T) {
 	if out.CallID != req.CallID || out.Outcome.Err == nil || out.Outcome.Err.Code != protocol.CodeCancelled || !strings.Contains(out.Outcome.Err.Message, "caller") {
 		t.Fatalf("the approved call after the restart: %+v, want cancelled (its caller is gone)", out.Outcome)
 	}
+}
+
+// resultText is the text of a tools/call result's content.
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
 }
