@@ -61,12 +61,13 @@ func TestStopWritesNothing(t *testing.T) {
 	p.send("r", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{approvalCap("ui.confirm")}})
 	for f := p.next(); f.Ref != "r"; f = p.next() {
 	}
-	cs := mcpSession(t, ctx, addr, model, "stop")
-	// The call is a POST of its own on the SDK client's MCP session, read
-	// to its end: what the node answered, apart from how a client library
-	// takes the end of its other streams at the same moment.
+	// An MCP session of raw requests, as curl makes one: an SDK client's
+	// own streams ending at the same moment would blur what the node
+	// answered the call.
+	sid := rawMCPSession(t, ctx, addr, model, "stop")
+	// The call's POST is read to its end.
 	called := make(chan string, 1)
-	go func() { called <- postToolCall(ctx, addr, model, "stop", cs.ID(), "ui.confirm", `{"what":"ship it"}`) }()
+	go func() { called <- postMCP(ctx, addr, model, "stop", sid, toolCall("ui.confirm", `{"what":"ship it"}`)) }()
 	req := p.until(protocol.TypeApprovalRequested).Msg.(*protocol.ApprovalRequested)
 	before, _ := sessionSeq(t, ctx, addr, client, "stop")
 
@@ -121,17 +122,48 @@ func TestStopWritesNothing(t *testing.T) {
 	}
 }
 
-// postToolCall POSTs one tools/call on MCP session sid and returns the
-// response stream's body, read to its end.
-func postToolCall(ctx context.Context, addr, token, session, sid, name, args string) string {
-	body := `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}`
+// toolCall is the body of a tools/call request.
+func toolCall(name, args string) string {
+	return `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}`
+}
+
+// rawMCPSession opens an MCP session with raw requests (initialize, then
+// notifications/initialized) and returns its id.
+func rawMCPSession(t *testing.T, ctx context.Context, addr, token, session string) string {
+	t.Helper()
+	req := mcpRequest(ctx, addr, token, session, "",
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d, session id %q", resp.StatusCode, sid)
+	}
+	postMCP(ctx, addr, token, session, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return sid
+}
+
+// mcpRequest is a POST of body to a session's MCP endpoint.
+func mcpRequest(ctx context.Context, addr, token, session, sid, body string) *http.Request {
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/sessions/"+session+"/mcp", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	return req
+}
+
+// postMCP POSTs body on MCP session sid and returns the response's body,
+// read to its end.
+func postMCP(ctx context.Context, addr, token, session, sid, body string) string {
+	resp, err := http.DefaultClient.Do(mcpRequest(ctx, addr, token, session, sid, body))
 	if err != nil {
 		return "POST: " + err.Error()
 	}
