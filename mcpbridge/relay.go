@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,9 +39,19 @@ type RelayOptions struct {
 // for server-initiated messages, reconnecting it when it breaks (a
 // handover, a restart: the MCP session id stays valid on every node).
 //
+// A line from the host that is not a JSON-RPC message MCP allows is
+// answered here with a JSON-RPC error and not sent, as
+// [ServeEnvironmentStdio] does: -32700 for a line that is not JSON, -32600
+// for a batch, a wrong "jsonrpc", an id that is neither a string nor an
+// integer within ±(2^53-1), a line over 16 MiB. A request the endpoint
+// does not answer is answered with a JSON-RPC error (-32603) that says
+// why: the endpoint cannot be reached, or it refuses the MCP session (401,
+// 403, 404: a token that is not a model token of the kernel, a session
+// that does not exist). Either way Relay goes on with the next message.
+//
 // It returns nil when in ends (after every request read has been answered,
-// or ctx is done), ctx.Err() when ctx ends first, and an error when the
-// endpoint refuses the MCP session (401, 403, 404).
+// or ctx is done), or the refusal when the endpoint's last answer was one
+// (it is logged when it happens, too); ctx.Err() when ctx ends first.
 func Relay(ctx context.Context, endpoint string, in io.Reader, out io.Writer, opts *RelayOptions) error {
 	var o RelayOptions
 	if opts != nil {
@@ -54,28 +63,34 @@ func Relay(ctx context.Context, endpoint string, in io.Reader, out io.Writer, op
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	r := &relay{ctx: ctx, fail: cancel, endpoint: endpoint, o: o, out: out}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &relay{ctx: ctx, endpoint: endpoint, o: o, out: out}
 	defer r.close()
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
 	go func() {
-		for sc.Scan() {
-			line := bytes.TrimSpace(sc.Bytes())
-			if len(line) == 0 {
+		lr := newLineReader(in, maxLineLength)
+		for {
+			msg, reply, err := lr.nextMessage()
+			if err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				readErr <- err
+				return
+			}
+			if reply != nil {
+				r.write(reply)
 				continue
 			}
 			select {
-			case lines <- bytes.Clone(line):
+			case lines <- bytes.Clone(msg):
 			case <-ctx.Done():
 				readErr <- nil
 				return
 			}
 		}
-		readErr <- sc.Err()
 	}()
 	for {
 		select {
@@ -83,14 +98,11 @@ func Relay(ctx context.Context, endpoint string, in io.Reader, out io.Writer, op
 			r.send(line)
 		case err := <-readErr:
 			r.posts.Wait() // every request read is answered first
-			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-				return cause
+			if err == nil {
+				err = r.refusal()
 			}
 			return err
 		case <-ctx.Done():
-			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-				return cause
-			}
 			return ctx.Err()
 		}
 	}
@@ -98,7 +110,6 @@ func Relay(ctx context.Context, endpoint string, in io.Reader, out io.Writer, op
 
 type relay struct {
 	ctx      context.Context
-	fail     context.CancelCauseFunc
 	endpoint string
 	o        RelayOptions
 
@@ -109,6 +120,7 @@ type relay struct {
 	sessionID string
 	version   string
 	listening bool
+	refused   error // the endpoint's last answer, when it refused the session
 
 	posts sync.WaitGroup
 }
@@ -207,13 +219,16 @@ func (r *relay) post(msg []byte) error {
 		r.version = v
 		r.mu.Unlock()
 	}
+	if resp.StatusCode/100 == 2 {
+		r.refuse(nil)
+	}
 	switch {
 	case resp.StatusCode == http.StatusAccepted:
 		return nil
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound:
+	case refuses(resp.StatusCode):
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		err := fmt.Errorf("%s refused the MCP session: %s: %s", r.endpoint, resp.Status, strings.TrimSpace(string(body)))
-		r.fail(err)
+		r.refuse(err)
 		return err
 	case resp.StatusCode/100 != 2:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -224,6 +239,31 @@ func (r *relay) post(msg []byte) error {
 		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
 	return r.relayBody(resp)
+}
+
+// refuses reports whether an HTTP status refuses the MCP session: the
+// token (401, 403) or the session (404).
+func refuses(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound
+}
+
+// refuse records the endpoint's last answer to the session: err, a
+// refusal, or nil, an acceptance. A refusal is logged once until the
+// session is accepted again.
+func (r *relay) refuse(err error) {
+	r.mu.Lock()
+	was := r.refused
+	r.refused = err
+	r.mu.Unlock()
+	if err != nil && was == nil {
+		r.o.Logger.Warn("the kernel refuses the MCP session; each request is answered with the error", slog.String("error", err.Error()))
+	}
+}
+
+func (r *relay) refusal() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
 }
 
 func isJSONRPC(b []byte) bool {
@@ -287,7 +327,7 @@ func (r *relay) write(msg []byte) {
 // listen holds the endpoint's GET stream open for server-initiated
 // messages, once; it reconnects with a backoff (0.5 s to 10 s) when the
 // stream breaks, and stops when the endpoint has none (405) or refuses the
-// session.
+// session (which the next request hears too, and its answer says).
 func (r *relay) listen() {
 	r.mu.Lock()
 	if r.listening || r.sessionID == "" {
@@ -304,8 +344,11 @@ func (r *relay) listen() {
 			switch {
 			case status == http.StatusMethodNotAllowed:
 				return
-			case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound:
-				r.fail(fmt.Errorf("%s refused the MCP session's stream: %d %s", r.endpoint, status, http.StatusText(status)))
+			case refuses(status):
+				r.refuse(fmt.Errorf("%s refused the MCP session's stream: %d %s", r.endpoint, status, http.StatusText(status)))
+				r.mu.Lock()
+				r.listening = false // a later notifications/initialized tries again
+				r.mu.Unlock()
 				return
 			}
 			if err != nil && r.ctx.Err() == nil {

@@ -20,6 +20,12 @@ import (
 // then returns nil. It returns ctx.Err() when ctx is done first; in is
 // closed then if it is an io.Closer, so that a blocked read ends.
 //
+// A line that is not a JSON-RPC message MCP allows (not JSON, a batch, a
+// wrong "jsonrpc", an id that is neither a string nor an integer within
+// ±(2^53-1), more than 16 MiB) is answered with a JSON-RPC error: -32700
+// or -32600, under the request's id when it has a usable one, else null.
+// The next lines are served as before.
+//
 // The tool list is env.Tools() when the client connects. A tool becomes an
 // MCP tool as a capability does in [NewServer] (name, description,
 // inputSchema, outputSchema when it describes an object); a call is
@@ -49,8 +55,11 @@ func ServeEnvironmentStdio(ctx context.Context, env *kernel.Environment, in io.R
 	if !ok {
 		closer = io.NopCloser(nil)
 	}
-	d := newDrainingIO(ctx, in, out)
-	err := srv.Run(ctx, &mcp.IOTransport{Reader: readCloser{d, closer}, Writer: nopWriteCloser{d}})
+	// A line the SDK cannot decode would end the connection: it is
+	// answered here instead (vetMessage), and the SDK reads the others.
+	w := &syncWriter{w: out}
+	d := newDrainingIO(ctx, newVettedReader(in, w), w)
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: readCloser{d, closer}, Writer: nopWriteCloser{d}, MaxLineLength: -1})
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
