@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
 )
@@ -101,6 +102,37 @@ func TestApps(t *testing.T) {
 			plain := tr.connect(t, s, nil)
 			if m := toolNames(t, plain)["card.show"].Meta; m != nil {
 				t.Errorf("a host without the extension sees _meta %v", m)
+			}
+		})
+	}
+}
+
+// TestAppsRegisteredLater: a host that connected before the session's
+// client registered its render capabilities — the usual order — was
+// declared the resources capability at initialize, so that a strict
+// client reads the ui:// resources it is linked to later (the server
+// declared resources only when a render capability was there at
+// initialize, and then sent resources/list_changed and ui:// links to a
+// client it had not declared resources to).
+func TestAppsRegisteredLater(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			s := session.New("later-"+tr.name, nil)
+			cs := tr.connect(t, s, uiHost())
+			if caps := cs.InitializeResult().Capabilities; caps.Resources == nil || !caps.Resources.ListChanged {
+				t.Fatalf("initialize declared %+v, want resources with listChanged", caps)
+			}
+			must(t, s.Register(session.Client, renderCap("card.later", &protocol.RenderSource{Kind: protocol.SourceIframe, URL: "https://widgets.example/card"})))
+			uri := "ui://brain/render/card.later"
+			deadline := time.Now().Add(testutil.WaitLimit)
+			for toolNames(t, cs)["card.later"] == nil {
+				if time.Now().After(deadline) {
+					t.Fatal("the render capability registered later never became a tool")
+				}
+				time.Sleep(5 * time.Millisecond) // polling the tool list, for at most WaitLimit
+			}
+			if rc := readApp(t, cs, uri); rc.MIMEType != "text/html;profile=mcp-app" {
+				t.Fatalf("read %s: %q", uri, rc.MIMEType)
 			}
 		})
 	}

@@ -73,12 +73,22 @@ func buildVersion() string {
 }
 
 // newMCPServer returns an SDK server that advertises the tools capability
-// (with listChanged as given) and nothing else.
-func newMCPServer(o *ServerOptions, listChanged bool) *mcp.Server {
+// (with listChanged as given) and, when resources is set, the resources
+// capability — from the start, not only once a render capability is
+// there: a host that connects before the session's client registers its
+// renders is sent ui:// links and resources/list_changed later, and a
+// strict client reads no resources of a server that did not declare them
+// at initialize (MCP 2025-06-18, "Resources": servers that support
+// resources MUST declare the capability).
+func newMCPServer(o *ServerOptions, listChanged, resources bool) *mcp.Server {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: listChanged}}
+	if resources {
+		caps.Resources = &mcp.ResourceCapabilities{ListChanged: listChanged}
+	}
 	return mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
 		Instructions: o.Instructions,
 		Logger:       o.Logger,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: listChanged}},
+		Capabilities: caps,
 	})
 }
 
@@ -160,7 +170,7 @@ func NewServer(s *session.Session, opts *ServerOptions) *Server {
 	o := opts.withDefaults()
 	srv := &Server{
 		s:        s,
-		mcp:      newMCPServer(&o, true),
+		mcp:      newMCPServer(&o, true, true),
 		log:      o.Logger.With(slog.String(keySession, s.ID())),
 		admit:    o.Admit,
 		elicit:   o.Elicitation,

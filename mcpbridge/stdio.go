@@ -41,7 +41,7 @@ import (
 // [NewServer].
 func ServeEnvironmentStdio(ctx context.Context, env *kernel.Environment, in io.Reader, out io.Writer) error {
 	o := (*ServerOptions)(nil).withDefaults()
-	srv := newMCPServer(&o, false)
+	srv := newMCPServer(&o, false, false)
 	h := envHandler(env)
 	for _, m := range env.Tools() {
 		c := protocol.Capability{Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, OutputSchema: m.OutputSchema}
