@@ -28,14 +28,30 @@ type endpoint struct {
 	srv *Server
 	h   *mcp.StreamableHTTPHandler
 
-	posts sync.WaitGroup // POSTs being served: Release lets them deliver
+	posts    sync.WaitGroup // POSTs being served: Release lets them deliver
+	sessions mcpSessions    // POSTs by MCP session, and the ids DELETEd (http_delete.go)
 }
 
-// serve serves one request on e, counting POSTs.
+// mcpSessionHeader is the Streamable HTTP transport's session id header.
+const mcpSessionHeader = "Mcp-Session-Id"
+
+// serve serves one request on e, counting POSTs; a DELETE cancels its MCP
+// session's POSTs first (http_delete.go).
 func (e *endpoint) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost {
+	sid := r.Header.Get(mcpSessionHeader)
+	switch r.Method {
+	case http.MethodPost:
 		e.posts.Add(1)
 		defer e.posts.Done()
+		if sid != "" {
+			var served func()
+			r, served = e.sessions.track(r, sid)
+			defer served()
+		}
+	case http.MethodDelete:
+		if sid != "" {
+			e.sessions.end(sid, releaseGrace)
+		}
 	}
 	e.h.ServeHTTP(w, r)
 }
@@ -121,14 +137,20 @@ func (h *HTTPHandler) endpoint(s *session.Session) *endpoint {
 		// MCP session ids that any node can serve (sessionid.go).
 		id := s.ID()
 		ho.NewSessionID = func(_ *http.Request, p *mcp.InitializeParams) string { return newSessionID(id, p) }
+		var ended *mcpSessions // set below: the endpoint's
 		ho.RestoreSession = func(r *http.Request, sid string) *mcp.ServerSessionState {
+			if ended.isEnded(sid) {
+				return nil // DELETEd: 404 (http_delete.go)
+			}
 			st := restoreState(id, r, sid)
 			if st != nil {
 				srv.restored()
 			}
 			return st
 		}
-		e = &endpoint{srv: srv, h: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &ho)}
+		e = &endpoint{srv: srv}
+		ended = &e.sessions
+		e.h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &ho)
 		h.servers[s] = e
 	}
 	return e

@@ -1,0 +1,83 @@
+package mcpbridge_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/protocol"
+)
+
+// TestDeleteEndsTheMCPSession: a host's DELETE of its MCP session (the
+// SDK client's Close) with a call parked on an approval returns at once,
+// ends the call cancelled — it never runs for nobody — and the id is
+// refused from then on (404), though it carries its own state: the
+// DELETE had waited until the call ended by itself (up to the approval's
+// expiry), and the id kept working after it.
+func TestDeleteEndsTheMCPSession(t *testing.T) {
+	f := newFixture(t)
+	url := serveHTTP(t, f.s) + "/sessions/" + f.s.ID() + "/mcp"
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
+		Connect(waitCtx(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	must(t, err)
+	sid := cs.ID()
+	sub := f.s.Subscribe(f.s.LastSeq())
+	defer sub.Close()
+	go func() {
+		_, _ = cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"why": "test"}})
+	}()
+	req := waitEvent(t, sub, "approval_requested", func(m protocol.Message) bool {
+		_, ok := m.(*protocol.ApprovalRequested)
+		return ok
+	}).(*protocol.ApprovalRequested)
+
+	closed := make(chan int, 1)
+	go func() {
+		r, _ := http.NewRequestWithContext(waitCtx(t), "DELETE", url, nil)
+		r.Header.Set("Mcp-Session-Id", sid)
+		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			closed <- 0
+			return
+		}
+		resp.Body.Close()
+		closed <- resp.StatusCode
+	}()
+	select {
+	case code := <-closed:
+		if code != http.StatusNoContent && code != http.StatusOK {
+			t.Fatalf("DELETE: %d", code)
+		}
+	case <-time.After(testutil.WaitLimit): // the approval never comes: only the DELETE's cancel ends the wait
+		t.Fatal("the DELETE did not return while a call awaited approval")
+	}
+	out := waitEvent(t, sub, "the call's outcome", func(m protocol.Message) bool {
+		o, ok := m.(*protocol.CapabilityOutcome)
+		return ok && o.CallID == req.CallID
+	}).(*protocol.CapabilityOutcome)
+	if out.Outcome.Err == nil || out.Outcome.Err.Code != protocol.CodeCancelled {
+		t.Fatalf("the parked call ended %+v, want cancelled", out.Outcome)
+	}
+	if n := f.runs.Load(); n != 0 {
+		t.Fatalf("the tool ran %d times for a session that was deleted", n)
+	}
+
+	for _, method := range []string{"POST", "GET"} {
+		r, _ := http.NewRequestWithContext(waitCtx(t), method, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Session-Id", sid)
+		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(r)
+		must(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s with the deleted session's id: %d, want 404", method, resp.StatusCode)
+		}
+	}
+}
