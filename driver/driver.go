@@ -123,6 +123,12 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		}
 		if err != nil {
 			d.log.Info("model step failed", slog.String("session", s.ID()), slog.Int("turn", turn), slog.Int("step", step), slog.String("error", err.Error()))
+			// What the model had said before the step failed was streamed to
+			// the person already: it stays in the conversation, as a
+			// cancelled step's does, rather than vanish at the next reload.
+			if reply != nil && reply.Text != "" {
+				_ = s.AppendMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text})
+			}
 			return protocol.TurnError, fmt.Errorf("model step %d: %w", step, err)
 		}
 		msg := protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text, Usage: reply.Usage, DurationMs: took.Milliseconds()}

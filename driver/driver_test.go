@@ -530,9 +530,10 @@ func TestRetryAfter429(t *testing.T) {
 	}
 }
 
-// TestErrorsEndTheTurn: a 500 (after its retries), a malformed stream and
-// a stream cut short end the turn with a clear error, and the API key —
-// which the failing server quoted back — appears in no error, event,
+// TestErrorsEndTheTurn: a 500 (after its retries), a refused request, a
+// malformed stream and a stream cut short end the turn with a clear error
+// — the provider's own message included (docs/agent.md) — and the API key,
+// which the failing server quoted back, appears in no error, event,
 // journal record or log line.
 func TestErrorsEndTheTurn(t *testing.T) {
 	for _, tc := range []struct {
@@ -542,8 +543,11 @@ func TestErrorsEndTheTurn(t *testing.T) {
 		errPart    string
 		requests   int
 	}{
-		{"openai 500", openAI, "openai_500.txt", "500", 2},
+		{"openai 500", openAI, "openai_500.txt", "500 Internal Server Error: internal failure handling request with Bearer [redacted]", 2},
 		{"anthropic 500", anthropic, "anthropic_500.txt", "500", 2},
+		{"openai 400", openAI, "openai_400.txt", "400 Bad Request: The model `gpt-nope` does not exist or you do not have access to it.", 1},
+		{"openai 404 text", openAI, "openai_400_text.txt", "404 Not Found: 404 page not found: no route /v1/chat/completions on this server", 1},
+		{"anthropic 400", anthropic, "anthropic_400.txt", "model: claude-nope is not a known model", 1},
 		{"openai malformed", openAI, "openai_malformed.txt", "model step 1", 1},
 		{"anthropic malformed", anthropic, "anthropic_malformed.txt", "model step 1", 1},
 		{"openai truncated", openAI, "openai_truncated.txt", "ended before the model finished", 1},
@@ -563,7 +567,7 @@ func TestErrorsEndTheTurn(t *testing.T) {
 					t.Errorf("the API key appears in the %s: %s", what, text)
 				}
 			}
-			if tc.name == "anthropic 500" && !strings.Contains(e.Error, "[redacted]") { // its SDK quotes the body
+			if strings.HasSuffix(tc.name, " 500") && !strings.Contains(e.Error, "[redacted]") { // the provider's message quotes the key
 				t.Errorf("the echoed key was not redacted: %s", e.Error)
 			}
 		})
@@ -613,5 +617,23 @@ func TestStepLimit(t *testing.T) {
 	wantReason(t, f.turn("loop"), protocol.TurnStepLimit, "2 steps")
 	if f.stub.count() != 2 {
 		t.Fatalf("%d model steps, want 2", f.stub.count())
+	}
+}
+
+// TestFailedStepKeepsItsText: the text the model streamed before its step
+// failed (the stream cut short) stays in the conversation as the turn's
+// assistant message, as a cancelled step's does: it was shown to the
+// person as it streamed, and vanished at the next reload.
+func TestFailedStepKeepsItsText(t *testing.T) {
+	f := newFixture(t, openAI, "openai_cut.txt", nil)
+	wantReason(t, f.turn("hi"), protocol.TurnError, "ended before the model finished")
+	var got []string
+	for _, e := range f.s.Conversation() {
+		if e.Message.Role == protocol.RoleAssistant {
+			got = append(got, e.Message.Text)
+		}
+	}
+	if len(got) != 1 || got[0] != "Hel" {
+		t.Fatalf("assistant messages %q, want the streamed %q", got, "Hel")
 	}
 }

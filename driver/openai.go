@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
@@ -193,6 +194,9 @@ func redact(err error, key string) error {
 		return nil
 	}
 	msg := err.Error()
+	if said := providerMessage(err); said != "" {
+		msg += ": " + said
+	}
 	if key != "" && len(key) >= 4 {
 		msg = strings.ReplaceAll(msg, key, "[redacted]")
 	}
@@ -200,6 +204,31 @@ func redact(err error, key string) error {
 		return &redactedError{msg: msg, cause: err}
 	}
 	return &redactedError{msg: msg}
+}
+
+// maxProviderMessage bounds what a provider's error body adds to an error.
+const maxProviderMessage = 1000
+
+// providerMessage is what an OpenAI-compatible server said about a request
+// it refused (a wrong model name, an exhausted quota, a context too long):
+// the body's error.message, else the start of the body. The SDK's Error()
+// gives only the status ("OpenAI API error: 400 Bad Request"), since the
+// body may quote the request: redact takes the key out of the result.
+func providerMessage(err error) string {
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe == nil {
+		return ""
+	}
+	said := oe.Message
+	if said == "" && oe.Response != nil && oe.Response.Body != nil {
+		b, _ := io.ReadAll(io.LimitReader(oe.Response.Body, maxProviderMessage+1))
+		said = string(b)
+	}
+	said = strings.Join(strings.Fields(said), " ")
+	if len(said) > maxProviderMessage {
+		said = strings.ToValidUTF8(said[:maxProviderMessage], "") + "…"
+	}
+	return said
 }
 
 // redactedError is a provider error with the key removed. It unwraps only

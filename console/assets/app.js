@@ -6,7 +6,7 @@
 // page (one approvals feed per sign-in). The session's views (session.js
 // and what it imports, markdown-it among them) are loaded right after the
 // first view, not before it.
-import { h, api, setCsrf, fill } from './dom.js';
+import { h, api, setCsrf, fill, clearDrafts } from './dom.js';
 import { sessionsView } from './sessions.js';
 import { approvalsView, ApprovalsFeed } from './approvals.js';
 import { Palette } from './palette.js';
@@ -44,7 +44,7 @@ function signInView(message) {
       setCsrf(r.csrf);
       await boot();
     } catch (x) {
-      err.textContent = x.message;
+      fill(err, x.message);
     }
   } },
   h('h1', {}, 'Sign in'),
@@ -72,7 +72,7 @@ async function boot() {
   fill(nav, h('a', { href: '#/sessions' }, 'Sessions'), h('a', { href: '#/approvals', id: 'nav-approvals' }, 'Approvals', inboxCount),
     h('button', { class: 'small', type: 'button', onclick: () => palette.open(), title: 'command palette (Ctrl-K)' }, 'Ctrl-K'));
   fill(who, h('span', { class: 'who-name' }, 'operator ', h('strong', { id: 'operator-name' }, me.name)), ' ',
-    h('button', { class: 'small', type: 'button', onclick: async () => { try { await api('POST', '/console/signout'); } catch { /* signed out anyway */ } location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
+    h('button', { class: 'small', type: 'button', onclick: async () => { try { await api('POST', '/console/signout'); } catch { /* signed out anyway */ } clearDrafts(); location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
   route();
   // The session's views (and markdown-it, most of the console's bytes)
   // load after the first view, while the browser is idle; the markdown

@@ -81,7 +81,7 @@ export function approvalsView(main, me, feed) {
         await sendFrame(a.session, msg);
         feed.remove(a.session, a.callId);
       } catch (e) {
-        err.textContent = (e.code || 'error') + ': ' + e.message;
+        fill(err, (e.code || 'error') + ': ' + e.message);
         for (const b of tr.querySelectorAll('button')) b.disabled = false;
       }
     };

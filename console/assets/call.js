@@ -63,7 +63,7 @@ export class CallView {
       if (fb.value) msg.feedback = fb.value;
       const last = evs.filter((e) => e.type === 'approval_requested').pop();
       if (last && last.msg.inputDigest) msg.inputDigest = last.msg.inputDigest;
-      try { await sendFrame(this.sv.id, msg); } catch (e) { err.textContent = (e.code || 'error') + ': ' + e.message; }
+      try { await sendFrame(this.sv.id, msg); } catch (e) { fill(err, (e.code || 'error') + ': ' + e.message); }
     };
     fill(this.el, 
       h('h1', {}, 'Call ', h('code', {}, this.callId), ' ', h('span', { class: 'muted' }, name || '')),

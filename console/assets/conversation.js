@@ -17,7 +17,7 @@
 // assistant's message are bound to its first call of that capability. A
 // call nobody made through the model (a palette, an MCP caller) binds to
 // nothing, and stays in the events.
-import { h, api, json, short, route, fill } from './dom.js';
+import { h, api, json, short, route, fill, visible, draft, setDraft } from './dom.js';
 import { markdownNode } from './markdown.js';
 import { createSurface } from './render.js';
 import { sendFrame } from './conn.js';
@@ -58,6 +58,7 @@ export class ConversationView {
     this.provisional = new Map(); // call id → a render card drawn before its assistant message
     this.replayed = [];          // partial render_invoked of the history's calls, awaiting their message
     this.streaming = null;       // {turn, el, text, cards} of the text streaming in
+    this.held = null;            // {turn, text}: replayed deltas the history may not hold (unsaved)
     this.loaded = false;
     this.buffer = [];
     this.histSeq = 0;            // the last seq of the history read
@@ -169,14 +170,17 @@ export class ConversationView {
         this.turn = Math.max(this.turn, m.turn);
         if (m.turn === this.turn) this.running = false;
         this.ensureTurn(m.turn).ended(m);
-        if (this.streaming && this.streaming.turn === m.turn) this.endStreaming();
+        if (this.streaming && this.streaming.turn === m.turn) this.endStreaming(m.reason);
+        if (this.held && this.held.turn === m.turn) this.drawHeld(m.reason);
         break;
       case 'conversation_message':
+        if (m.message.role === 'assistant' && this.held && this.held.turn === m.turn) this.held = null; // the text was kept
         if (seq > this.histSeq) this.addMessage(m.turn, m.message, seq, null);
         else this.markOpen(m.message, m.turn);
         break;
       case 'assistant_delta':
         if (seq > this.histSeq) this.delta(m.turn, m.text);
+        else this.hold(m.turn, m.text);
         break;
       default:
         if (m.callId) this.callEvent(m, seq);
@@ -296,17 +300,37 @@ export class ConversationView {
       t.body.append(el);
       s = this.streaming = { turn: n, el, node, cardsEl: cards, cards: new Map() };
     }
-    s.node.appendData(text); // painted with the next frame: no layout is waited for
+    s.node.appendData(visible(text)); // painted with the next frame: no layout is waited for
     if (text && this.onDelta) this.onDelta(text);
     this.scrollEnd(false);
   }
 
-  endStreaming() {
+  endStreaming(reason) {
     const s = this.streaming;
     this.streaming = null;
     s.el.classList.remove('streaming');
     const sp = s.el.querySelector('.spinner');
     if (sp) sp.remove();
+    if (reason) markUnsaved(s.el, reason);
+  }
+
+  // hold keeps the text of replayed deltas (seq up to the history's): the
+  // history holds it when the step's assistant message follows them in
+  // the turn; when the turn ends first (a kernel from before the driver
+  // journaled a failed step's text, which kept it only on a cancel),
+  // drawHeld shows it, as it was shown live.
+  hold(n, text) {
+    if (!this.held || this.held.turn !== n) this.held = { turn: n, text: '' };
+    this.held.text += text;
+  }
+
+  drawHeld(reason) {
+    const { turn, text } = this.held;
+    this.held = null;
+    if (!text) return;
+    const el = h('div', { class: 'msg assistant', tabindex: '0' }, h('div', { class: 'who' }, 'assistant'), h('div', { class: 'text' }, text));
+    markUnsaved(el, reason);
+    this.ensureTurn(turn).body.append(el);
   }
 
   // callEvent applies an event of one call to its card, binding the card
@@ -370,17 +394,24 @@ export class ConversationView {
   }
 
   // makeBox is the message box: Enter sends, Shift-Enter is a new line,
-  // the box keeps focus; Cancel while a turn runs.
+  // the box keeps focus; Cancel while a turn runs. While a turn runs the
+  // box stays editable (the next message can be written) and says so;
+  // Enter then sends nothing and says why, the text kept. What is typed
+  // is kept as the session's draft (dom.js) until it is sent.
   makeBox() {
     const model = this.sv.me.model;
-    const input = h('textarea', { class: 'msg-input', rows: 2, placeholder: model ? 'Message the agent (Enter sends, Shift-Enter for a new line)' : 'no model', 'aria-label': 'message', disabled: !model });
+    const id = this.sv.id;
+    const input = h('textarea', { class: 'msg-input', rows: 2, placeholder: model ? 'Message the agent (Enter sends, Shift-Enter for a new line)' : 'no model', 'aria-label': 'message', disabled: !model,
+      'aria-describedby': 'box-busy', value: model ? draft(id) : '' });
+    input.addEventListener('input', () => setDraft(id, input.value));
     const send = h('button', { type: 'submit', class: 'primary send', disabled: !model }, 'Send');
     const cancel = h('button', { type: 'button', class: 'danger cancel', hidden: true }, 'Cancel');
     const status = h('div', { class: 'box-status', role: 'status' });
+    const busy = h('div', { class: 'box-busy muted', id: 'box-busy', hidden: true });
     const note = model ? h('div', { class: 'muted box-note' }, 'turns run on ', h('code', {}, model))
       : h('div', { class: 'muted box-note no-model' }, 'This kernel has no model: start brain serve with a config that has a model: section (docs/agent.md) to talk to the agent here.');
     const form = h('form', { class: 'msg-box', onsubmit: (e) => { e.preventDefault(); this.send(); } },
-      note, h('div', { class: 'box-row' }, input, send, cancel), status);
+      note, h('div', { class: 'box-row' }, input, send, cancel), busy, status);
     // Enter sends: its keydown is cancelled, which stops the line break —
     // except where the browser delivers the key's character on its own
     // (a synthetic or remote keyboard: the char may come after the send
@@ -401,27 +432,36 @@ export class ConversationView {
       cancel.disabled = true;
       try {
         const r = await this.sv.conn.send({ type: 'turn_cancel', reason: 'cancelled from the console by ' + this.sv.me.name });
-        if (r.msg.type === 'error') status.textContent = r.msg.code + ': ' + r.msg.message;
-      } catch (e) { status.textContent = String(e.message || e); }
+        if (r.msg.type === 'error') fill(status, r.msg.code + ': ' + r.msg.message);
+      } catch (e) { fill(status, String(e.message || e)); }
       cancel.disabled = false;
       input.focus();
     });
-    return { el: form, input, send, cancel, status, model };
+    return { el: form, input, send, cancel, status, busy, model };
   }
 
   async send() {
     const b = this.box;
     const text = b.input.value;
+    if (b.model && this.running && text.trim()) {
+      fill(b.status, 'not sent: turn ', String(this.turn), ' is still running. Your text is kept: press Enter again once the turn ends, or Cancel the turn.');
+      b.status.dataset.why = 'running';
+    }
     if (!b.model || this.running || this.sending || !text.trim()) { b.input.focus(); return; }
     this.sending = true;
-    b.status.textContent = '';
+    fill(b.status);
+    delete b.status.dataset.why;
     this.drawState();
     try {
       const r = await this.sv.conn.send({ type: 'turn_start', message: text });
-      if (r.msg.type === 'error') b.status.textContent = r.msg.code + ': ' + r.msg.message;
-      else { b.input.value = ''; this.follow = true; }
+      if (r.msg.type === 'error') fill(b.status, r.msg.code + ': ' + r.msg.message);
+      else {
+        if (b.input.value === text) b.input.value = '';
+        setDraft(this.sv.id, b.input.value);
+        this.follow = true;
+      }
     } catch (e) {
-      b.status.textContent = 'not sent: ' + (e.message || e);
+      fill(b.status, 'not sent: ' + (e.message || e));
     }
     this.sending = false;
     this.drawState();
@@ -435,6 +475,9 @@ export class ConversationView {
     b.cancel.hidden = !this.running;
     if (this.running) b.send.textContent = 'Running…';
     else b.send.textContent = 'Send';
+    b.busy.hidden = !this.running || !b.model;
+    if (this.running) fill(b.busy, 'turn ', String(this.turn), ' is running: you can write your next message, and send it when the turn ends (or Cancel it).');
+    if (!this.running && b.status.dataset.why === 'running') { fill(b.status); delete b.status.dataset.why; }
     if (this.onState) this.onState();
   }
 
@@ -445,6 +488,14 @@ export class ConversationView {
     this.scrollEnd(true);
     if (this.box.model) this.box.input.focus();
   }
+}
+
+// markUnsaved marks a bubble of streamed text that no message followed: the
+// turn ended (failed, interrupted) before the model finished that answer.
+function markUnsaved(el, reason) {
+  el.classList.add('unsaved');
+  el.dataset.unsaved = reason;
+  el.querySelector('.who').append(h('span', { class: 'unsaved-note' }, ' · not in the conversation (turn ', REASONS[reason] || reason, ' before the answer was complete)'));
 }
 
 function stepMeta(step, msg) {
@@ -582,7 +633,7 @@ class ToolCard {
       if (this.digest) msg.inputDigest = this.digest;
       for (const b of buttons) b.disabled = true;
       try { await sendFrame(this.cv.sv.id, msg); } catch (e) {
-        err.textContent = (e.code || 'error') + ': ' + e.message;
+        fill(err, (e.code || 'error') + ': ' + e.message);
         for (const b of buttons) b.disabled = false;
       }
     };

@@ -1,8 +1,56 @@
 // dom.js: the one way text reaches the page. h() builds elements and puts
-// every child string in a text node (never HTML); attributes are set by
-// name, and no attribute this console sets takes a peer-provided URL
-// except the sandboxed iframe's src (render.js) and a markdown link's
-// http(s) href (markdown.js).
+// every child string in a text node (never HTML), with each hidden
+// character shown (textNode, below); attributes are set by name, and no
+// attribute this console sets takes a peer-provided URL except the
+// sandboxed iframe's src (render.js) and a markdown link's http(s) href
+// (markdown.js).
+
+// HIDDEN matches the characters that change what text looks like without
+// being seen: the bidi controls (U+202A–U+202E, U+2066–U+2069, U+200E,
+// U+200F, U+061C) and every other format character (Unicode's Cf:
+// zero-width spaces and joiners, U+FEFF, soft hyphens, tags…), the C0 and
+// C1 controls but tab and line breaks, the line and paragraph separators,
+// and the Hangul fillers that draw as blank letters. A peer could make
+// "\u202Etxt.seton\u202C" read "notes.txt", or a name run into the one
+// beside it (docs/console.md, "Hostile content").
+const HIDDEN = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\p{Cf}\u2028\u2029\u115F\u1160\u3164\uFFA0]/u;
+const HIDDEN_ALL = new RegExp(HIDDEN.source, 'gu');
+
+// escapeOf is a hidden character as it is shown: \u202E, \u{E0041}.
+function escapeOf(ch) {
+  const cp = ch.codePointAt(0);
+  const hex = cp.toString(16).toUpperCase();
+  return cp > 0xFFFF ? '\\u{' + hex + '}' : '\\u' + hex.padStart(4, '0');
+}
+
+// visible returns s with each hidden character written as its escape, for
+// text set where no element can go (a row of the timeline, a placeholder).
+export function visible(s) {
+  s = String(s);
+  return HIDDEN.test(s) ? s.replace(HIDDEN_ALL, escapeOf) : s;
+}
+
+// textNode is s as the page shows it: a text node, or, when s holds hidden
+// characters, a fragment where each is its escape in a marked
+// <span class="hidden-char"> (so that it is seen, and acts on nothing).
+export function textNode(s) {
+  s = String(s);
+  if (!HIDDEN.test(s)) return document.createTextNode(s);
+  const frag = document.createDocumentFragment();
+  let last = 0;
+  for (const m of s.matchAll(HIDDEN_ALL)) {
+    if (m.index > last) frag.append(document.createTextNode(s.slice(last, m.index)));
+    const cp = m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+    const mark = document.createElement('span');
+    mark.className = 'hidden-char';
+    mark.title = 'U+' + cp + ': a hidden character (a bidi control, zero-width or control character), shown escaped';
+    mark.textContent = escapeOf(m[0]);
+    frag.append(mark);
+    last = m.index + m[0].length;
+  }
+  if (last < s.length) frag.append(document.createTextNode(s.slice(last)));
+  return frag;
+}
 
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -22,7 +70,7 @@ export function h(tag, attrs, ...children) {
 export function append(el, children) {
   for (const c of [children].flat(Infinity)) {
     if (c == null || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    el.append(c instanceof Node ? c : textNode(c));
   }
   return el;
 }
@@ -42,6 +90,26 @@ export function fill(el, ...children) { el.replaceChildren(); return append(el, 
 const CSRF_KEY = 'brain.csrf';
 export function csrf() { try { return localStorage.getItem(CSRF_KEY) || ''; } catch { return ''; } }
 export function setCsrf(v) { try { if (v) localStorage.setItem(CSRF_KEY, v); else localStorage.removeItem(CSRF_KEY); } catch { /* storage off */ } }
+
+// The drafts: what a person typed in a session's message box and has not
+// sent, kept in this tab's sessionStorage under brain.draft.<session id>
+// at every keystroke, so that no end of the sign-in (a 401 from any
+// request, which replaces the page with the sign-in form), reload or
+// crash of the view loses it. Sent text is removed; signing out with the
+// button removes every draft (the next person at this tab sees none).
+const DRAFT = 'brain.draft.';
+export function draft(id) { try { return sessionStorage.getItem(DRAFT + id) || ''; } catch { return ''; } }
+export function setDraft(id, text) {
+  try { if (text) sessionStorage.setItem(DRAFT + id, text); else sessionStorage.removeItem(DRAFT + id); } catch { /* storage off or full */ }
+}
+export function clearDrafts() {
+  try {
+    for (let i = sessionStorage.length - 1; i >= 0; i--) {
+      const k = sessionStorage.key(i);
+      if (k && k.startsWith(DRAFT)) sessionStorage.removeItem(k);
+    }
+  } catch { /* storage off */ }
+}
 
 // socket opens a WebSocket to path on the console with the CSRF token.
 export function socket(path) {

@@ -6,6 +6,7 @@
 // text nodes, links only http(s) and mailto — so no string ever becomes
 // HTML.
 import markdownit from './vendor/markdown-it-15.0.3.esm.min.mjs';
+import { textNode } from './dom.js';
 
 const md = markdownit({ html: false, linkify: false, typographer: false });
 
@@ -52,17 +53,17 @@ function build(tokens, root) {
       if (stack.length > 1) stack.pop();
     } else {
       switch (t.type) {
-        case 'text': top().append(document.createTextNode(t.content)); break;
-        case 'code_inline': { const c = document.createElement('code'); c.textContent = t.content; top().append(c); break; }
+        case 'text': top().append(textNode(t.content)); break;
+        case 'code_inline': { const c = document.createElement('code'); c.append(textNode(t.content)); top().append(c); break; }
         case 'code_block': case 'fence': {
           const pre = document.createElement('pre'); const c = document.createElement('code');
-          c.textContent = t.content; pre.append(c); top().append(pre); break;
+          c.append(textNode(t.content)); pre.append(c); top().append(pre); break;
         }
         case 'softbreak': top().append(document.createTextNode('\n')); break;
         case 'hardbreak': top().append(document.createElement('br')); break;
         case 'hr': top().append(document.createElement('hr')); break;
-        case 'image': top().append(document.createTextNode(t.content || '')); break; // alt text only: no fetch
-        default: if (t.content) top().append(document.createTextNode(t.content));
+        case 'image': top().append(textNode(t.content || '')); break; // alt text only: no fetch
+        default: if (t.content) top().append(textNode(t.content));
       }
     }
   }

@@ -15,7 +15,7 @@ export function sessionsView(main) {
       const s = await api('POST', '/v1/sessions', {});
       location.hash = route('s', s.id, 'conversation');
     } catch (e) {
-      msg.textContent = 'cannot create a session: ' + e.message;
+      fill(msg, 'cannot create a session: ' + e.message);
     }
     create.disabled = false;
   } }, 'New session');

@@ -2,7 +2,7 @@
 // in view (plus a margin) exist in the DOM, so 10,000 events scroll and
 // filter as fast as 10. Filter by call, type and capability; jump to a seq;
 // click a row (or focus it and press Enter) for its JSON.
-import { h, json, short, route } from './dom.js';
+import { h, json, short, route, visible, fill } from './dom.js';
 
 const ROW = 22;
 const OVERSCAN = 10;
@@ -120,17 +120,17 @@ export class Timeline {
     r.seq.textContent = e.seq;
     r.type.textContent = e.type;
     r.type.className = 'c-type t-' + e.type;
-    r.link.textContent = e.callId;
+    r.link.textContent = visible(e.callId);
     if (e.callId) r.link.setAttribute('href', route('s', this.sessionId, 'call', e.callId)); else r.link.removeAttribute('href');
-    r.cap.textContent = e.cap;
-    if (e.line === undefined) e.line = short(e.msg, 160);
+    r.cap.textContent = visible(e.cap);
+    if (e.line === undefined) e.line = visible(short(e.msg, 160));
     r.msg.textContent = e.line;
   }
 
   select(e) {
     this.selected = e;
     this.detail.hidden = false;
-    this.detail.textContent = `seq ${e.seq}\n` + json(e.msg);
+    fill(this.detail, `seq ${e.seq}\n`, json(e.msg));
     this.draw();
   }
 
