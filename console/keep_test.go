@@ -88,9 +88,11 @@ func TestConsoleKeepsText(t *testing.T) {
 		m.steps <- answer("a later answer", nil)
 		b.do("send", chromedp.SendKeys(chromedp.CSS(".msg-input"), "again"), chromedp.KeyEvent("\r"))
 		turnEnded(b, n+1, "completed")
+		drawn := `document.querySelector('.conv-list').innerText.includes('a later answer')`
+		b.until("the later turn drawn", drawn)
 		before := eval[string](b, `document.querySelector('.conv-list').innerText`)
 		b.do("reload", chromedp.Reload())
-		b.until("the conversation drawn, its events replayed", fmt.Sprintf(`brainConsole.session()?.conversation?.complete === true && document.querySelector('.turn[data-turn="%d"]')?.dataset.reason === 'completed'`, n+1))
+		b.until("the conversation drawn, its events replayed", fmt.Sprintf(`brainConsole.session()?.conversation?.complete === true && document.querySelector('.turn[data-turn="%d"]')?.dataset.reason === 'completed' && %s`, n+1, drawn))
 		if after := eval[string](b, `document.querySelector('.conv-list').innerText`); after != before {
 			t.Errorf("the conversation after the reload:\n%s\nbefore it:\n%s", after, before)
 		}
