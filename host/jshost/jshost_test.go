@@ -240,7 +240,7 @@ register({ name: "t.exec", requires: ["exec"], async run({ handles }, input) {
 		{name: "thrown TypeError", tool: "t.throw", input: `{"kind":"type"}`, code: protocol.CodeToolError, msg: "TypeError: cannot read property 'x' of null"},
 		{name: "thrown Error", tool: "t.throw", input: `{}`, code: protocol.CodeToolError, msg: "boom"},
 		{name: "a code that is no identifier", tool: "t.throw", input: `{"kind":"badcode"}`, code: protocol.CodeToolError, msg: "bad"},
-		{name: "thrown null", tool: "t.throw", input: `{"kind":"null"}`, code: protocol.CodeTooLarge, msg: "threw null"},
+		{name: "thrown null", tool: "t.throw", input: `{"kind":"null"}`, code: protocol.CodeToolError, msg: "threw null"},
 		{name: "infinite loop", tool: "t.limits", input: `{"kind":"loop"}`, timeout: 200 * time.Millisecond, code: protocol.CodeTimeout, msg: "deadline"},
 		{name: "serves after a timeout", tool: "t.limits", input: `{"kind":"ok"}`, want: `"fine"`},
 		{name: "catastrophic regexp", tool: "t.limits", input: `{"kind":"regexp"}`, timeout: 200 * time.Millisecond, code: protocol.CodeTimeout},

@@ -23,9 +23,12 @@ import (
 //go:embed prelude.js
 var prelude string
 
-// hostFunc is the global the prelude takes and deletes before any payload
-// code runs.
-const hostFunc = "__brain_host"
+// hostFunc and hostIsProxy are the globals the prelude takes and that
+// are deleted before any payload code runs.
+const (
+	hostFunc    = "__brain_host"
+	hostIsProxy = "__brain_isProxy"
+)
 
 // pool is a provisioned JavaScript tool: one realm per session.
 type pool struct {
@@ -77,13 +80,19 @@ func (p *pool) newInstance(ctx context.Context, hs tool.Handles, progress func(t
 		if err := q.RegisterHostFunc(hostFunc, in.serve); err != nil {
 			return err
 		}
-		d, err := q.EvalValue("("+prelude+")(globalThis."+hostFunc+")", quickjs.EvalGlobal)
+		if err := vm.DefineIsProxy(hostIsProxy); err != nil {
+			return err
+		}
+		// The longest genuine array the memory limit holds (16 bytes an
+		// element): see the prelude's Array guards.
+		maxElements := strconv.FormatInt(vm.Limits().MemoryBytes/16, 10)
+		d, err := q.EvalValue("("+prelude+")(globalThis."+hostFunc+", globalThis."+hostIsProxy+", "+maxElements+")", quickjs.EvalGlobal)
 		if err != nil {
 			return fmt.Errorf("prelude: %w", err)
 		}
 		in.dispatch = d
 		vm.OnClose(in.dispatch.Free)
-		if _, err := q.Eval("delete globalThis."+hostFunc, quickjs.EvalGlobal); err != nil {
+		if _, err := q.Eval("delete globalThis."+hostFunc+"; delete globalThis."+hostIsProxy, quickjs.EvalGlobal); err != nil {
 			return err
 		}
 		if _, err := q.EvalBytecode(p.code); err != nil {
@@ -214,6 +223,17 @@ func (in *instance) serve(args []any) (any, error) {
 	if cs == nil {
 		return `{"ok":false,"error":{"code":"unavailable","message":"no call is running"}}`, nil
 	}
+	if jsvm.Expired(cs.ctx) {
+		// The engine's interrupt may already have stopped the script, and
+		// the script caught it as a rejection (an async function turns it
+		// into one): no handle operation runs after the call's end. The
+		// interrupt stops the script again as this function returns.
+		in.vm.Interrupt()
+		if errors.Is(cs.ctx.Err(), context.Canceled) {
+			return `{"ok":false,"error":{"code":"cancelled","message":"the call was cancelled"}}`, nil
+		}
+		return `{"ok":false,"error":{"code":"timeout","message":"the call's deadline has passed"}}`, nil
+	}
 	return cs.serve(op, arg), nil
 }
 
@@ -238,6 +258,7 @@ type outcome struct {
 // the tool's, with its code.
 func (in *instance) run(ctx context.Context, p *pool, op, arg string) (json.RawMessage, error) {
 	var raw string
+	dirty := false
 	err := in.vm.Run(ctx, func(q *quickjs.VM) error {
 		out, err := in.dispatch.Call(quickjs.UndefinedValue, op, arg)
 		if err != nil {
@@ -245,7 +266,7 @@ func (in *instance) run(ctx context.Context, p *pool, op, arg string) (json.RawM
 		}
 		raw, _ = out.(string)
 		for raw == "" {
-			n, err := q.ExecutePendingJobs()
+			n, err := drain(q)
 			if err != nil {
 				return err
 			}
@@ -258,8 +279,28 @@ func (in *instance) run(ctx context.Context, p *pool, op, arg string) (json.RawM
 				raw = `{"ok":false,"thrown":{"name":"Error","message":"the tool's promise never settled: a payload has no timers or I/O but its handles"}}`
 			}
 		}
+		// The jobs the call left behind its outcome (a reaction it did not
+		// wait for) run now, in its own time and with its handles, not in
+		// the next call's (of this session, or of another that shares the
+		// realm); then the global object is tidied again.
+		n, err := drain(q)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			out, err := in.dispatch.Call(quickjs.UndefinedValue, "tidy", "")
+			if err != nil {
+				return err
+			}
+			if out == "1" {
+				dirty = true
+			}
+		}
 		return nil
 	})
+	if dirty {
+		in.dirty = true
+	}
 	if err != nil {
 		return nil, p.engineError(ctx, err)
 	}
@@ -285,17 +326,22 @@ func (in *instance) run(ctx context.Context, p *pool, op, arg string) (json.RawM
 		return nil, protocol.Errorf(protocol.CodeInternal, "the realm answered an outcome without a value or an error")
 	case t.Name == "InternalError" && (t.Message == "out of memory" || t.Message == "string too long"):
 		return nil, p.engineError(ctx, &jsvm.Error{Kind: jsvm.Memory})
-	case t.Null:
+	case t.Null && in.vm.OutOfMemory():
 		// The engine throws null when it runs out of memory with no room
-		// left for an error object, and frees what the script held as the
-		// exception unwinds, so nothing afterwards tells the two apart.
+		// left for an error object: an allocation failed during the call.
 		return nil, protocol.Errorf(protocol.CodeTooLarge, "the tool %q threw null, which the engine throws when a script runs out of memory with no room left for an error (memory limit %d MiB)", p.m.Name, p.h.opts.MemoryLimitMiB)
+	case t.Null:
+		return nil, protocol.Errorf(protocol.CodeToolError, "the tool %q threw null", p.m.Name)
 	case t.Name == "InternalError" && t.Message == "stack overflow":
 		return nil, p.engineError(ctx, &jsvm.Error{Kind: jsvm.Stack})
 	case t.Name == "CapabilityError" && t.Code != "":
 		// A handle's error the tool did not catch: as a Go tool that
 		// returns it, the code and "<handle> <op>: <message>".
-		return nil, protocol.Errorf(protocol.Code(t.Code), "%s %s: %s", t.Handle, t.Op, t.Message)
+		// One the tool made without a handle or op: the message alone.
+		if where := strings.TrimSpace(t.Handle + " " + t.Op); where != "" {
+			return nil, protocol.Errorf(protocol.Code(t.Code), "%s: %s", where, t.Message)
+		}
+		return nil, protocol.Errorf(protocol.Code(t.Code), "%s", t.Message)
 	case t.Code != "":
 		return nil, protocol.Errorf(protocol.Code(t.Code), "%s", t.Message)
 	}
@@ -304,6 +350,26 @@ func (in *instance) run(ctx context.Context, p *pool, op, arg string) (json.RawM
 		msg = t.Name + ": " + msg
 	}
 	return nil, protocol.Errorf(protocol.CodeToolError, "%s", msg)
+}
+
+// drain runs the realm's pending jobs until none is left, and returns how
+// many ran. A chain of jobs that feeds itself past the engine's bound on
+// one drain goes on until the call's deadline interrupts it.
+func drain(q *quickjs.VM) (int, error) {
+	total := 0
+	for {
+		n, err := q.ExecutePendingJobs()
+		total += n
+		var qe *quickjs.Error
+		if err != nil && (n == 0 || errors.As(err, &qe)) {
+			// A job that failed (an interrupt, the engine's own error),
+			// not the bound on one drain.
+			return total, err
+		}
+		if n == 0 {
+			return total, nil
+		}
+	}
 }
 
 // engineError maps what stopped the engine to an outcome error.

@@ -6,12 +6,61 @@
 // registers its tool through the symbol brain.register, which exists only
 // while the module evaluates. Why a prelude and not SDK code:
 // docs/RATIONALE.md, "Why does the host build the handle objects?".
-(function (host) {
+(function (host, isProxy, maxElements) {
   "use strict";
   const REGISTER = Symbol.for("brain.register");
   const freeze = Object.freeze;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
+
+  // The Array methods whose loop over a length runs in C without calling
+  // script code or allocating: over the holes of a sparse array
+  // (Array(2 ** 32 - 1).indexOf(1)) or an array-like ({length: 2 ** 53 -
+  // 1}), they would run on for minutes or for ever past the call's
+  // deadline, where neither the engine's interrupt nor the memory limit
+  // reaches them. A genuine array of at most maxElements elements (no
+  // array holds more within the memory limit, 16 bytes an element) runs
+  // the built-in as it is; any other receiver — a longer array, which
+  // can only be holes, an array-like, a Proxy (which only the host can
+  // tell from an array) — runs it on a Proxy whose traps forward every
+  // read, test and write to the receiver: each trap is a call into
+  // script code, where the engine polls its interrupt, so the deadline
+  // stops it. What the method does is the built-in's own; what differs is
+  // that a callback is given the Proxy as its third argument. Why:
+  // docs/RATIONALE.md, "Why are some Array methods wrapped in a
+  // TypeScript tool's realm?".
+  {
+    const ArrayProto = Array.prototype, isArray = Array.isArray, Proxy_ = Proxy, ObjectCtor = Object;
+    const apply = Reflect.apply, rget = Reflect.get, rset = Reflect.set, rhas = Reflect.has, dp = Object.defineProperty;
+    const polling = (O) => {
+      const p = new Proxy_(O, {
+        has: (t, k) => rhas(t, k),
+        get: (t, k, r) => rget(t, k, r === p ? t : r),
+        set: (t, k, v, r) => rset(t, k, v, r === p ? t : r),
+      });
+      return p;
+    };
+    const guard = (name) => {
+      const orig = ArrayProto[name];
+      const w = { [name]() {
+        const o = this;
+        if (isArray(o) && !isProxy(o) && o.length <= maxElements) return apply(orig, o, arguments);
+        const args = arguments;
+        if (o === undefined || o === null) return apply(orig, o, args); // the method's own TypeError
+        const O = ObjectCtor(o);
+        const p = polling(O);
+        const r = apply(orig, p, args);
+        return r === p ? O : r;
+      } }[name];
+      dp(w, "length", { value: orig.length });
+      dp(ArrayProto, name, { value: w });
+    };
+    for (const m of ["indexOf", "lastIndexOf", "includes", "reverse", "copyWithin", "fill", "join", "toLocaleString",
+      "forEach", "map", "filter", "some", "every", "reduce", "reduceRight", "flat", "flatMap",
+      "slice", "splice", "shift", "unshift", "sort"]) {
+      guard(m);
+    }
+  }
 
   // CapabilityError is what a handle operation throws: the SDK's class
   // when the payload registered it (so that instanceof works in the
@@ -245,8 +294,10 @@
         t.code = typeof e.code === "string" ? e.code : "";
         t.stack = typeof e.stack === "string" ? e.stack : "";
         if (e instanceof CapabilityError) {
-          t.handle = String(e.handle);
-          t.op = String(e.op);
+          // One the tool made itself has no handle or op: its message
+          // alone is the outcome's.
+          t.handle = e.handle == null ? "" : String(e.handle);
+          t.op = e.op == null ? "" : String(e.op);
         }
       } else {
         t.message = String(e);
@@ -280,12 +331,32 @@
       return finish(failure(e));
     }
     if (r === null || (typeof r !== "object" && typeof r !== "function") || typeof r.then !== "function") return finish(done(r));
-    Promise.resolve(r).then((v) => { settled = finish(done(v)); }, (e) => { settled = finish(failure(e)); });
+    Promise.resolve(r).then((v) => { settled = later(() => finish(done(v))); }, (e) => { settled = later(() => finish(failure(e))); });
     return "";
   }
+  // later settles a promise's outcome: what finish throws (encoding a
+  // result that leaves the engine no memory, which the catch in encode
+  // cannot survive either) is the call's outcome, as it is when it
+  // escapes settle, instead of a reaction that rejects unseen and a call
+  // that "never settled".
+  const OUT_OF_MEMORY = '{"ok":false,"thrown":{"name":"InternalError","message":"out of memory"}}';
+  function later(f) {
+    try {
+      return f();
+    } catch (e) {
+      try {
+        return stringify(failure(e));
+      } catch (x) {
+        return OUT_OF_MEMORY;
+      }
+    }
+  }
+  // finish encodes an outcome and tidies the global object. An outcome
+  // whose realm must be dropped starts {"dirty":true, so that the Go
+  // side, which reads {"ok":true,"value": without decoding, decodes it.
   function finish(o) {
     const s = encode(o);
-    if (!tidy()) return s.slice(0, -1) + ',"dirty":true}';
+    if (!tidy()) return '{"dirty":true,' + s.slice(1);
     return s;
   }
 
@@ -327,6 +398,10 @@
       }
       case "take":
         return settled === null ? "" : settled;
+      case "tidy":
+        // After the jobs a settled call left ran: "1" when a global they
+        // added cannot be deleted.
+        return tidy() ? "" : "1";
     }
     throw new Error("unknown dispatch " + op);
   };

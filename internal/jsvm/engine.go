@@ -1,6 +1,8 @@
 package jsvm
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"unsafe"
@@ -81,10 +83,13 @@ func (v *VM) GC() {
 // its runtime (malloc_ctx.mf), which the default allocator fills; the
 // default one returns NULL for an allocation that would pass the memory
 // limit, and the engine then throws an out-of-memory InternalError that a
-// script may catch. A VM made with Limits.OutOfMemoryStops has hookMalloc
-// and hookRealloc in their place: they call the default functions and, on
-// a failure, mark the VM and interrupt it, so that the script is stopped
-// at the engine's next poll whatever it catches.
+// script may catch (or null, when no memory is left for the error). Every
+// VM whose engine this package can read has hookMalloc and hookRealloc in
+// their place: they call the default functions and, on a failure, mark
+// the VM ([VM.OutOfMemory] tells a script's own `throw null` from the
+// engine's); a VM made with Limits.OutOfMemoryStops is interrupted as
+// well, so that the script is stopped at the engine's next poll whatever
+// it catches.
 var (
 	hookOnce    sync.Once
 	hookOK      bool    // the defaults were found and may be wrapped
@@ -120,13 +125,16 @@ func hookRealloc(tls *libc.TLS, s, ptr uintptr, size lib.Tsize_t) uintptr {
 	return p
 }
 
-// outOfMemory marks the VM whose malloc state is s and interrupts it. It
-// runs on the engine's goroutine, inside an allocation.
+// outOfMemory marks the VM whose malloc state is s and, under
+// Limits.OutOfMemoryStops, interrupts it. It runs on the engine's
+// goroutine, inside an allocation.
 func outOfMemory(s uintptr) {
 	if x, ok := hookedState.Load(s); ok {
 		v := x.(*VM)
 		v.oom.Store(true)
-		v.q.Interrupt()
+		if v.lim.OutOfMemoryStops {
+			v.q.Interrupt()
+		}
 	}
 }
 
@@ -223,4 +231,53 @@ func (v *VM) GlobalShape() (s Shape, ok bool) {
 	s.Proto = shape.Fproto
 	s.Extensible = lib.XJS_IsExtensible(v.eng.tls, uintptr(unsafe.Pointer(v.eng.ctx)), g) == 1
 	return s, true
+}
+
+// isProxyC is [IsProxy] as a function of the engine's own (a JSCFunction,
+// as the transpiled engine calls one): a script's call of it costs what a
+// built-in's does, where a Go function registered through
+// modernc.org/quickjs converts its arguments and result, some
+// microseconds a call.
+func isProxyC(_ *libc.TLS, _ uintptr, _ lib.TJSValue, argc int32, argv uintptr) lib.TJSValue {
+	r := lib.TJSValue{Ftag: int64(lib.EJS_TAG_BOOL)}
+	if argc < 1 {
+		return r
+	}
+	// argv is C memory the engine owns: read it as a pointer without a
+	// uintptr-to-pointer conversion.
+	a := **(**lib.TJSValue)(unsafe.Pointer(&argv))
+	if int32(a.Ftag) != int32(lib.EJS_TAG_OBJECT) {
+		return r
+	}
+	if o := *(**lib.TJSObject)(unsafe.Pointer(&a)); o != nil && o.Fclass_id == lib.EJS_CLASS_PROXY {
+		r.Fu.Fuint641 = 1
+	}
+	return r
+}
+
+// DefineIsProxy defines the global function name, which reports whether
+// its argument is a Proxy object (as [IsProxy]), as a function of the
+// engine's own: no script can tell a Proxy from its target, and a host's
+// set-up code that must not let a script's traps answer for it checks
+// with this. Call it on the goroutine that runs the VM's scripts (inside
+// [VM.Run]); it fails when the engine cannot be read in this version.
+func (v *VM) DefineIsProxy(name string) error {
+	if !v.eng.ok || valueField == ^uintptr(0) {
+		return errors.New("jsvm: DefineIsProxy: the engine cannot be read in this version")
+	}
+	tls, ctx := v.eng.tls, uintptr(unsafe.Pointer(v.eng.ctx))
+	cname, err := libc.CString(name)
+	if err != nil {
+		return fmt.Errorf("jsvm: DefineIsProxy: %w", err)
+	}
+	defer libc.Xfree(tls, cname)
+	f := lib.XJS_NewCFunction2(tls, ctx, cfunc(isProxyC), cname, 1, lib.EJS_CFUNC_generic, 0)
+	if int32(f.Ftag) == int32(lib.EJS_TAG_EXCEPTION) {
+		return errors.New("jsvm: DefineIsProxy: the engine could not make the function")
+	}
+	// SetPropertyStr takes f, and borrows the global object.
+	if lib.XJS_SetPropertyStr(tls, ctx, v.eng.ctx.Fglobal_obj, cname, f) < 0 {
+		return errors.New("jsvm: DefineIsProxy: the engine could not define the global")
+	}
+	return nil
 }

@@ -68,7 +68,7 @@ type VM struct {
 	lim    Limits
 	eng    engine              // the runtime's C side (engine.go)
 	heap   *lib.TJSMallocState // the runtime's allocator counters
-	hooked bool                // the allocator hook is in place (Limits.OutOfMemoryStops)
+	hooked bool                // the allocator hook is in place (engine.go)
 	oom    atomic.Bool         // an allocation failed during the current Run
 
 	mu sync.Mutex
@@ -151,12 +151,10 @@ func New(lim Limits) (*VM, error) {
 		v.eng = e
 		v.heap = &e.rt.Fmalloc_ctx.Fmalloc_state
 	}
-	if lim.OutOfMemoryStops {
-		if !v.hookAllocator() {
-			_ = q.Close()
-			return nil, errors.New("jsvm: OutOfMemoryStops: the engine's allocator is not the one this package knows")
-		}
-		v.hooked = true
+	v.hooked = v.hookAllocator()
+	if lim.OutOfMemoryStops && !v.hooked {
+		_ = q.Close()
+		return nil, errors.New("jsvm: OutOfMemoryStops: the engine's allocator is not the one this package knows")
 	}
 	go v.serve()
 	return v, nil
@@ -315,7 +313,19 @@ func (v *VM) Run(ctx context.Context, fn func(q *quickjs.VM) error) error {
 				res <- &Error{Kind: Crashed, Message: fmt.Sprint(p)}
 			}
 		}()
-		res <- fn(v.q)
+		err := v.classify(ctx, fn(v.q))
+		// Whatever the script made of the interrupt — an async function
+		// turns it into a rejection its caller may catch, and code that
+		// runs after it (a promise job) is interrupted only at the next
+		// poll — a Run that ends after the deadline or the cancel is
+		// stopped. Read here, when the engine returned, so that a script
+		// that finished in time is not late for Run's own wake-up.
+		if err == nil || KindOf(err) == Thrown {
+			if Expired(ctx) {
+				err = ctxError(ctx)
+			}
+		}
+		res <- err
 	}
 	select {
 	case err := <-res:
@@ -368,6 +378,26 @@ func (v *VM) giveUp(res <-chan error) {
 	}()
 }
 
+// Expired reports whether ctx has ended or its deadline has passed. The
+// engine's own timer, armed from the deadline by [VM.Run], may interrupt a
+// script a little before ctx reports its end (ctx's timer fires on
+// another goroutine): a host function that must not act once the script
+// was stopped checks Expired, not ctx.Err.
+func Expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// OutOfMemory reports whether an allocation failed during the VM's
+// current (or last) Run, or the heap is within 64 KiB of its limit: what
+// tells the null the engine throws when no memory is left for an error
+// object from a script's own `throw null`. Call it from the goroutine
+// that runs the script, or between Runs.
+func (v *VM) OutOfMemory() bool { return v.oom.Load() || v.nearLimit() }
+
 func ctxError(ctx context.Context) *Error {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return &Error{Kind: Cancelled}
@@ -377,7 +407,7 @@ func ctxError(ctx context.Context) *Error {
 
 // classify turns what the engine returned into an *Error (nil stays nil).
 func (v *VM) classify(ctx context.Context, err error) error {
-	if v.oom.Load() {
+	if v.lim.OutOfMemoryStops && v.oom.Load() {
 		// Limits.OutOfMemoryStops: whatever the script made of it.
 		return &Error{Kind: Memory}
 	}
@@ -407,7 +437,7 @@ func (v *VM) classify(ctx context.Context, err error) error {
 		return &Error{Kind: Memory, Name: qe.Name, Message: qe.Message}
 	case qe.Name == "InternalError" && qe.Message == "stack overflow":
 		return &Error{Kind: Stack, Name: qe.Name, Message: qe.Message}
-	case qe.Name == "" && qe.Error() == "null" && v.nearLimit():
+	case qe.Name == "" && qe.Error() == "null" && v.OutOfMemory():
 		// Out of memory with no room left for the error object: the
 		// engine throws null.
 		return &Error{Kind: Memory}

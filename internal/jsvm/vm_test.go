@@ -264,3 +264,41 @@ func TestOutOfMemoryLeaks(t *testing.T) {
 		t.Errorf("resident memory grew by %d MiB over %d rounds of out-of-memory VMs", grew>>20, rounds)
 	}
 }
+
+// earlyDeadline is a context whose deadline comes before it ends, as
+// when the engine's own timer, armed from the deadline, fires before the
+// context's timer goroutine has marked it done: deterministically.
+type earlyDeadline struct {
+	context.Context
+	d time.Time
+}
+
+func (c earlyDeadline) Deadline() (time.Time, bool) { return c.d, true }
+
+// TestInterruptCaught: an async function turns the engine's interrupt
+// into a rejection that its caller may catch and go on from; the Run is
+// stopped all the same, and the engine's timer firing before the
+// context's end counts as the deadline.
+func TestInterruptCaught(t *testing.T) {
+	vm := newVM(t, jsvm.Limits{})
+	// The context ends 10 s after its deadline, which no correct run
+	// reaches: the Run must end at the deadline, 100 ms from now.
+	parent, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx := earlyDeadline{parent, time.Now().Add(100 * time.Millisecond)}
+	var out any
+	err := vm.Run(ctx, func(q *quickjs.VM) error {
+		if _, err := q.Eval(`globalThis.r = "pending"; (async () => { try { await (async () => { for (;;) {} })() } catch (e) { r = "caught " + e } })()`, quickjs.EvalGlobal); err != nil {
+			return err
+		}
+		if _, err := q.ExecutePendingJobs(); err != nil {
+			return err
+		}
+		var err error
+		out, err = q.Eval(`r`, quickjs.EvalGlobal)
+		return err
+	})
+	if jsvm.KindOf(err) != jsvm.Timeout {
+		t.Fatalf("Run gave %v (%v), want a timeout", err, out)
+	}
+}

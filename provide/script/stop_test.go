@@ -1,0 +1,92 @@
+package script_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/provide/script"
+)
+
+// syncBuffer is a log destination safe for the Runtime's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSpinningBuiltins: the Array methods whose loop over a length runs
+// in C without polling the interrupt or allocating (the probe's
+// TypeScript tool spun a core for ever after its call's timeout) end
+// their call at once or at its deadline, and no script outlives its call.
+func TestSpinningBuiltins(t *testing.T) {
+	var logs syncBuffer
+	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, &script.Options{MaxConcurrent: 1,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	const huge = `({ length: 2 ** 53 - 1 })`
+	for name, src := range map[string]string{
+		"indexOf":     `() => Array.prototype.indexOf.call(` + huge + `, 1)`,
+		"includes":    `() => Array.prototype.includes.call(` + huge + `, 1)`,
+		"lastIndexOf": `() => Array.prototype.lastIndexOf.call(` + huge + `, 1)`,
+		"reverse":     `() => Array.prototype.reverse.call(` + huge + `)`,
+		"copyWithin":  `() => Array.prototype.copyWithin.call(` + huge + `, 1, 0)`,
+		"sparse":      `() => Array(2 ** 32 - 1).indexOf(1)`,
+		"join":        `() => Array.prototype.join.call(` + huge + `, "")`,
+		"forEach":     `() => Array.prototype.forEach.call(` + huge + `, () => {})`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			warm(t, r)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := r.Call(ctx, src, nil)
+			if c := handle.CodeOf(err); c != protocol.CodeTooLarge && c != protocol.CodeTimeout {
+				t.Fatalf("%v, want too_large or timeout", err)
+			}
+			if strings.Contains(logs.String(), "still running after its call ended") {
+				t.Fatalf("the script outlived its call: %s", logs.String())
+			}
+		})
+	}
+}
+
+// earlyDeadline is a context whose deadline comes before it ends, as
+// when the engine's own timer, armed from the deadline, fires before the
+// context's timer goroutine has marked it done: deterministically.
+type earlyDeadline struct {
+	context.Context
+	d time.Time
+}
+
+func (c earlyDeadline) Deadline() (time.Time, bool) { return c.d, true }
+
+// TestInterruptCaughtInAsyncCode: an async function turns the engine's
+// interrupt into a rejection its caller may catch; the call still ends
+// timeout.
+func TestInterruptCaughtInAsyncCode(t *testing.T) {
+	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, nil)
+	warm(t, r)
+	// The context ends 10 s after its deadline, which no correct run
+	// reaches: the call must end at the deadline, 100 ms from now.
+	parent, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx := earlyDeadline{parent, time.Now().Add(100 * time.Millisecond)}
+	out, err := r.Call(ctx, `async () => { try { await (async () => { for (;;) {} })() } catch (e) { return "caught " + e } }`, nil)
+	check(t, out, err, "", protocol.CodeTimeout, "")
+}
