@@ -1,7 +1,9 @@
 // Package build turns tool packages into content-addressed artifacts: per
 // tool a WebAssembly payload (GOOS=wasip1 GOARCH=wasm, a reactor) and its
 // tool/v1 manifest, <name>.tool.json, whose payload field is the payload's
-// sha-256. It is what `brain build` runs.
+// sha-256; and per tool of a TypeScript or JavaScript project a bundled
+// ES module, <name>.mjs, and its manifest (see [BuildScripts]). [Build] is
+// what `brain build` runs.
 //
 // A tool package exports one variable, Tool, made with tool.New. Each
 // payload holds exactly one tool and the guest handles it declares, so its
@@ -55,92 +57,134 @@ type Artifact struct {
 	Unused       []handle.Kind // declared handles the payload never imports
 }
 
-// Build builds every tool package matched by patterns (go list patterns;
-// packages without an exported Tool variable are skipped, but a pattern
-// matching none is an error).
+// Build builds every tool matched by patterns, as `brain build` does: a
+// pattern naming a directory with a package.json (relative to opts.Dir)
+// is a script project (see [BuildScripts]); the others are go list
+// patterns, whose packages without an exported Tool variable are skipped
+// (a pattern matching none is an error). No patterns means ".". The
+// artifacts are those of the script projects, in the patterns' order,
+// then those of the Go packages.
+//
+// Every tool is built and checked before anything is written, so a build
+// that fails writes nothing: a tool's name must be a capability name that
+// can also name files in opts.Out (no '/' or '\', no leading '.' or '-',
+// at most 245 bytes), and no two tools, of any kind, may share a name.
 func Build(ctx context.Context, patterns []string, opts Options) ([]Artifact, error) {
 	if opts.Out == "" {
 		return nil, fmt.Errorf("build: no output directory")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	if len(patterns) == 0 {
+		patterns = []string{"."}
 	}
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("build: %w", err)
-	}
-	pkgs, modRoot, err := listTools(ctx, opts.Dir, patterns)
-	if err != nil {
-		return nil, err
-	}
-	arts, err := buildAll(ctx, opts, modRoot, pkgs)
-	if err != nil {
-		return nil, err
-	}
-	var out []Artifact
-	for _, a := range arts {
-		for _, k := range a.Unused {
-			opts.Logger.Warn("declared handle is never used by the tool's code; consider removing it from the handles struct",
-				slog.String("tool", a.Manifest.Name), slog.String("handle", string(k)))
+	var (
+		n          names
+		st         []staged
+		goPatterns []string
+	)
+	for _, p := range patterns {
+		dir := p
+		if opts.Dir != "" && !filepath.IsAbs(p) {
+			dir = filepath.Join(opts.Dir, p)
 		}
-		out = append(out, a)
+		if !IsScriptProject(dir) {
+			goPatterns = append(goPatterns, p)
+			continue
+		}
+		s, err := stageScripts(ctx, dir, &n)
+		if err != nil {
+			return nil, err
+		}
+		st = append(st, s...)
 	}
-	return out, nil
+	if len(goPatterns) > 0 {
+		tools, modRoot, err := listTools(ctx, opts.Dir, goPatterns)
+		if err != nil {
+			return nil, err
+		}
+		stage, err := os.MkdirTemp("", "brain-build-")
+		if err != nil {
+			return nil, fmt.Errorf("build: %w", err)
+		}
+		defer os.RemoveAll(stage)
+		s, err := buildAll(ctx, opts.Dir, modRoot, stage, tools, &n)
+		if err != nil {
+			return nil, err
+		}
+		st = append(st, s...)
+	}
+	arts, err := commit(opts.Out, st)
+	warnUnused(opts.Logger, arts)
+	return arts, err
 }
 
-// buildAll builds pkgs a few at a time: each build is two go commands
-// (the manifest's run, the payload's link) whose loading and linking run
-// on one core, so that n at once on n cores take about 1/n of the time.
-// The first failure cancels the builds not yet done and is the one
-// reported (the later ones may only be the cancellation); artifacts are
-// in pkgs' order.
-func buildAll(ctx context.Context, opts Options, modRoot string, pkgs []string) ([]Artifact, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	arts := make([]Artifact, len(pkgs))
-	var (
-		mu     sync.Mutex
-		first  error
-		byName = map[string]string{} // tool name → the package that has it
-	)
-	// Two packages with one tool name would write the same files.
-	claim := func(pkg string) func(string) error {
-		return func(name string) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if other, ok := byName[name]; ok {
-				return fmt.Errorf("its tool is named %q, as the tool of %s is: tool names must be unique", name, other)
-			}
-			byName[name] = pkg
-			return nil
+// warnUnused logs the declared handles each artifact's code never uses;
+// a nil logger discards.
+func warnUnused(logger *slog.Logger, arts []Artifact) {
+	if logger == nil {
+		return
+	}
+	for _, a := range arts {
+		msg := "declared handle is never used by the tool's code; consider removing it from the handles struct"
+		if a.Manifest.Runtime == tool.RuntimeJS {
+			msg = "declared handle is never used by the tool's own code; consider removing it from requires"
+		}
+		for _, k := range a.Unused {
+			logger.Warn(msg, slog.String("tool", a.Manifest.Name), slog.String("handle", string(k)))
 		}
 	}
+}
+
+// goTool is a package that exports Tool, and the file that declares it.
+type goTool struct {
+	pkg, file string
+}
+
+// buildAll builds tools a few at a time: each build is two go commands
+// (the manifest's run, the payload's link) whose loading and linking run
+// on one core, so that n at once on n cores take about 1/n of the time.
+// Payloads are left in stage; names are claimed in n as soon as each
+// manifest is read. The first failure cancels the builds not yet done and
+// is the one reported (the later ones may only be the cancellation);
+// the staged tools are in tools' order.
+func buildAll(ctx context.Context, dir, modRoot, stage string, tools []goTool, n *names) ([]staged, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]staged, len(tools))
+	var (
+		mu    sync.Mutex
+		first error
+	)
 	slots := make(chan struct{}, max(2, runtime.NumCPU()))
 	var wg sync.WaitGroup
-	for i, p := range pkgs {
+	for i, t := range tools {
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
 			if ctx.Err() != nil {
 				return
 			}
-			a, err := buildOne(ctx, opts, modRoot, p, claim(p))
+			payloadPath := filepath.Join(stage, fmt.Sprintf("%d.wasm", i))
+			s, err := buildOne(ctx, dir, modRoot, t, payloadPath, n)
 			if err != nil {
 				mu.Lock()
 				if first == nil {
-					first = fmt.Errorf("build %s: %w", p, err)
+					first = fmt.Errorf("build %s: %w", t.pkg, err)
 				}
 				mu.Unlock()
 				cancel()
 				return
 			}
-			arts[i] = a
+			out[i] = s
 		})
 	}
 	wg.Wait()
 	if first == nil && ctx.Err() != nil {
 		first = ctx.Err() // the caller's context ended
 	}
-	return arts, first
+	if first != nil {
+		return nil, first
+	}
+	return out, nil
 }
 
 type listedPackage struct {
@@ -150,9 +194,9 @@ type listedPackage struct {
 	Module     *struct{ Dir string }
 }
 
-// listTools returns the import paths of the matched packages that export
-// Tool, and the module root.
-func listTools(ctx context.Context, dir string, patterns []string) ([]string, string, error) {
+// listTools returns the matched packages that export Tool, and the module
+// root.
+func listTools(ctx context.Context, dir string, patterns []string) ([]goTool, string, error) {
 	args := append([]string{"list", "-json=ImportPath,Dir,GoFiles,Module"}, patterns...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
@@ -163,7 +207,7 @@ func listTools(ctx context.Context, dir string, patterns []string) ([]string, st
 		return nil, "", fmt.Errorf("go list: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	var tools []string
+	var tools []goTool
 	modRoot := ""
 	for dec.More() {
 		var p listedPackage
@@ -173,8 +217,8 @@ func listTools(ctx context.Context, dir string, patterns []string) ([]string, st
 		if p.Module != nil {
 			modRoot = p.Module.Dir
 		}
-		if exportsTool(p.Dir, p.GoFiles) {
-			tools = append(tools, p.ImportPath)
+		if f, ok := exportsTool(p.Dir, p.GoFiles); ok {
+			tools = append(tools, goTool{pkg: p.ImportPath, file: displayPath(f)})
 		}
 	}
 	if len(tools) == 0 {
@@ -183,11 +227,13 @@ func listTools(ctx context.Context, dir string, patterns []string) ([]string, st
 	return tools, modRoot, nil
 }
 
-// exportsTool reports whether a package declares a top-level var Tool.
-func exportsTool(dir string, files []string) bool {
+// exportsTool reports whether a package declares a top-level var Tool,
+// and the path of the file that does.
+func exportsTool(dir string, files []string) (string, bool) {
 	fset := token.NewFileSet()
 	for _, f := range files {
-		af, err := parser.ParseFile(fset, filepath.Join(dir, f), nil, parser.SkipObjectResolution)
+		path := filepath.Join(dir, f)
+		af, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			continue
 		}
@@ -199,13 +245,27 @@ func exportsTool(dir string, files []string) bool {
 			for _, s := range gd.Specs {
 				for _, n := range s.(*ast.ValueSpec).Names {
 					if n.Name == "Tool" {
-						return true
+						return path, true
 					}
 				}
 			}
 		}
 	}
-	return false
+	return "", false
+}
+
+// displayPath is path relative to the current directory when it is under
+// it, for messages; otherwise path.
+func displayPath(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	rel, err := filepath.Rel(wd, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return path
+	}
+	return rel
 }
 
 const genDir = "brainbuildgen"
@@ -250,37 +310,40 @@ var guestHandle = map[handle.Kind]string{
 	handle.KindPage: "Page: guest.Page{}",
 }
 
-// buildOne builds the tool of package pkg: its manifest natively, then its
-// payload for wasip1, both from generated main packages placed in the
+// buildOne builds the tool t: its manifest natively, then its payload for
+// wasip1 into payloadPath, both from generated main packages placed in the
 // module through a go build overlay (nothing is written to the module).
-func buildOne(ctx context.Context, opts Options, modRoot, pkg string, claim func(name string) error) (Artifact, error) {
+// The tool's name is claimed in n before the payload is compiled.
+func buildOne(ctx context.Context, dir, modRoot string, t goTool, payloadPath string, n *names) (staged, error) {
 	tmp, err := os.MkdirTemp("", "brain-build-")
 	if err != nil {
-		return Artifact{}, err
+		return staged{}, err
 	}
 	defer os.RemoveAll(tmp)
 
 	var m tool.Manifest
-	mb, err := goWithMain(ctx, opts.Dir, modRoot, tmp, "manifest", fmt.Sprintf(manifestMain, pkg), nil, "run")
+	mb, err := goWithMain(ctx, dir, modRoot, tmp, "manifest", fmt.Sprintf(manifestMain, t.pkg), nil, "run")
 	if err != nil {
-		return Artifact{}, fmt.Errorf("read manifest: %w", err)
+		return staged{}, fmt.Errorf("read manifest: %w", err)
 	}
 	if err := json.Unmarshal(mb, &m); err != nil {
-		return Artifact{}, fmt.Errorf("read manifest: %w", err)
+		return staged{}, fmt.Errorf("read manifest: %w", err)
+	}
+	if err := n.claim(m.Name, t.file); err != nil {
+		return staged{}, fmt.Errorf("%s: %w", t.file, err)
 	}
 	var hs []string
 	for _, k := range m.Requires {
 		hs = append(hs, guestHandle[k])
 	}
-	payloadTmp := filepath.Join(tmp, "payload.wasm")
 	env := []string{"GOOS=wasip1", "GOARCH=wasm"}
-	if _, err := goWithMain(ctx, opts.Dir, modRoot, tmp, "guest", fmt.Sprintf(guestMain, pkg, strings.Join(hs, ", ")), env,
-		"build", "-trimpath", "-buildvcs=false", "-buildmode=c-shared", "-ldflags=-buildid=", "-o", payloadTmp); err != nil {
-		return Artifact{}, fmt.Errorf("compile payload: %w", err)
+	if _, err := goWithMain(ctx, dir, modRoot, tmp, "guest", fmt.Sprintf(guestMain, t.pkg, strings.Join(hs, ", ")), env,
+		"build", "-trimpath", "-buildvcs=false", "-buildmode=c-shared", "-ldflags=-buildid=", "-o", payloadPath); err != nil {
+		return staged{}, fmt.Errorf("compile payload: %w", err)
 	}
-	payload, err := os.ReadFile(payloadTmp)
+	payload, err := os.ReadFile(payloadPath)
 	if err != nil {
-		return Artifact{}, err
+		return staged{}, err
 	}
 	sum := sha256.Sum256(payload)
 	m.Payload = "sha256:" + hex.EncodeToString(sum[:])
@@ -288,31 +351,16 @@ func buildOne(ctx context.Context, opts Options, modRoot, pkg string, claim func
 
 	imports, err := Imports(ctx, payload)
 	if err != nil {
-		return Artifact{}, fmt.Errorf("read payload imports: %w", err)
+		return staged{}, fmt.Errorf("read payload imports: %w", err)
 	}
-	a := Artifact{Package: pkg, Manifest: m, Imports: imports}
+	a := Artifact{Package: t.pkg, Manifest: m, Imports: imports}
 	for _, k := range m.Requires {
 		prefix := abi.HandleModule(k) + "."
 		if !slices.ContainsFunc(imports, func(s string) bool { return strings.HasPrefix(s, prefix) }) {
 			a.Unused = append(a.Unused, k)
 		}
 	}
-	if err := claim(m.Name); err != nil {
-		return Artifact{}, err
-	}
-	a.PayloadPath = filepath.Join(opts.Out, m.Name+".wasm")
-	a.ManifestPath = filepath.Join(opts.Out, m.Name+".tool.json")
-	mj, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return Artifact{}, err
-	}
-	if err := os.WriteFile(a.PayloadPath, payload, 0o644); err != nil {
-		return Artifact{}, err
-	}
-	if err := os.WriteFile(a.ManifestPath, append(mj, '\n'), 0o644); err != nil {
-		return Artifact{}, err
-	}
-	return a, nil
+	return staged{art: a, ext: ".wasm", payloadFile: payloadPath}, nil
 }
 
 // goWithMain runs `go <verb> <args> ./brainbuildgen/<name>` with a generated

@@ -180,10 +180,49 @@ func TestImportsListedOnce(t *testing.T) {
 }
 
 // TestSameToolName: two packages whose tools have one name would write the
-// same files (the builds run at once); the build fails naming both.
+// same files (the builds run at once); the build fails naming both, and
+// writes nothing, not even the first one's files.
 func TestSameToolName(t *testing.T) {
-	_, err := build.Build(context.Background(), []string{"../host/testdata/tools/echo", "./testdata/samename/echo2"}, build.Options{Out: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), `named "echo"`) || !strings.Contains(err.Error(), "must be unique") {
+	out := t.TempDir()
+	_, err := build.Build(context.Background(), []string{"../host/testdata/tools/echo", "./testdata/samename/echo2"}, build.Options{Out: out})
+	if err == nil || !strings.Contains(err.Error(), `the tool "echo" is also defined by`) || !strings.Contains(err.Error(), "must be unique") {
 		t.Fatalf("got %v, want the two packages' shared name refused", err)
+	}
+	if written := filesUnder(t, out); len(written) > 0 {
+		t.Errorf("a refused build wrote %v", written)
+	}
+}
+
+// TestSameToolNameAcrossKinds: a TypeScript tool and a Go tool of one name
+// would write the same <name>.tool.json; one build of both refuses them
+// before writing anything.
+func TestSameToolNameAcrossKinds(t *testing.T) {
+	dir := writeProject(t, map[string]string{"echo.tool.js": handWritten(`"echo"`, `[]`, `() => 1`)})
+	out := t.TempDir()
+	_, err := build.Build(context.Background(), []string{dir, "../host/testdata/tools/echo"}, build.Options{Out: out})
+	if err == nil || !strings.Contains(err.Error(), `the tool "echo" is also defined by `+filepath.Join(dir, "echo.tool.js")) {
+		t.Fatalf("got %v, want the shared name refused", err)
+	}
+	if written := filesUnder(t, out); len(written) > 0 {
+		t.Errorf("a refused build wrote %v", written)
+	}
+}
+
+// TestBadToolName: a Go tool named "../escaped" is refused, naming the
+// file that declares it and the rule, before its payload is compiled; and
+// nothing is written, in the output directory or beside it.
+func TestBadToolName(t *testing.T) {
+	root := t.TempDir()
+	_, err := build.Build(context.Background(), []string{"./testdata/badname"}, build.Options{Out: filepath.Join(root, "out")})
+	if err == nil {
+		t.Fatal("Build succeeded")
+	}
+	for _, want := range []string{filepath.Join("testdata", "badname", "badname.go") + `: the tool's name "../escaped" is not valid: must not contain '/'`, "not starting with '.' or '-'"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Build = %v, want an error containing %q", err, want)
+		}
+	}
+	if written := filesUnder(t, root); len(written) > 0 {
+		t.Errorf("a refused build wrote %v under %s", written, root)
 	}
 }

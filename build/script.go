@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"modernc.org/quickjs"
 
 	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/host/jshost"
 	"github.com/brainrt/brain/internal/jsvm"
 	"github.com/brainrt/brain/tool"
 )
@@ -76,13 +76,28 @@ func ScriptTools(dir string) ([]string, error) {
 // definition, evaluated at build time. Two builds of the same sources
 // give identical bytes. A declared handle that the tool's own code never
 // names is warned about (see Artifact.Unused), never an error.
+//
+// Every tool is built and checked before anything is written, so a build
+// that fails writes nothing: a tool's name must be a capability name that
+// can also name files in opts.Out (no '/' or '\', no leading '.' or '-',
+// at most 245 bytes), no two tools may share a name, and a bundle may
+// have at most [jshost.MaxPayloadBytes], which every host refuses beyond.
 func BuildScripts(ctx context.Context, dir string, opts Options) ([]Artifact, error) {
 	if opts.Out == "" {
 		return nil, fmt.Errorf("build: no output directory")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	st, err := stageScripts(ctx, dir, &names{})
+	if err != nil {
+		return nil, err
 	}
+	arts, err := commit(opts.Out, st)
+	warnUnused(opts.Logger, arts)
+	return arts, err
+}
+
+// stageScripts builds the tools of the script project at dir without
+// writing them, and claims their names in n.
+func stageScripts(ctx context.Context, dir string, n *names) ([]staged, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -97,25 +112,17 @@ func BuildScripts(ctx context.Context, dir string, opts Options) ([]Artifact, er
 	if len(files) == 0 {
 		return nil, fmt.Errorf("build: no tool file under %s (a tool is a file named *.tool.ts, *.tool.mts, *.tool.js or *.tool.mjs whose default export is tool() from @brainrt/sdk)", dir)
 	}
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("build: %w", err)
-	}
-	var out []Artifact
-	names := map[string]string{}
+	var out []staged
 	for _, f := range files {
-		a, err := buildScript(ctx, abs, f, opts.Out)
+		source := filepath.Join(dir, filepath.FromSlash(f)) // as the caller names the project
+		s, err := buildScript(ctx, abs, f)
+		if err == nil {
+			err = n.claim(s.art.Manifest.Name, source)
+		}
 		if err != nil {
-			return out, fmt.Errorf("build %s: %w", f, err)
+			return nil, fmt.Errorf("build %s: %w", source, err)
 		}
-		if prev, ok := names[a.Manifest.Name]; ok {
-			return out, fmt.Errorf("build: %s and %s both define the tool %q", prev, f, a.Manifest.Name)
-		}
-		names[a.Manifest.Name] = f
-		for _, k := range a.Unused {
-			opts.Logger.Warn("declared handle is never used by the tool's own code; consider removing it from requires",
-				slog.String("tool", a.Manifest.Name), slog.String("handle", string(k)))
-		}
-		out = append(out, a)
+		out = append(out, s)
 	}
 	return out, nil
 }
@@ -192,22 +199,29 @@ func strconvQuote(s string) string {
 	return string(b)
 }
 
-func buildScript(ctx context.Context, dir, file, outDir string) (Artifact, error) {
+// buildScript bundles and describes the tool file of the project at dir.
+func buildScript(ctx context.Context, dir, file string) (staged, error) {
 	payload, err := bundle(dir, "./"+file, false)
 	if err != nil {
-		return Artifact{}, err
+		return staged{}, err
+	}
+	// Checked before the bundle is evaluated: a bundle too large to load
+	// would also take the engine a long time and much memory to describe.
+	if len(payload) > jshost.MaxPayloadBytes {
+		return staged{}, fmt.Errorf("the bundle has %d bytes, more than the %d (%d MiB) a JavaScript host loads: keep large data out of the bundle (read it through a handle at run time)",
+			len(payload), jshost.MaxPayloadBytes, jshost.MaxPayloadBytes>>20)
 	}
 	own, err := bundle(dir, "./"+file, true)
 	if err != nil {
-		return Artifact{}, err
+		return staged{}, err
 	}
 	described, err := describeBundle(dir, file)
 	if err != nil {
-		return Artifact{}, err
+		return staged{}, err
 	}
 	m, err := describe(ctx, described)
 	if err != nil {
-		return Artifact{}, err
+		return staged{}, err
 	}
 	sum := sha256.Sum256(payload)
 	m.Payload = "sha256:" + hex.EncodeToString(sum[:])
@@ -218,19 +232,7 @@ func buildScript(ctx context.Context, dir, file, outDir string) (Artifact, error
 			a.Unused = append(a.Unused, k)
 		}
 	}
-	a.PayloadPath = filepath.Join(outDir, m.Name+".mjs")
-	a.ManifestPath = filepath.Join(outDir, m.Name+".tool.json")
-	mj, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return Artifact{}, err
-	}
-	if err := os.WriteFile(a.PayloadPath, payload, 0o644); err != nil {
-		return Artifact{}, err
-	}
-	if err := os.WriteFile(a.ManifestPath, append(mj, '\n'), 0o644); err != nil {
-		return Artifact{}, err
-	}
-	return a, nil
+	return staged{art: a, ext: ".mjs", payload: payload}, nil
 }
 
 // describeScript runs after the bundle's module: it returns what tool()
@@ -313,6 +315,9 @@ func describe(ctx context.Context, payload []byte) (tool.Manifest, error) {
 		m.Requires = append(m.Requires, k)
 	}
 	slices.Sort(m.Requires)
+	if err := nameError(m.Name); err != nil { // before Validate, whose refusal does not state build's rule
+		return tool.Manifest{}, err
+	}
 	if err := m.Validate(); err != nil {
 		return tool.Manifest{}, err
 	}

@@ -187,7 +187,8 @@ func TestBuildScriptsErrors(t *testing.T) {
 		{name: "no tool defined", files: map[string]string{"a.tool.js": "export default 1"}, msg: "defined no tool"},
 		{name: "throws at load", files: map[string]string{"a.tool.js": `throw new Error("at load")`}, msg: "at load"},
 		{name: "unknown handle", files: map[string]string{"a.tool.js": handWritten(`"t.a"`, `["disk"]`, `() => 1`)}, msg: `unknown handle "disk"`},
-		{name: "two files, one name", files: map[string]string{"a.tool.js": handWritten(`"t.same"`, `[]`, `() => 1`), "b.tool.js": handWritten(`"t.same"`, `[]`, `() => 2`)}, msg: `both define the tool "t.same"`},
+		{name: "two files, one name", files: map[string]string{"a.tool.js": handWritten(`"t.same"`, `[]`, `() => 1`), "b.tool.js": handWritten(`"t.same"`, `[]`, `() => 2`)}, msg: `b.tool.js: the tool "t.same" is also defined by `},
+		{name: "a good tool, then a bad one", files: map[string]string{"a.tool.js": handWritten(`"t.a"`, `[]`, `() => 1`), "b.tool.js": `throw new Error("at load")`}, msg: "at load"},
 		{name: "loops forever", files: map[string]string{"a.tool.js": `for (;;) {}`}, msg: "deadline"},
 	}
 	for _, tc := range tests {
@@ -195,14 +196,140 @@ func TestBuildScriptsErrors(t *testing.T) {
 			dir := writeProject(t, tc.files)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, err := build.BuildScripts(ctx, dir, build.Options{Out: t.TempDir()})
+			out := t.TempDir()
+			_, err := build.BuildScripts(ctx, dir, build.Options{Out: out})
 			if err == nil || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("BuildScripts = %v, want an error containing %q", err, tc.msg)
+			}
+			// Every tool is checked before anything is written.
+			if written := filesUnder(t, out); len(written) > 0 {
+				t.Fatalf("a failed build wrote %v", written)
 			}
 		})
 	}
 	if _, err := build.BuildScripts(context.Background(), t.TempDir(), build.Options{Out: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "has no package.json") {
 		t.Fatalf("a directory without package.json: %v", err)
+	}
+}
+
+// filesUnder lists the files (and links) under dir, relative to it.
+func filesUnder(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestBuildScriptsRefusesNames: a tool's name is the base of its files in
+// the output directory, so a name that is not a capability name or cannot
+// name a file there is refused, naming the tool's file and the rule, and
+// nothing is written, in the output directory or outside it.
+func TestBuildScriptsRefusesNames(t *testing.T) {
+	tests := []struct {
+		name, tool, want string
+	}{
+		{"parent", `"../../escaped"`, `must not contain '/' or '\'`},
+		{"slash", `"a/b"`, `must not contain '/' or '\'`},
+		{"backslash", `"a\\b"`, `must not contain '/' or '\'`},
+		{"over 256 bytes", `"x".repeat(300)`, "300 bytes, more than 256"},
+		{"over 245 bytes", `"x".repeat(250)`, "250 bytes, more than the 245"},
+		{"NUL", `"nul\u0000x"`, "must not contain spaces or control characters"},
+		{"space", `"x y"`, "must not contain spaces or control characters"},
+		{"newline", `"fs.read\n"`, "must not contain spaces or control characters"},
+		{"hidden", `".hidden"`, "must not start with '.'"},
+		{"dot dot", `".."`, "must not start with '.'"},
+		{"flag", `"-rf"`, "must not start with '-'"},
+		{"empty", `""`, "must not be empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeProject(t, map[string]string{
+				"good.tool.js":    handWritten(`"t.good"`, `[]`, `() => 1`),
+				"src/bad.tool.js": handWritten(tc.tool, `[]`, `() => 1`),
+			})
+			root := t.TempDir()
+			_, err := build.BuildScripts(context.Background(), dir, build.Options{Out: filepath.Join(root, "a", "b", "out")})
+			if err == nil {
+				t.Fatal("BuildScripts succeeded")
+			}
+			for _, want := range []string{filepath.Join(dir, "src", "bad.tool.js") + ": the tool's name", tc.want, "not starting with '.' or '-'"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("BuildScripts = %v, want an error containing %q", err, want)
+				}
+			}
+			if written := filesUnder(t, root); len(written) > 0 {
+				t.Errorf("a refused build wrote %v under %s", written, root)
+			}
+		})
+	}
+}
+
+// TestBuildScriptsTooLarge: a bundle over the 16 MiB every JavaScript host
+// refuses to load is refused by the build, which writes nothing.
+func TestBuildScriptsTooLarge(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"big.js":        `export const big = "` + strings.Repeat("a", jshost.MaxPayloadBytes) + `";`,
+		"huge.tool.js":  `import { big } from "./big.js";` + "\n" + handWritten(`"t.huge"`, `[]`, `() => big.length`),
+		"small.tool.js": handWritten(`"t.small"`, `[]`, `() => 1`),
+	})
+	out := t.TempDir()
+	_, err := build.BuildScripts(context.Background(), dir, build.Options{Out: out})
+	if err == nil {
+		t.Fatal("BuildScripts succeeded")
+	}
+	for _, want := range []string{"huge.tool.js: the bundle has", "more than the 16777216 (16 MiB) a JavaScript host loads"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("BuildScripts = %v, want an error containing %q", err, want)
+		}
+	}
+	if written := filesUnder(t, out); len(written) > 0 {
+		t.Errorf("a refused build wrote %v", written)
+	}
+}
+
+// TestBuildScriptsReplacesLinks: a symbolic link at an artifact's path in
+// the output directory (a cloned project may ship one) is replaced, never
+// written through.
+func TestBuildScriptsReplacesLinks(t *testing.T) {
+	dir := writeProject(t, map[string]string{"hello.tool.js": handWritten(`"hello"`, `[]`, `() => "hello"`)})
+	out, outside := t.TempDir(), t.TempDir()
+	for _, name := range []string{"hello.mjs", "hello.tool.json"} {
+		victim := filepath.Join(outside, name)
+		if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(victim, filepath.Join(out, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := build.BuildScripts(context.Background(), dir, build.Options{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"hello.mjs", "hello.tool.json"} {
+		if b, err := os.ReadFile(filepath.Join(outside, name)); err != nil || string(b) != "keep" {
+			t.Errorf("%s outside the output directory = %q, %v: written through a link", name, b, err)
+		}
+		if fi, err := os.Lstat(filepath.Join(out, name)); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s in the output directory: %v, %v, want a regular file", name, fi, err)
+		}
+	}
+	if _, _, err := jshost.ReadArtifact(filepath.Join(out, "hello.tool.json")); err != nil {
+		t.Errorf("the artifact does not load: %v", err)
+	}
+	if written := filesUnder(t, out); len(written) != 2 {
+		t.Errorf("output directory holds %v, want the two files (no temporary file left)", written)
 	}
 }
 

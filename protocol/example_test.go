@@ -75,3 +75,13 @@ func ExampleLeadingFrameID() {
 	// "p-9"
 	// ""
 }
+
+func ExampleValidateName() {
+	for _, name := range []string{"fs.read", "fs read", ""} {
+		fmt.Printf("%q: %v\n", name, protocol.ValidateName(name))
+	}
+	// Output:
+	// "fs.read": <nil>
+	// "fs read": must not contain spaces or control characters
+	// "": must not be empty
+}

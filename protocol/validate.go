@@ -10,19 +10,32 @@ import (
 // MaxNameBytes bounds a capability name.
 const MaxNameBytes = 256
 
+// ValidateName checks a capability name: non-empty, at most [MaxNameBytes]
+// bytes, and no spaces or control characters (no byte up to ' ', no DEL).
+// [Capability.Validate] applies it to every capability; a tool's manifest
+// and `brain build` apply it to a tool's name, which becomes a capability's
+// name when the tool is attached. The error says which rule the name
+// breaks.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("must not be empty")
+	case len(name) > MaxNameBytes:
+		return fmt.Errorf("%d bytes, more than %d", len(name), MaxNameBytes)
+	case strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fmt.Errorf("must not contain spaces or control characters")
+	}
+	return nil
+}
+
 // Validate checks what the wire types alone decide about a capability: a
 // non-empty name, known side, scope, kind and audience values, a valid
 // origin, an object inputSchema, callTimeoutMs > 0 and a valid render spec.
 // Compiling the schemas is the registry's job (package session). The error
 // names the field.
 func (c *Capability) Validate() error {
-	switch {
-	case c.Name == "":
-		return fmt.Errorf("name: must not be empty")
-	case len(c.Name) > MaxNameBytes:
-		return fmt.Errorf("name: %d bytes, more than %d", len(c.Name), MaxNameBytes)
-	case strings.ContainsFunc(c.Name, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-		return fmt.Errorf("name: must not contain spaces or control characters")
+	if err := ValidateName(c.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
 	}
 	switch c.Side {
 	case SideClient, SideAgent, SideApp:

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/protocol"
 )
 
 // Format is the manifest format this package reads and writes.
@@ -44,15 +45,21 @@ type Manifest struct {
 // package host/jshost (docs/tools-typescript.md).
 const RuntimeJS = "js/1"
 
-// Validate checks a manifest read from outside: the format, a name, an
-// object input schema, known handles without duplicates, bindings with
-// schemas, and the hosting mode.
+// Validate checks a manifest read from outside: the format, a name that
+// can be a capability's ([protocol.ValidateName]: the name becomes one at
+// attach), an object input schema, known handles without duplicates,
+// bindings with schemas, and the hosting mode.
 func (m *Manifest) Validate() error {
 	switch {
 	case m.Format != Format:
 		return fmt.Errorf("manifest format %q, want %q", m.Format, Format)
 	case m.Name == "":
 		return fmt.Errorf("manifest name is empty")
+	}
+	if err := protocol.ValidateName(m.Name); err != nil {
+		return fmt.Errorf("manifest name %q is not a capability name: %w", m.Name, err)
+	}
+	switch {
 	case len(m.InputSchema) == 0 || m.InputSchema[0] != '{':
 		return fmt.Errorf("manifest %q: input_schema must be a JSON object", m.Name)
 	case m.Hosting != HostingProvisioned:

@@ -119,6 +119,11 @@ func TestManifestValidate(t *testing.T) {
 	}{
 		{"format", func(m *tool.Manifest) { m.Format = "tool/v9" }, "format"},
 		{"name", func(m *tool.Manifest) { m.Name = "" }, "name is empty"},
+		// The name becomes a capability's at attach: the protocol's rule
+		// applies, so a loader refuses it before anything runs.
+		{"name with space", func(m *tool.Manifest) { m.Name = "x y" }, `manifest name "x y" is not a capability name: must not contain spaces`},
+		{"name with newline", func(m *tool.Manifest) { m.Name = "fs.read\n" }, "must not contain spaces or control characters"},
+		{"name too long", func(m *tool.Manifest) { m.Name = strings.Repeat("x", 300) }, "300 bytes, more than 256"},
 		{"input schema", func(m *tool.Manifest) { m.InputSchema = json.RawMessage(`[]`) }, "input_schema"},
 		{"unknown handle", func(m *tool.Manifest) { m.Requires = []handle.Kind{"gpu"} }, `unknown handle "gpu"`},
 		{"handle twice", func(m *tool.Manifest) { m.Requires = []handle.Kind{"fs", "fs"} }, "twice"},

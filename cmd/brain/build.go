@@ -12,13 +12,18 @@ import (
 // runBuild is `brain build [packages] -o DIR`.
 func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("build", "build [packages] -o DIR",
-		`Builds each tool package (one that exports a Tool made with tool.New) into a
-WebAssembly payload and its tool/v1 manifest, and prints name, payload digest
-and manifest path per tool. Packages default to ".". A directory with a
-package.json is a TypeScript or JavaScript project: each *.tool.ts file in it
-becomes <name>.mjs and its manifest (docs/tools-typescript.md).`,
-		"brain build ./examples/tools/... -o artifacts")
-	out := fs.String("o", "", "directory to write <name>.tool.json and <name>.wasm to (required)")
+		`Builds each Go tool package (one that exports a Tool made with tool.New) into
+a WebAssembly payload, <name>.wasm, and each TypeScript or JavaScript tool
+(a *.tool.ts, .tool.mts, .tool.js or .tool.mjs file of a directory with a
+package.json) into an ES module, <name>.mjs; beside each goes its tool/v1
+manifest, <name>.tool.json (docs/manifest.md, docs/tools-typescript.md).
+Prints name, payload digest and manifest path per tool. Packages default
+to ".". A tool's name must be a capability name that can name a file: no
+spaces, control characters, '/' or '\', not starting with '.' or '-', at
+most 245 bytes; no two tools may share one. Nothing is written unless
+every tool builds.`,
+		"brain build ./examples/tools/... -o artifacts\n  brain build ./examples/ts-tools -o artifacts")
+	out := fs.String("o", "", "directory to write <name>.tool.json and <name>.wasm or <name>.mjs to (required)")
 	flags, pkgs := splitFlags(args)
 	if code, ok := parseFlags(fs, flags, stdout, stderr); !ok {
 		return code
@@ -27,33 +32,13 @@ becomes <name>.mjs and its manifest (docs/tools-typescript.md).`,
 	if *out == "" {
 		return usageError(stderr, "build", "-o DIR is required")
 	}
-	if len(pkgs) == 0 {
-		pkgs = []string{"."}
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// A directory with a package.json is a TypeScript or JavaScript
-	// project (build.BuildScripts); the other patterns are Go packages.
-	var arts []build.Artifact
-	var goPkgs []string
-	for _, p := range pkgs {
-		if !build.IsScriptProject(p) {
-			goPkgs = append(goPkgs, p)
-			continue
-		}
-		a, err := build.BuildScripts(ctx, p, build.Options{Out: *out, Logger: logger})
-		if err != nil {
-			fmt.Fprintln(stderr, "brain build:", err)
-			return exitFail
-		}
-		arts = append(arts, a...)
-	}
-	if len(goPkgs) > 0 {
-		a, err := build.Build(ctx, goPkgs, build.Options{Out: *out, Logger: logger})
-		if err != nil {
-			fmt.Fprintln(stderr, "brain build:", err)
-			return exitFail
-		}
-		arts = append(arts, a...)
+	// project; the other patterns are Go packages (build.Build).
+	arts, err := build.Build(ctx, pkgs, build.Options{Out: *out, Logger: logger})
+	if err != nil {
+		fmt.Fprintln(stderr, "brain build:", err)
+		return exitFail
 	}
 	for _, a := range arts {
 		fmt.Fprintf(stdout, "%s\t%s\t%s\n", a.Manifest.Name, a.Manifest.Payload, a.ManifestPath)

@@ -101,7 +101,10 @@ func (h *Host) AddPayload(identity string, payload []byte) error {
 // Bounds on what ReadArtifact reads.
 const (
 	maxManifestBytes = 4 << 20
-	maxPayloadBytes  = 16 << 20 // a bundle with zod is about 0.5 MB
+	// MaxPayloadBytes bounds a JavaScript payload, <name>.mjs: 16 MiB.
+	// ReadArtifact refuses a larger one, and `brain build` refuses to
+	// write one.
+	MaxPayloadBytes = 16 << 20 // a bundle with zod is about 0.5 MB
 )
 
 // PayloadPath returns where the payload of the manifest at path is:
@@ -127,7 +130,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 		return m, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	payloadPath := PayloadPath(path)
-	payload, err := readBounded(payloadPath, maxPayloadBytes)
+	payload, err := readBounded(payloadPath, MaxPayloadBytes)
 	if err != nil {
 		return m, nil, fmt.Errorf("%s: payload: %w", path, err)
 	}

@@ -1,0 +1,110 @@
+package build
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/brainrt/brain/protocol"
+)
+
+// A tool's name is both a capability's name, once the tool is attached,
+// and the base of its artifact's file names, <name>.tool.json beside
+// <name>.wasm or <name>.mjs, in the output directory. So build holds a
+// name to the protocol's rule (protocol.ValidateName: non-empty, at most
+// 256 bytes, no spaces or control characters, which also rules out NUL
+// and newlines) and, because the protocol allows what a file name must
+// not have, to these as well:
+//
+//   - No '/' or '\': either makes the name a path ("../../x" leaves the
+//     output directory; "a/b" needs a directory that is not there).
+//     '\' is a separator on Windows, and an artifact directory should
+//     mean the same wherever it is copied.
+//   - No leading '.': "." and ".." name directories, and a file whose
+//     name starts with a dot is hidden from ls and from shell globs such
+//     as `brain run out/*.tool.json`, so the artifact would be invisible
+//     to the person who built it.
+//   - No leading '-': `brain run -rf.tool.json`, `rm out/*` and most
+//     commands read such a file name as a flag.
+//   - At most 245 bytes: most file systems allow 255 bytes in one file
+//     name, and ".tool.json" takes 10 of them; the protocol's 256 would
+//     end in a "file name too long" error instead.
+//   - Valid UTF-8: the manifest's JSON would carry U+FFFD where the file
+//     name has the invalid bytes, and the two would no longer match.
+//
+// Not refused: the characters Windows reserves in file names (: * ? " < >
+// |), which capability names use (github:search) and Linux and macOS file
+// systems accept.
+
+// maxNameBytes is the longest tool name whose artifact's file names fit
+// in the 255 bytes most file systems allow in one file name.
+const maxNameBytes = 255 - len(".tool.json")
+
+// nameRule is the rule checkName applies, stated in every refusal.
+const nameRule = "a tool's name is 1 to 245 bytes; no spaces, control characters, '/' or '\\'; not starting with '.' or '-'"
+
+// checkName reports why name cannot be a built tool's name, or nil.
+func checkName(name string) error {
+	if err := protocol.ValidateName(name); err != nil {
+		return err
+	}
+	switch {
+	case len(name) > maxNameBytes:
+		return fmt.Errorf("%d bytes, more than the %d that fit in a file name with .tool.json", len(name), maxNameBytes)
+	case strings.ContainsAny(name, `/\`):
+		return errors.New(`must not contain '/' or '\'`)
+	case name[0] == '.':
+		return errors.New("must not start with '.'")
+	case name[0] == '-':
+		return errors.New("must not start with '-'")
+	case !utf8.ValidString(name):
+		return errors.New("must be UTF-8")
+	}
+	return nil
+}
+
+// nameError is checkName's refusal as build reports it: the name, what is
+// wrong with it and the whole rule.
+func nameError(name string) error {
+	if err := checkName(name); err != nil {
+		shown := name // a long name is cut, at a character's start
+		if len(shown) > 64 {
+			i := 64
+			for i > 0 && !utf8.RuneStart(shown[i]) {
+				i--
+			}
+			shown = shown[:i] + "…"
+		}
+		return fmt.Errorf("the tool's name %q is not valid: %v (%s)", shown, err, nameRule)
+	}
+	return nil
+}
+
+// names records which source defines each tool of a build, so that a
+// name that cannot name files, or that two tools share, is refused
+// before anything is written. It is safe for concurrent use.
+type names struct {
+	mu sync.Mutex
+	by map[string]string // tool name → the source that defines it
+}
+
+// claim records that source (a Go package or a script file) defines the
+// tool named name. The error, which the caller prefixes with the source,
+// says what is wrong with the name.
+func (n *names) claim(name, source string) error {
+	if err := nameError(name); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if other, ok := n.by[name]; ok {
+		return fmt.Errorf("the tool %q is also defined by %s: tool names must be unique, as each names its artifact's files", name, other)
+	}
+	if n.by == nil {
+		n.by = map[string]string{}
+	}
+	n.by[name] = source
+	return nil
+}

@@ -1,0 +1,52 @@
+package build
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheckName: a tool's name must be a capability name that can also
+// be the base of file names in the output directory.
+func TestCheckName(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want string // "" means valid
+	}{
+		{"dotted", "fs.read", ""},
+		{"colon", "github:search", ""},
+		{"unicode", "héllo", ""},
+		{"inner dots", "a..b", ""},
+		{"longest", strings.Repeat("x", 245), ""},
+		{"empty", "", "must not be empty"},
+		{"space", "x y", "must not contain spaces or control characters"},
+		{"newline", "fs.read\n", "must not contain spaces or control characters"},
+		{"NUL", "nul\x00x", "must not contain spaces or control characters"},
+		{"DEL", "a\x7f", "must not contain spaces or control characters"},
+		{"over the protocol's 256", strings.Repeat("x", 300), "more than 256"},
+		{"over a file name's 245", strings.Repeat("x", 246), "more than the 245"},
+		{"parent", "../../escaped", "must not contain '/'"},
+		{"slash", "a/b", "must not contain '/'"},
+		{"absolute", "/tmp/x", "must not contain '/'"},
+		{"backslash", `a\b`, `must not contain '/' or '\'`},
+		{"dot", ".", "must not start with '.'"},
+		{"dot dot", "..", "must not start with '.'"},
+		{"hidden", ".hidden", "must not start with '.'"},
+		{"flag", "-rf", "must not start with '-'"},
+		{"not UTF-8", "a\xffb", "must be UTF-8"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkName(tc.in)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("checkName(%q) = %v, want nil", tc.in, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("checkName(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+			}
+		})
+	}
+}
