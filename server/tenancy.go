@@ -153,7 +153,7 @@ func (q *owners) reserve(ctx context.Context, owner, id string, explicit bool) e
 	}
 	if q.limit >= 0 && q.counts[owner] >= q.limit {
 		q.mu.Unlock()
-		return quotaError("this token's tenant has created %d sessions, its limit (limits.sessions_per_token); delete one or use another token", q.limit)
+		return quotaError("this token's tenant has created %d sessions, its limit (limits.sessions_per_token, counted for all the tenant's tokens together); delete one of them (DELETE /v1/sessions/{id}) or raise the limit", q.limit)
 	}
 	old, hadOld := q.owner[id]
 	q.set(id, owner)
