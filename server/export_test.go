@@ -32,6 +32,12 @@ func SetFrameReadTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
 	setTunable(t, frameReadTimeout, d)
 }
 
+// SetMCPBodyWithin bounds an MCP POST's body to d instead of a minute,
+// for the test's duration.
+func SetMCPBodyWithin(t interface{ Cleanup(func()) }, d time.Duration) {
+	setTunable(t, mcpBodyWithin, d)
+}
+
 // setTunable sets v to d for the test's duration.
 func setTunable(t interface{ Cleanup(func()) }, v *tunable, d time.Duration) {
 	old := v.ns.Swap(int64(d))

@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -732,5 +734,52 @@ func TestRefusedJoinCreatesNothing(t *testing.T) {
 		if status, body := f.get("GET", "/v1/sessions/"+id, opsToken); status != http.StatusNotFound {
 			t.Errorf("after a refused %s: session %s is %d %s, want 404 (not created)", q.path, id, status, body)
 		}
+	}
+}
+
+// TestMCPBodyMustArrive: an MCP POST whose body trickles is answered 408
+// once its bound passes — it was held open for as long as its sender
+// liked, its session with it, and a stop waited for it — while a POST
+// whose answer streams for longer than that bound (a call awaiting
+// approval) is not cut by it.
+func TestMCPBodyMustArrive(t *testing.T) {
+	server.SetMCPBodyWithin(t, 200*time.Millisecond)
+	release := make(chan struct{})
+	f, _ := newLimited(t, server.ManagerOptions{}, server.Options{MCP: func(*session.Session) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-release // an answer that takes longer than the body's bound
+			_, _ = w.Write(b)
+		})
+	}})
+	// A body that never arrives whole: 11 of the 100 bytes its headers
+	// announce, over a connection of the test's own.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(testutil.WaitLimit))
+	if _, err := fmt.Fprintf(conn, "POST /v1/sessions/b1/mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":", modelToken); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive whole") {
+		t.Fatalf("a trickling body: %d %s, want 408", resp.StatusCode, body)
+	}
+	// A whole body whose answer outlasts the bound.
+	// The answer comes after three of the body's bounds (200 ms): the
+	// body's deadline must be gone by then.
+	time.AfterFunc(600*time.Millisecond, func() { close(release) })
+	status, got := f.send("POST", "/v1/sessions/b1/mcp", modelToken, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if status != http.StatusOK || got != `{"jsonrpc":"2.0","id":1,"method":"ping"}` {
+		t.Fatalf("a slow answer: %d %q", status, got)
 	}
 }

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -156,6 +160,47 @@ func joinWS(pr Principal) (status int, code, msg string) {
 // mcpbridge): the authenticated name of an MCP request's token.
 const mcpCallerHeader = "Brain-Mcp-Caller"
 
+// mcpBodyWithin bounds how long an MCP POST's body may take to arrive,
+// from the request's start: the bound a WebSocket message has
+// (docs/protocol.md, "Connecting").
+var mcpBodyWithin = newTunable(time.Minute)
+
+// maxMCPBody is the largest MCP POST body: the MCP SDK's default
+// (mcp.DefaultMaxRequestBodyBytes), which the kernel does not change.
+const maxMCPBody = 4 << 20
+
+// readMCPBody reads an MCP POST's body whole, within mcpBodyWithin, and
+// puts it back as r.Body; a body that is late, too large or broken is
+// answered here (408, 413, 400) and false returned.
+func readMCPBody(w http.ResponseWriter, r *http.Request) bool {
+	rc := http.NewResponseController(w)
+	within := mcpBodyWithin.get()
+	_ = rc.SetReadDeadline(time.Now().Add(within))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxMCPBody+1))
+	if err == nil && len(body) <= maxMCPBody {
+		// The deadline is the body's only: a response that streams for
+		// long (a call awaiting approval) must not end with it.
+		_ = rc.SetReadDeadline(time.Time{})
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return true
+	}
+	// Refused: the connection closes after the answer, and the deadline
+	// stays, so that the server does not wait for the rest of the body
+	// before it answers (it reads what a handler left unread, to keep the
+	// connection).
+	w.Header().Set("Connection", "close")
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		httpError(w, http.StatusRequestTimeout, "invalid_request", fmt.Sprintf("the request's body did not arrive whole within %s", within))
+	case err != nil:
+		httpError(w, http.StatusBadRequest, "invalid_request", "cannot read the request's body: "+err.Error())
+	default:
+		httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request's body is over %d bytes", maxMCPBody))
+	}
+	return false
+}
+
 // joinMCP admits an MCP request's token before its session is acquired:
 // the request creates its session when it never existed, and one refused
 // (a token of another side: a probe found their 403s had created the
@@ -190,6 +235,12 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 	srv.conns.add(sideMCP, 1)
 	defer srv.conns.add(sideMCP, -1)
 	if r.Method == http.MethodPost {
+		// Its body is read whole first, within mcpBodyWithin: a body that
+		// trickles held the request, its session and a stop's wait for as
+		// long as its sender liked; read, it is a request being answered.
+		if !readMCPBody(w, r) {
+			return
+		}
 		// A stop waits for it to be answered (cluster_drain.go); once the
 		// node stops, it is refused unserved, and a forwarding node sends
 		// it to the session's next owner.
