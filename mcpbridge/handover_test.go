@@ -359,3 +359,28 @@ func TestClientProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoredSessionHearsListChanged: an MCP session restored on another
+// node hears tools/list_changed once it is connected there, whether or not
+// the registry changed — its client may have missed changes while no node
+// served it. The announcement used to be made before the restored session
+// was connected, and reached nobody.
+func TestRestoredSessionHearsListChanged(t *testing.T) {
+	f := newFixture(t)
+	ns := newNodes(t, f.s, 2, nil)
+	changed := make(chan struct{}, 64)
+	cs := ns.connect(t, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}, nil)
+	if _, err := cs.ListTools(waitCtx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	for len(changed) > 0 {
+		<-changed
+	}
+	ns.handover(1)
+	if _, err := cs.ListTools(waitCtx(t), nil); err != nil { // the request that restores it on node 1
+		t.Fatal(err)
+	}
+	recv(t, changed, "tools/list_changed after the restore")
+}

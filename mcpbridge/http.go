@@ -142,12 +142,11 @@ func (h *HTTPHandler) endpoint(s *session.Session) *endpoint {
 			if ended.isEnded(sid) {
 				return nil // DELETEd: 404 (http_delete.go)
 			}
-			st := restoreState(id, r, sid)
-			if st != nil {
-				srv.restored()
-			}
-			return st
+			return restoreState(id, r, sid)
 		}
+		// Once connected, a restored MCP session hears list_changed: its
+		// client may have missed changes while no node served it.
+		ho.SessionRestored = func(*mcp.ServerSession) { srv.restored() }
 		e = &endpoint{srv: srv}
 		ended = &e.sessions
 		e.h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &ho)

@@ -230,6 +230,11 @@ type StreamableHTTPOptions struct {
 	// before a restart). A non-nil state connects a session of that id with
 	// it, as if it had been initialized here; nil answers 404 as before.
 	RestoreSession func(req *http.Request, sessionID string) *ServerSessionState
+
+	// SessionRestored, if set, is called (BRAIN PATCH) on its own
+	// goroutine once a session RestoreSession gave a state for is
+	// connected: what the server sends it from then on reaches it.
+	SessionRestored func(*ServerSession)
 }
 
 // DefaultMaxRequestBodyBytes is the default value used for
@@ -2997,5 +3002,8 @@ func (h *StreamableHTTPHandler) restoreSession(req *http.Request, sessionID stri
 	sessInfo = info
 	h.sessions[sessionID] = info
 	h.mu.Unlock()
+	if h.opts.SessionRestored != nil {
+		go h.opts.SessionRestored(session)
+	}
 	return info
 }
