@@ -107,11 +107,7 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 			}
 			return true
 		}
-		msg := fmt.Sprintf("the user (%s) rejected the call", d.DecidedBy)
-		if d.Feedback != "" {
-			msg += ": " + d.Feedback
-		}
-		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", msg))
+		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", rejection(d.DecidedBy, d.Feedback)))
 	case <-c.done:
 	case <-timer.C:
 		s.finish(c, protocol.Fail(protocol.CodeTimeout, "no approval within %s (ApprovalTimeout); the call did not run", s.opts.ApprovalTimeout))
@@ -265,4 +261,18 @@ func (s *Session) reissueLocked(old, r *registration) {
 			}
 		}
 	}
+}
+
+// rejection is the message of a call's rejected outcome: who rejected it
+// (decidedBy, when the decider gave one: a token without a name gives
+// none) and the feedback, for the model.
+func rejection(decidedBy, feedback string) string {
+	msg := "the user rejected the call"
+	if decidedBy != "" {
+		msg = "the user (" + decidedBy + ") rejected the call"
+	}
+	if feedback != "" {
+		msg += ": " + feedback
+	}
+	return msg
 }

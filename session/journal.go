@@ -386,11 +386,7 @@ func (s *Session) resume(p *restoredCall) {
 	case invoked:
 		s.finish(c, protocol.Fail(protocol.CodeUnavailable, "the kernel that ran %q stopped while it was running (a restart, or a node lost); it may or may not have taken effect", name))
 	case decision != nil && decision.Decision == protocol.DecisionRejected:
-		msg := fmt.Sprintf("the user (%s) rejected the call", decision.DecidedBy)
-		if decision.Feedback != "" {
-			msg += ": " + decision.Feedback
-		}
-		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", msg))
+		s.finish(c, protocol.Fail(protocol.CodeRejected, "%s", rejection(decision.DecidedBy, decision.Feedback)))
 	case rev != "" && rev != r.rev:
 		s.finish(c, protocol.Fail(protocol.CodeStaleApproval, "capability %q changed while the kernel restarted; the call awaiting its approval did not run: invoke it again", name))
 	case !r.def[0].RequiresApproval:
