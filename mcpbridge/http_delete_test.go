@@ -1,6 +1,7 @@
 package mcpbridge_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -79,5 +80,28 @@ func TestDeleteEndsTheMCPSession(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("%s with the deleted session's id: %d, want 404", method, resp.StatusCode)
 		}
+	}
+}
+
+// TestUnknownMethodIsMethodNotFound: a request of a method the endpoint
+// does not know is answered with a JSON-RPC error, -32601, under its id —
+// not a plain-text 400, which clients take for a transport failure.
+func TestUnknownMethodIsMethodNotFound(t *testing.T) {
+	f := newFixture(t)
+	url := serveHTTP(t, f.s) + "/sessions/" + f.s.ID() + "/mcp"
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
+		Connect(waitCtx(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	must(t, err)
+	r, _ := http.NewRequestWithContext(waitCtx(t), "POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"foo/bar"}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	r.Header.Set("Mcp-Session-Id", cs.ID())
+	r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(r)
+	must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":7`) || !strings.Contains(string(body), `"code":-32601`) {
+		t.Fatalf("foo/bar: %d %s, want the JSON-RPC error -32601 under id 7", resp.StatusCode, body)
 	}
 }

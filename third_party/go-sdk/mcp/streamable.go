@@ -1530,6 +1530,18 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 					})
 					return
 				}
+				// BRAIN PATCH: a request of an unknown method is answered
+				// with its JSON-RPC error (-32601) in the earlier revisions
+				// too, as their Streamable HTTP says a request is answered,
+				// rather than a plain-text 400 that clients take for a
+				// transport failure.
+				if errors.Is(err, jsonrpc2.ErrNotHandled) && jreq.IsCall() && len(incoming) == 1 {
+					writeJSONRPCError(w, http.StatusOK, jreq.ID, &jsonrpc.Error{
+						Code:    jsonrpc.CodeMethodNotFound,
+						Message: err.Error(),
+					})
+					return
+				}
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
