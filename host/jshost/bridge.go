@@ -18,6 +18,7 @@ type callState struct {
 	ctx      context.Context
 	handles  tool.Handles
 	progress func(tool.Progress)
+	walks    []*walker // fs.walk's in progress, by id-1 (walk.go); nil once ended
 }
 
 // reply is what the host function answers: a value or a handle's error.
@@ -81,6 +82,8 @@ func (cs *callState) do(op string, arg []byte) (any, error) {
 		URL, Selector, Expression             string
 		Done, Total                           float64
 		Message                               string
+		ID                                    int
+		Skip                                  bool
 	}
 	switch op {
 	case "exec.run":
@@ -148,6 +151,13 @@ func (cs *callState) do(op string, arg []byte) (any, error) {
 		return nil, hs.FS.Link(ctx, a.Target, a.Link)
 	case "fs.glob":
 		return hs.FS.Glob(ctx, a.Pattern)
+	case "fs.walkStart":
+		return cs.walkStart(hs.FS, a.Path), nil
+	case "fs.walkNext":
+		return cs.walkNext(a.ID, a.Skip)
+	case "fs.walkStop":
+		cs.walkStop(a.ID)
+		return nil, nil
 	case "js.call":
 		return hs.JS.Call(ctx, a.Source, a.Args)
 	case "page.navigate":

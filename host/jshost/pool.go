@@ -490,7 +490,9 @@ func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error
 	buf = append(buf, '}')
 	arg := string(buf)
 	v, err := in.run(ctx, p, "invoke", arg)
-	in.cur.Store(nil)
+	if cs := in.cur.Swap(nil); cs != nil {
+		cs.closeWalks()
+	}
 	<-in.sem
 	if in.dirty || (err != nil && (ctx.Err() != nil || in.vm.Gone() || stoppedCode(err))) {
 		// Stopped mid-call: the realm's state is whatever it was then.

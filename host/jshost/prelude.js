@@ -162,29 +162,24 @@
         symlink: async((target, link) => { call("fs.symlink", { target, link }); }),
         link: async((target, link) => { call("fs.link", { target, link }); }),
         glob: async((pattern) => call("fs.glob", { pattern })),
-        // walk visits path and everything under it in lexical order, as
-        // Go's Walk does, one readDir a directory; fn may return
-        // fs.SKIP_DIR (or a promise of it) to skip a directory.
+        // walk is the handle's Walk (the host's fs.walkStart/Next/Stop,
+        // host/jshost/walk.go): path and everything under it in lexical
+        // order, within the grant's entry limit; fn may return fs.SKIP_DIR
+        // (or a promise of it) to skip a directory (for a file, the rest of
+        // its directory). The handle's failures carry op "walk"; fn's
+        // errors pass as they are.
         walk: async(async (path, fn) => {
-          // The handle's own failures are the walk's, as Go's Walk reports
-          // them (op "walk"); fn's errors pass as they are.
-          const op = (f) => {
-            try {
-              return f();
-            } catch (e) {
-              if (e instanceof CapabilityError) throw new CapabilityError(e.code, e.message, { handle: e.handle, op: "walk" });
-              throw e;
+          const id = call("fs.walkStart", { path });
+          try {
+            let skip = false;
+            for (;;) {
+              const e = call("fs.walkNext", { id, skip });
+              if (e.done) return;
+              skip = (await fn(e.path, info(e.info))) === SKIP;
             }
-          };
-          const visit = async (p, i) => {
-            const r = await fn(p, i);
-            if (r === SKIP) return;
-            if (!i.isDir) return;
-            for (const e of op(() => call("fs.readDir", { path: p }))) {
-              await visit(p === "." ? e.name : p + "/" + e.name, info(e));
-            }
-          };
-          await visit(path, info(op(() => call("fs.stat", { path }))));
+          } finally {
+            call("fs.walkStop", { id });
+          }
         }),
         SKIP_DIR: SKIP,
       };
