@@ -217,7 +217,7 @@ register({ name: "t.fs", requires: ["fs"], async run({ handles }, input) {
 } });`}.write(t, dir), nil)
 	attach(t, env, h, payload{name: "t.exec", requires: []handle.Kind{handle.KindExec}, src: register + `
 register({ name: "t.exec", requires: ["exec"], async run({ handles }, input) {
-  const r = await handles.exec.run({ program: "sh", args: ["-c", input.script], maxOutput: 1 << 20 });
+  const r = await handles.exec.run({ program: "sh", args: ["-c", input.script], maxOutput: 1 << 20, timeoutMs: input.timeoutMs });
   return { exitCode: r.exitCode, stdout: r.stdout.length, truncated: r.truncated };
 } });`}.write(t, dir), nil)
 
@@ -254,6 +254,10 @@ register({ name: "t.exec", requires: ["exec"], async run({ handles }, input) {
 		{name: "fs escape caught", tool: "t.fs", input: `{"path":"../secret.txt"}`, want: `{"code":"path_escape","name":"CapabilityError","handle":"fs","op":"read_file"}`},
 		{name: "fs escape uncaught", tool: "t.fs", input: `{"path":"../secret.txt","rethrow":true}`, code: protocol.CodePathEscape, msg: "fs read_file: the path"},
 		{name: "exec clamped to the grant's output cap", tool: "t.exec", input: `{"script":"echo 0123456789abcdefghij"}`, want: `{"exitCode":0,"stdout":16,"truncated":true}`},
+		// A negative timeoutMs is the handle's to refuse, as Go's is; it
+		// ran with the grant's timeout.
+		{name: "exec with a negative timeoutMs", tool: "t.exec", input: `{"script":"true","timeoutMs":-5}`, code: protocol.CodeInvalidArgument, msg: "is negative"},
+		{name: "exec with a timeoutMs that is no number", tool: "t.exec", input: `{"script":"true","timeoutMs":"5"}`, code: protocol.CodeInvalidArgument, msg: "timeoutMs 5 is not a number"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -138,7 +138,16 @@
       return Promise.reject(e);
     }
   };
-  const ms = (d) => (typeof d === "number" && d > 0 ? Math.round(d * 1e6) : 0); // ms → Go's nanoseconds
+  // ms turns exec.run's timeoutMs into Go's nanoseconds: absent is the
+  // grant's; a negative one is the handle's to refuse (invalid_argument),
+  // as Go's is, and anything but a finite number is refused here.
+  const ms = (d) => {
+    if (d === undefined || d === null) return 0;
+    if (typeof d !== "number" || !Number.isFinite(d)) {
+      throw new CapabilityError("invalid_argument", "timeoutMs " + String(d) + " is not a number of milliseconds", { handle: "exec", op: "run" });
+    }
+    return Math.round(d * 1e6);
+  };
   const info = (i) => freeze({ name: i.name, size: i.size, mode: i.mode, modTime: i.modTime, isDir: i.isDir });
   const result = (r) => freeze({ exitCode: r.exitCode, stdout: toBytes(r.stdout), stderr: toBytes(r.stderr), truncated: !!r.truncated, durationMs: r.duration / 1e6 });
   const SKIP = Symbol("skip");
