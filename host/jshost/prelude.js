@@ -60,6 +60,35 @@
       "slice", "splice", "shift", "unshift", "sort"]) {
       guard(m);
     }
+    // concat spreads its receiver and each spreadable argument, looping
+    // over each one's length: those that are no genuine array within
+    // maxElements go in as polling Proxies (a Proxy of an array is still
+    // an array to concat, and a spreadable object's flag is read through
+    // the Proxy as from the object); the rest go in as they are.
+    const concatSym = Symbol.isConcatSpreadable, origConcat = ArrayProto.concat;
+    const spreads = (x) => {
+      if (x === null || (typeof x !== "object" && typeof x !== "function")) return false;
+      const f = x[concatSym];
+      return f !== undefined ? !!f : isArray(x);
+    };
+    const plain = (x) => isArray(x) && !isProxy(x) && x.length <= maxElements;
+    const concat = { concat() {
+      const o = this, args = arguments;
+      if (o === undefined || o === null) return apply(origConcat, o, args); // the method's own TypeError
+      const O = ObjectCtor(o);
+      const items = [];
+      let all = plain(O) || !spreads(O);
+      for (let i = 0; i < args.length; i++) {
+        const x = args[i];
+        const wrap = !plain(x) && spreads(x);
+        all = all && !wrap;
+        items[i] = wrap ? polling(ObjectCtor(x)) : x;
+      }
+      if (all) return apply(origConcat, O, args);
+      return apply(origConcat, plain(O) || !spreads(O) ? O : polling(O), items);
+    } }.concat;
+    dp(concat, "length", { value: origConcat.length });
+    dp(ArrayProto, "concat", { value: concat });
   }
 
   // CapabilityError is what a handle operation throws: the SDK's class

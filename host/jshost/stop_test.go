@@ -120,13 +120,16 @@ register({ name: "t.spin", requires: [], run(ctx, input) {
   case "proxy": return Array.prototype.includes.call(new Proxy([], { get: (t, k) => k === "length" ? 2 ** 53 - 1 : t[k] }), 1);
   case "forEach": { let n = 0; Array.prototype.forEach.call(huge, () => n++); return n; }
   case "join": return Array.prototype.join.call(huge, "").length;
-  case "ok": return [3, 1, 2].indexOf(2) + [1, 2].includes(2) + Array.prototype.indexOf.call({ length: 3, 2: "x" }, "x");
+  case "concat": return [].concat({ length: 2 ** 53 - 1, [Symbol.isConcatSpreadable]: true }).length;
+  case "concatThis": return Array.prototype.concat.call({ length: 2 ** 53 - 2, [Symbol.isConcatSpreadable]: true }).length;
+  case "ok": return [3, 1, 2].indexOf(2) + [1, 2].includes(2) + Array.prototype.indexOf.call({ length: 3, 2: "x" }, "x") +
+    [1].concat([2], 3, { length: 1, 0: 4, [Symbol.isConcatSpreadable]: true }, { 0: 5 }).length - 5;
   }
 } });`}, hs)
 	if out := invoke(context.Background(), inst, hs, "warm", "w", `{"kind":"ok"}`); out.Err != nil || string(out.Value) != `5` {
 		t.Fatalf("ordinary calls: %+v %s", out.Err, out.Value)
 	}
-	for _, kind := range []string{"indexOf", "includes", "lastIndexOf", "reverse", "copyWithin", "sparse", "proxy", "forEach", "join"} {
+	for _, kind := range []string{"indexOf", "includes", "lastIndexOf", "reverse", "copyWithin", "sparse", "proxy", "forEach", "join", "concat", "concatThis"} {
 		t.Run(kind, func(t *testing.T) {
 			session := "s-" + kind
 			if out := invoke(context.Background(), inst, hs, session, "a", `{"kind":"ok"}`); out.Err != nil {
