@@ -2,7 +2,9 @@ package mcpbridge_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"io"
 
 	"net/http"
 	"net/http/httptest"
@@ -383,4 +385,23 @@ func TestRestoredSessionHearsListChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, changed, "tools/list_changed after the restore")
+}
+
+// TestRestoredVersionIsNegotiated: a restored MCP session goes on with the
+// version an initialize asking for its id's would have negotiated — a
+// forged id claiming 2026-07-28 or 9999-99-99 was served as that,
+// fields of a revision initialize never grants included.
+func TestRestoredVersionIsNegotiated(t *testing.T) {
+	f := newFixture(t)
+	ns := newNodes(t, f.s, 1, nil)
+	for claim, want := range map[string]string{"2026-07-28": "2025-11-25", "9999-99-99": "2025-11-25", "2025-06-18": "2025-06-18"} {
+		state, _ := json.Marshal(map[string]any{"s": f.s.ID(), "v": claim})
+		id := "b1." + strings.Repeat("A", 26) + "." + base64.RawURLEncoding.EncodeToString(state)
+		resp := post(t, ns.url, id, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "resultType") {
+			t.Errorf("an id claiming %s: %s %s, want it served as %s", claim, resp.Status, body, want)
+		}
+	}
 }

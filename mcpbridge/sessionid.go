@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -112,6 +113,9 @@ func restoreState(sessionID string, r *http.Request, id string) *mcp.ServerSessi
 	if !ok || st.Session != sessionID {
 		return nil
 	}
+	// The id holds the version the client asked for; the session goes
+	// on with the one initialize negotiated from it, as it did before.
+	st.Version = negotiated(st.Version)
 	version := r.Header.Get("Mcp-Protocol-Version")
 	if version == "" {
 		version = st.Version
@@ -126,4 +130,23 @@ func restoreState(sessionID string, r *http.Request, id string) *mcp.ServerSessi
 		NegotiatedProtocolVersion: version,
 		LogLevel:                  "info",
 	}
+}
+
+// negotiated is the protocol version an initialize asking for version
+// negotiates (the SDK's rule): version itself when the SDK supports it and
+// it is not the 2026-07-28 revision or later, which has no initialize;
+// else the latest before that. A forged id claims no version an
+// initialize would not have given (a probe's id claimed 2026-07-28 and
+// was served as that).
+func negotiated(version string) string {
+	supported := mcp.SupportedProtocolVersions()
+	if version < "2026-07-28" && slices.Contains(supported, version) {
+		return version
+	}
+	for _, v := range supported {
+		if v < "2026-07-28" {
+			return v
+		}
+	}
+	return "2025-11-25"
 }
