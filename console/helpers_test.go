@@ -102,11 +102,13 @@ type kernel struct {
 }
 
 // kernelOptions vary a test kernel: a model the turns run on (its name
-// shown by the console), and a data directory for the console's key.
+// shown by the console), a data directory for the console's key, and how
+// many events a session keeps for replay (0: 16384).
 type kernelOptions struct {
 	model     driver.Model
 	modelName string
 	dir       string
+	logSize   int
 }
 
 func newKernel(t *testing.T) *kernel { return newKernelWith(t, kernelOptions{}) }
@@ -122,6 +124,9 @@ func newKernelWith(t *testing.T, o kernelOptions) *kernel {
 	k := &kernel{t: t, seen: make(chan string, 16), tokens: tokens, opts: o}
 	// ApprovalTimeout: a failed step leaves no call waiting past the test.
 	mo := server.ManagerOptions{Session: session.Options{LogSize: 16384, ApprovalTimeout: 20 * time.Second}}
+	if o.logSize > 0 {
+		mo.Session.LogSize = o.logSize
+	}
 	if o.model != nil {
 		d := driver.New(o.model, &driver.Options{System: "You are the console's test assistant."})
 		mo.Attach = func(s *session.Session) error { d.Attach(s); return nil }

@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/internal/workers"
 	"github.com/brainrt/brain/session"
 )
@@ -89,15 +91,24 @@ func New(opts Options) *Server {
 // handleConversation is GET /v1/sessions/{id}/conversation: the session's
 // conversation and turn (docs/protocol.md, "Turns and the conversation"),
 // for the client and operators; apps and environments see only their own
-// calls, so not the conversation. It creates no session.
+// calls, so not the conversation. It creates no session. With ?after=N
+// it answers the messages added, and the turns started or ended, after
+// seq N (session.ConversationState).
 func (srv *Server) handleConversation(w http.ResponseWriter, r *http.Request, pr Principal) {
+	var after uint64
+	if v := r.URL.Query().Get("after"); v != "" {
+		var err error
+		if after, err = strconv.ParseUint(v, 10, 64); err != nil {
+			httpError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("after %q: want a seq (a non-negative integer)", textcut.Cut(v, 32)))
+			return
+		}
+	}
 	s, release, ok := srv.openSession(w, r, r.PathValue("id"), pr, false)
 	if !ok {
 		return
 	}
 	defer release()
-	turn, running := s.CurrentTurn()
-	writeJSON(w, http.StatusOK, map[string]any{"turn": turn, "running": running, "messages": s.Conversation()})
+	writeJSON(w, http.StatusOK, s.ConversationAfter(after))
 }
 
 // ServeHTTP serves the routes above.

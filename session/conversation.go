@@ -2,6 +2,7 @@ package session
 
 import (
 	"slices"
+	"sort"
 
 	"github.com/brainrt/brain/protocol"
 )
@@ -25,6 +26,110 @@ func (s *Session) Conversation() []ConversationEntry {
 		out[i] = ConversationEntry{Seq: s.turns.meta[i].seq, Turn: s.turns.meta[i].turn, Message: cloneChatMessage(m)}
 	}
 	return out
+}
+
+// TurnRecord is one turn of a session's conversation: who started it and
+// how it ended, as its turn_started and turn_ended events said. A turn
+// ended without being started (an implicit one, see [Session.EndTurn])
+// has no Seq nor StartedBy; a running turn has no Reason nor EndSeq.
+type TurnRecord struct {
+	Turn      int                 `json:"turn"`
+	Seq       uint64              `json:"seq,omitempty"` // of its turn_started
+	StartedBy string              `json:"startedBy,omitempty"`
+	Reason    protocol.TurnReason `json:"reason,omitempty"`
+	Error     string              `json:"error,omitempty"`
+	EndSeq    uint64              `json:"endSeq,omitempty"` // of its turn_ended
+}
+
+// StreamedText is the assistant text the model has streamed so far in the
+// running turn's current step: the assistant_delta events since the
+// step's last message, joined. Seq is the last of them: a reader that
+// then follows the events appends the deltas after Seq.
+type StreamedText struct {
+	Turn int    `json:"turn"`
+	Seq  uint64 `json:"seq"`
+	Text string `json:"text"`
+}
+
+// ConversationState is the conversation as of one event, Seq (the
+// session's latest when it was read): what GET
+// /v1/sessions/{id}/conversation answers. Turn and Running are the latest
+// turn ([Session.CurrentTurn]); Messages those of [Session.Conversation]
+// (after a seq, if asked); Turns the records of the turns (those that
+// started or ended after that seq, and a running one); Streaming the text
+// the running step has streamed so far (nil when none). A reader that
+// resumes the events after Seq misses nothing and sees nothing twice.
+type ConversationState struct {
+	Seq       uint64              `json:"seq"`
+	Turn      int                 `json:"turn"`
+	Running   bool                `json:"running"`
+	Messages  []ConversationEntry `json:"messages"`
+	Turns     []TurnRecord        `json:"turns"`
+	Streaming *StreamedText       `json:"streaming,omitempty"`
+}
+
+// ConversationAfter returns the conversation as of the session's latest
+// event, with the messages added, and the turns started or ended, after
+// seq after (0: all of them), and the running turn. The result is a copy.
+func (s *Session) ConversationAfter(after uint64) ConversationState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.turns
+	st := ConversationState{Seq: s.events.last, Turn: s.turn, Running: t.active, Turns: []TurnRecord{}}
+	i := sort.Search(len(t.meta), func(i int) bool { return t.meta[i].seq > after })
+	st.Messages = make([]ConversationEntry, 0, len(t.msgs)-i)
+	for ; i < len(t.msgs); i++ {
+		st.Messages = append(st.Messages, ConversationEntry{Seq: t.meta[i].seq, Turn: t.meta[i].turn, Message: cloneChatMessage(t.msgs[i])})
+	}
+	// Records are in turn order, and a turn's events come after the
+	// earlier turns': from the end back to the first one wholly before.
+	j := len(t.records)
+	for j > 0 {
+		r := t.records[j-1]
+		if r.Seq <= after && r.EndSeq <= after && r.Reason != "" {
+			break
+		}
+		j--
+	}
+	st.Turns = append(st.Turns, t.records[j:]...)
+	if t.active && len(t.streamed) > 0 {
+		st.Streaming = &StreamedText{Turn: s.turn, Seq: t.streamedSeq, Text: string(t.streamed)}
+	}
+	return st
+}
+
+// Turns returns the records of the session's turns, in order. They
+// survive a restart (rebuilt from the journaled turn events). The result
+// is a copy.
+func (s *Session) Turns() []TurnRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.turns.records)
+}
+
+// startedLocked records turn n, started by who with event seq.
+func (t *turnState) startedLocked(seq uint64, n int, who string) {
+	t.streamed, t.streamedSeq = t.streamed[:0], 0
+	if k := len(t.records); k > 0 && t.records[k-1].Turn >= n {
+		return // a journal that says it twice
+	}
+	t.records = append(t.records, TurnRecord{Turn: n, Seq: seq, StartedBy: who})
+}
+
+// endedLocked records the end of a turn (event seq), which ends an
+// implicit turn when it was never started.
+func (t *turnState) endedLocked(seq uint64, m *protocol.TurnEnded) {
+	t.streamed, t.streamedSeq = nil, 0
+	k := len(t.records)
+	if k == 0 || t.records[k-1].Turn < m.Turn {
+		t.records = append(t.records, TurnRecord{Turn: m.Turn})
+		k++
+	}
+	r := &t.records[k-1]
+	if r.Turn != m.Turn {
+		return // not the latest turn: a journal out of order
+	}
+	r.Reason, r.Error, r.EndSeq = m.Reason, m.Error, seq
 }
 
 // ConversationMessages returns the messages of [Session.Conversation]
@@ -82,6 +187,9 @@ func (s *Session) appendMessage(turn int, m protocol.ChatMessage, clone bool) er
 func (s *Session) appendMessageLocked(turn int, m protocol.ChatMessage) {
 	s.emitLocked(entry{typ: protocol.TypeConversationMessage, msg: &protocol.ConversationMessage{Turn: turn, Message: m}})
 	s.turns.addLocked(s.events.last, turn, m)
+	if m.Role == protocol.RoleAssistant { // the step's whole text: what streamed is in it
+		s.turns.streamed, s.turns.streamedSeq = s.turns.streamed[:0], 0
+	}
 }
 
 func (t *turnState) addLocked(seq uint64, turn int, m protocol.ChatMessage) {
@@ -120,6 +228,8 @@ func (s *Session) StreamText(turn int, text string) bool {
 		return false
 	}
 	s.emitLocked(entry{typ: protocol.TypeAssistantDelta, msg: &protocol.AssistantDelta{Turn: turn, Text: text}})
+	s.turns.streamed = append(s.turns.streamed, text...)
+	s.turns.streamedSeq = s.events.last
 	return true
 }
 

@@ -42,6 +42,15 @@ type turnState struct {
 	// they first appeared (append-only too); toolNameSet holds them.
 	toolNames   []string
 	toolNameSet map[string]struct{}
+	// records are the turns, in order: who started each and how it
+	// ended (conversation.go); one per turn, as small as its events.
+	records []TurnRecord
+	// streamed is the assistant text streamed in the running turn's
+	// current step (since its last assistant message), streamedSeq the
+	// seq of its last assistant_delta: emptied when the step's message
+	// is added and when the turn starts or ends.
+	streamed    []byte
+	streamedSeq uint64
 }
 
 // messageMeta is where a message of the conversation comes from.
@@ -109,6 +118,7 @@ func (s *Session) StartTurn(p Peer, message string) (int, error) {
 	s.turns.active = true
 	s.turns.done = make(chan struct{})
 	s.emitLocked(entry{typ: protocol.TypeTurnStarted, msg: &protocol.TurnStarted{Turn: n, Message: message, StartedBy: p.String()}})
+	s.turns.startedLocked(s.events.last, n, p.String())
 	if message != "" {
 		s.appendMessageLocked(n, protocol.ChatMessage{Role: protocol.RoleUser, Text: message})
 	}
@@ -198,7 +208,9 @@ func (s *Session) endTurnLocked(n int, reason protocol.TurnReason, detail string
 		s.turns.cancel = nil
 	}
 	s.turns.active = false
-	s.emitLocked(entry{typ: protocol.TypeTurnEnded, msg: &protocol.TurnEnded{Turn: n, Reason: reason, Error: cutText(detail, MaxTextBytes)}})
+	ended := &protocol.TurnEnded{Turn: n, Reason: reason, Error: cutText(detail, MaxTextBytes)}
+	s.emitLocked(entry{typ: protocol.TypeTurnEnded, msg: ended})
+	s.turns.endedLocked(s.events.last, ended)
 	if s.turns.done != nil {
 		close(s.turns.done)
 		s.turns.done = nil
@@ -287,9 +299,11 @@ func (s *Session) replayTurnLocked(seq uint64, m protocol.Message) {
 	case *protocol.TurnStarted:
 		s.turn = max(s.turn, m.Turn)
 		s.turns.active = true
+		s.turns.startedLocked(seq, m.Turn, m.StartedBy)
 	case *protocol.TurnEnded:
 		s.turn = max(s.turn, m.Turn)
 		s.turns.active = false
+		s.turns.endedLocked(seq, m)
 	case *protocol.ConversationMessage:
 		s.turns.addLocked(seq, m.Turn, m.Message)
 	}

@@ -10,7 +10,13 @@
 // History comes from GET /v1/sessions/{id}/conversation, events from the
 // session's WebSocket (the SessionView's, from ?after=0, resuming after a
 // drop). A message is added once: conversation_message events up to the
-// history's last seq are already in it. The kernel's events do not say
+// history's last seq are already in it. The history also carries each
+// turn's start and end and the text the running step has streamed so far
+// (up to its seq: later deltas are appended), so a session whose early
+// events are gone from the kernel's log (a snapshot instead of a replay)
+// shows the same conversation: on a snapshot past the history, what came
+// between is read again (?after=), and the calls the snapshot lists as
+// pending are bound to their cards, an approval decidable inline. The kernel's events do not say
 // which tool call a session call serves: a call's first event is bound to
 // the earliest open tool call (made before it, not yet answered) with the
 // same capability and the same input; render props streamed before the
@@ -62,6 +68,10 @@ export class ConversationView {
     this.loaded = false;
     this.buffer = [];
     this.histSeq = 0;            // the last seq of the history read
+    this.readSeq = 0;            // the seq the history was read as of
+    this.records = new Map();    // turn → {startedBy, reason, error} of the history
+    this.streamTurn = 0;         // the turn and last seq of the streamed text
+    this.streamSeq = 0;          //   the history carried (its deltas are in it)
     this.lastSeq = 0;            // the last event applied
     this.turn = 0;
     this.running = false;
@@ -103,7 +113,9 @@ export class ConversationView {
     if (hist) {
       this.turn = hist.turn || 0;
       this.running = !!hist.running;
+      this.readSeq = hist.seq || 0;
       for (const e of msgs) this.histSeq = Math.max(this.histSeq, e.seq);
+      for (const r of hist.turns || []) this.records.set(r.turn, r);
     }
     // chunks of whole turns, of about CHUNK messages, from the end
     const chunks = [];
@@ -117,6 +129,7 @@ export class ConversationView {
     const frag = document.createDocumentFragment();
     if (chunks.length) draw(chunks.shift(), frag);
     this.list.append(frag);
+    if (hist) this.streamed(hist.streaming);
     this.drawState();
     this.scrollEnd(true);
     requestAnimationFrame(() => performance.mark('brain:conversation-shown'));
@@ -127,6 +140,7 @@ export class ConversationView {
         setTimeout(more, 0);
         return;
       }
+      for (const n of this.records.keys()) this.ensureTurn(n); // turns without messages
       this.drain();
     };
     setTimeout(more, 0);
@@ -137,9 +151,16 @@ export class ConversationView {
   drain() {
     const batch = this.buffer.splice(0, DRAIN);
     this.loaded = true;
-    for (const f of batch) this.apply(f);
+    for (let i = 0; i < batch.length; i++) {
+      if (!batch[i].snapshot) { this.apply(batch[i]); continue; }
+      if (this.catchUp(batch[i].snapshot)) { // the rest waits for the history
+        this.buffer.unshift(...batch.slice(i + 1));
+        this.loaded = false;
+        return;
+      }
+    }
     if (this.buffer.length) { this.loaded = false; setTimeout(() => this.drain(), 0); return; }
-    performance.mark('brain:conversation-complete');
+    if (!this.complete) performance.mark('brain:conversation-complete');
     this.complete = true;
     this.drawState();
     if (this.follow) this.scrollEnd(true);
@@ -153,6 +174,81 @@ export class ConversationView {
     const was = this.running;
     this.apply(f);
     if (this.running !== was || f.msg.type.startsWith('turn_')) this.drawState();
+  }
+
+  // onSnapshot: the session's stream began (or resumed) with a snapshot
+  // instead of a replay: the events up to its seq are gone. It is applied
+  // in order with the events (catchUp).
+  onSnapshot(m) {
+    this.buffer.push({ snapshot: m });
+    if (this.loaded) { this.loaded = false; this.drain(); }
+  }
+
+  // catchUp applies a snapshot: when it is past the history, what came
+  // between is read (GET …/conversation?after=) and drawn, the drain
+  // waiting (it returns true then); then the calls it lists as pending
+  // are bound to their cards.
+  catchUp(snap) {
+    const bind = () => this.bindPending(snap.pendingCalls || []);
+    if (snap.seq <= this.readSeq) { bind(); return false; }
+    api('GET', `/v1/sessions/${encodeURIComponent(this.sv.id)}/conversation?after=${this.readSeq}`).then((hist) => this.merge(hist)).catch((e) => {
+      this.list.append(h('p', { class: 'error' }, 'cannot read the conversation: ', String(e.message || e), ' (reload to see what the events no longer carry)'));
+    }).then(() => { bind(); this.drawState(); this.drain(); });
+    return true;
+  }
+
+  // merge draws a history read after the first (?after=): its messages,
+  // its turns' starts and ends, the text streaming now.
+  merge(hist) {
+    this.readSeq = Math.max(this.readSeq, hist.seq || 0);
+    for (const r of hist.turns || []) this.records.set(r.turn, r);
+    for (const e of hist.messages || []) {
+      if (e.seq <= this.histSeq) continue;
+      this.addMessage(e.turn, e.message, e.seq, null);
+      this.histSeq = e.seq;
+    }
+    for (const r of hist.turns || []) this.record(this.ensureTurn(r.turn), r);
+    if (hist.turn >= this.turn) { this.turn = hist.turn; this.running = !!hist.running; }
+    const s = this.streaming;
+    if (s && (!this.running || s.turn !== this.turn)) this.endStreaming((this.records.get(s.turn) || {}).reason || '');
+    this.streamed(hist.streaming);
+  }
+
+  // streamed draws the text the running step has streamed so far, as the
+  // history read it; the deltas up to its seq are in it.
+  streamed(st) {
+    if (!st || !this.running || st.turn !== this.turn) return;
+    const s = this.streaming;
+    if (s && s.turn === st.turn) s.node.data = visible(st.text);
+    else this.delta(st.turn, st.text);
+    this.streamTurn = st.turn;
+    this.streamSeq = st.seq;
+  }
+
+  // bindPending binds the model's calls a snapshot lists as pending to
+  // their cards (the events that would have are gone): one awaiting
+  // approval shows the approval, decidable.
+  bindPending(calls) {
+    for (const c of calls) {
+      if (c.invoker && c.invoker !== 'llm') continue;
+      let card = this.byCall.get(c.callId);
+      if (!card) {
+        const want = canon(c.input);
+        const i = this.open.findIndex((x) => x.tc.name === c.name && x.inputKey === want);
+        if (i < 0) continue;
+        card = this.open[i];
+        this.open.splice(i, 1);
+        card.bind(c.callId);
+      }
+      if (c.state === 'awaiting_approval') card.apply({ type: 'approval_requested', callId: c.callId, name: c.name, input: c.input, inputDigest: c.inputDigest, invoker: c.invoker }, 0);
+      else card.apply({ type: 'capability_invoked', callId: c.callId, name: c.name, input: c.input }, 0);
+    }
+  }
+
+  // record draws a turn's start and end as the history has them.
+  record(t, r) {
+    if (r.startedBy && !t.startedBy) t.started(r);
+    if (r.reason && t.reason !== r.reason) t.ended(r);
   }
 
   apply(f) {
@@ -179,6 +275,7 @@ export class ConversationView {
         else this.markOpen(m.message, m.turn);
         break;
       case 'assistant_delta':
+        if (m.turn === this.streamTurn && seq <= this.streamSeq) break; // in the streamed text read
         if (seq > this.histSeq) this.delta(m.turn, m.text);
         else this.hold(m.turn, m.text);
         break;
@@ -207,6 +304,8 @@ export class ConversationView {
       },
     };
     this.turns.set(n, t);
+    const r = this.records.get(n);
+    if (r) this.record(t, r);
     // Turns only grow, but one without messages may first be seen after
     // later ones (from its events, after the history).
     const after = [...this.turns.keys()].filter((k) => k > n).sort((a, b) => a - b)[0];

@@ -95,6 +95,7 @@ export class SessionView {
       for (const c of m.pendingCalls || []) this.pending.set(c.callId, c.state);
       this.snapSeq = m.seq;
       this.timeline.add(e.detail);
+      this.conversation.onSnapshot(m); // the events up to it are gone: what they said, from the history
       this.drawRegistry();
       this.drawStatus();
     });
