@@ -11,6 +11,7 @@ import (
 
 	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
 )
 
 // TestDeleteEndsTheMCPSession: a host's DELETE of its MCP session (the
@@ -21,10 +22,7 @@ import (
 // expiry), and the id kept working after it.
 func TestDeleteEndsTheMCPSession(t *testing.T) {
 	f := newFixture(t)
-	url := serveHTTP(t, f.s) + "/sessions/" + f.s.ID() + "/mcp"
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
-		Connect(waitCtx(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	must(t, err)
+	url, cs := serveAndConnect(t, f.s)
 	sid := cs.ID()
 	sub := f.s.Subscribe(f.s.LastSeq())
 	defer sub.Close()
@@ -88,10 +86,7 @@ func TestDeleteEndsTheMCPSession(t *testing.T) {
 // not a plain-text 400, which clients take for a transport failure.
 func TestUnknownMethodIsMethodNotFound(t *testing.T) {
 	f := newFixture(t)
-	url := serveHTTP(t, f.s) + "/sessions/" + f.s.ID() + "/mcp"
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
-		Connect(waitCtx(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	must(t, err)
+	url, cs := serveAndConnect(t, f.s)
 	r, _ := http.NewRequestWithContext(waitCtx(t), "POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"foo/bar"}`))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json, text/event-stream")
@@ -104,4 +99,15 @@ func TestUnknownMethodIsMethodNotFound(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":7`) || !strings.Contains(string(body), `"code":-32601`) {
 		t.Fatalf("foo/bar: %d %s, want the JSON-RPC error -32601 under id 7", resp.StatusCode, body)
 	}
+}
+
+// serveAndConnect serves s over HTTP and connects an SDK client to it:
+// the endpoint's URL and the client's session.
+func serveAndConnect(t *testing.T, s *session.Session) (string, *mcp.ClientSession) {
+	t.Helper()
+	url := serveHTTP(t, s) + "/sessions/" + s.ID() + "/mcp"
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
+		Connect(waitCtx(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	must(t, err)
+	return url, cs
 }

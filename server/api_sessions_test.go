@@ -378,6 +378,30 @@ func TestTokensFile(t *testing.T) {
 	}
 }
 
+// watchTokens loads dir's tokens and watches path, as brain serve does,
+// every 5 ms, until the test ends; waitFor polls what the watcher did.
+func watchTokens(t *testing.T, dir, path string) (tokens *server.Tokens, logs *testutil.LockedBuffer, waitFor func(what string, ok func() bool)) {
+	t.Helper()
+	tokens, _, _, err := server.LoadOrCreateTokens(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logs = &testutil.LockedBuffer{}
+	go server.WatchTokens(ctx, tokens, path, 5*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil)))
+	return tokens, logs, func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(testutil.WaitLimit)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs.String())
+			}
+			time.Sleep(5 * time.Millisecond) // polling the watcher's effect, not synchronising
+		}
+	}
+}
+
 // TestWatchTokensSeesEveryChange: a change the file's size and
 // modification time do not show still takes effect — the mode fixed as
 // the refusal asked (chmod 600 after a file readable by others), a token
@@ -411,25 +435,8 @@ func TestWatchTokensSeesEveryChange(t *testing.T) {
 		}
 	}
 	write("token-aaaaaaaaaaaaaaaaaaaa", 0o600, false)
-	tokens, _, _, err := server.LoadOrCreateTokens(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var logs testutil.LockedBuffer
-	go server.WatchTokens(ctx, tokens, path, 5*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
+	tokens, logs, waitFor := watchTokens(t, dir, path)
 	accepted := func(tok string) bool { _, ok := tokens.Peer(tok); return ok }
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(testutil.WaitLimit)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs.String())
-			}
-			time.Sleep(5 * time.Millisecond) // polling the watcher's effect, not synchronising
-		}
-	}
 
 	write("token-bbbbbbbbbbbbbbbbbbbb", 0o644, false) // refused: readable by others
 	waitFor("the refusal", func() bool { return strings.Contains(logs.String(), "chmod 600") })
@@ -476,24 +483,7 @@ func TestWatchTokens(t *testing.T) {
 		}
 	}
 	write(`{"tokens":[{"token":"first-token-0123456789","side":"client"}]}`)
-	tokens, _, _, err := server.LoadOrCreateTokens(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var logs testutil.LockedBuffer
-	go server.WatchTokens(ctx, tokens, path, 5*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(testutil.WaitLimit)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; logs:\n%s", what, logs.String())
-			}
-			time.Sleep(5 * time.Millisecond) // polling the watcher's effect, not synchronising
-		}
-	}
+	tokens, logs, waitFor := watchTokens(t, dir, path)
 	write(`{"tokens":[{"token":"second-token-0123456789abc","side":"client"}]}`)
 	waitFor("the added token", func() bool { _, ok := tokens.Peer("second-token-0123456789abc"); return ok })
 	if _, ok := tokens.Peer("first-token-0123456789"); ok {

@@ -1,43 +1,24 @@
 package script_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/provide/script"
 )
-
-// syncBuffer is a log destination safe for the Runtime's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestSpinningBuiltins: the Array methods whose loop over a length runs
 // in C without polling the interrupt or allocating (the probe's
 // TypeScript tool spun a core for ever after its call's timeout) end
 // their call at once or at its deadline, and no script outlives its call.
 func TestSpinningBuiltins(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, &script.Options{MaxConcurrent: 1,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const huge = `({ length: 2 ** 53 - 1 })`
