@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/brainrt/brain/protocol"
@@ -134,7 +135,24 @@ func NewConsole(opts ConsoleOptions) (*Console, error) {
 	c := &Console{opts: opts, log: opts.Logger, mux: http.NewServeMux(), keys: keys, signOuts: so, now: time.Now}
 	c.limiter = newSignInLimiter(func() time.Time { return c.now() })
 	if opts.Tokens != nil {
-		opts.Tokens.OnReplace(func() { c.ends.recheck(opts.Tokens) })
+		ops := opts.Tokens.operatorSums()
+		var opsMu sync.Mutex
+		opts.Tokens.OnReplace(func() {
+			// An operator token removed ends its sign-ins for good, even
+			// if the same token is put back (console_seal.go, revoke).
+			now := opts.Tokens.operatorSums()
+			opsMu.Lock()
+			for sum := range ops {
+				if _, kept := now[sum]; !kept {
+					if err := c.signOuts.revoke(sum, c.now(), c.opts.SignInTTL); err != nil {
+						c.log.Error("console: the removal of an operator token not saved", slog.String("error", err.Error()))
+					}
+				}
+			}
+			ops = now
+			opsMu.Unlock()
+			c.ends.recheck(opts.Tokens)
+		})
 	}
 	c.mux.HandleFunc("POST /console/signin", c.handleSignIn)
 	c.mux.HandleFunc("POST /console/signout", c.handleSignOut)
@@ -292,6 +310,11 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cl := signinClaims{expires: c.now().Add(c.opts.SignInTTL).Truncate(time.Second), token: body.Token}
+	if until, ok := c.signOuts.revokedUntil(body.Token, c.opts.SignInTTL); ok && !cl.expires.After(until) {
+		// Made in the second the token was removed in (and put back): a
+		// second more tells this sign-in from those the removal ended.
+		cl.expires = until.Add(time.Second)
+	}
 	_, _ = rand.Read(cl.id[:])
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: c.keys.seal(cl), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(c.opts.SignInTTL / time.Second)})
@@ -304,7 +327,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 // only the requester's cookie is cleared.
 func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request) {
 	if cl, ok := c.claims(r); ok && c.keys.csrfOK(cl.id, r.Header.Get(csrfHeader)) {
-		if err := c.signOuts.add(cl.id, cl.expires, c.now()); err != nil {
+		if err := c.signOuts.add(cl.id, cl.expires, c.now(), c.opts.SignInTTL); err != nil {
 			c.log.Error("console sign-out not saved", slog.String("error", err.Error()))
 		}
 		c.ends.end(cl.id) // its open sockets close too
@@ -322,7 +345,7 @@ func (c *Console) claims(r *http.Request) (signinClaims, bool) {
 		return signinClaims{}, false
 	}
 	cl, ok := c.keys.open(ck.Value)
-	if !ok || !c.now().Before(cl.expires) || c.signOuts.has(cl.id) {
+	if !ok || !c.now().Before(cl.expires) || c.signOuts.has(cl.id) || c.signOuts.revokedSignIn(cl.token, cl.expires, c.opts.SignInTTL) {
 		return signinClaims{}, false
 	}
 	return cl, true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +107,43 @@ func TestConsoleSocketsEndWithTheSignIn(t *testing.T) {
 		conns := open(t, ts, op)
 		closed(t, conns)
 	})
+}
+
+// TestConsoleRemovedTokenStaysRemoved: removing an operator token from the
+// tokens ends its sign-ins for good — putting the same token back, or a
+// restart on the same data directory, does not bring them back (they came
+// back, a probe found), while a sign-in made after the token is back works.
+func TestConsoleRemovedTokenStaysRemoved(t *testing.T) {
+	f := newOpsFixture(t)
+	dir := t.TempDir()
+	ts := newConsole(t, f, server.ConsoleOptions{Dir: dir}, false)
+	_, op := signIn(t, ts, operatorToken, ts.URL)
+	if code, _ := op.do("GET", "/console/me", "", ""); code != http.StatusOK {
+		t.Fatalf("signed in: %d", code)
+	}
+	with := []server.Token{{Token: clientToken, Side: "client", Name: "web", Tenant: "t"}, {Token: operatorToken, Side: "operator", Name: "ada"}}
+	if err := f.tok.Replace(with[:1]); err != nil { // the operator token removed
+		t.Fatal(err)
+	}
+	if code, _ := op.do("GET", "/console/me", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("with the token removed: %d, want 401", code)
+	}
+	if err := f.tok.Replace(with); err != nil { // and put back
+		t.Fatal(err)
+	}
+	if code, _ := op.do("GET", "/console/me", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("the token put back: the old sign-in answered %d, want 401", code)
+	}
+	_, again := signIn(t, ts, operatorToken, ts.URL)
+	if code, _ := again.do("GET", "/console/me", "", ""); code != http.StatusOK {
+		t.Fatalf("a new sign-in with the token back: %d, want 200", code)
+	}
+	// After a restart on the same directory, still ended.
+	restarted := newConsole(t, f, server.ConsoleOptions{Dir: dir}, false)
+	b := &operatorBrowser{t: t, ts: restarted, hc: &http.Client{Jar: op.hc.Jar}, csrf: op.csrf}
+	u, _ := url.Parse(restarted.URL)
+	b.hc.Jar.SetCookies(u, []*http.Cookie{{Name: "brain_console", Value: op.cookie().Value}})
+	if code, _ := b.do("GET", "/console/me", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("after a restart: the old sign-in answered %d, want 401", code)
+	}
 }

@@ -183,10 +183,21 @@ type signOuts struct {
 	path string // "" keeps them in memory
 	mu   sync.Mutex
 	ids  map[[signinIDLen]byte]time.Time
+	// revoked are the operator tokens removed from the tokens, by their
+	// SHA-256, with when: a sign-in made with one before then stays ended
+	// when the same token is put back (revokedSignIn).
+	revoked map[[sha256.Size]byte]time.Time
 }
 
 type signOutFile struct {
 	SignOuts []signOutEntry `json:"signouts"`
+	// Revoked is read by this version on; an older one ignores it.
+	Revoked []revokedEntry `json:"revokedTokens,omitempty"`
+}
+
+type revokedEntry struct {
+	Token string    `json:"sha256"`
+	At    time.Time `json:"at"`
 }
 
 type signOutEntry struct {
@@ -195,7 +206,7 @@ type signOutEntry struct {
 }
 
 func loadSignOuts(dir string) (*signOuts, error) {
-	so := &signOuts{ids: map[[signinIDLen]byte]time.Time{}}
+	so := &signOuts{ids: map[[signinIDLen]byte]time.Time{}, revoked: map[[sha256.Size]byte]time.Time{}}
 	if dir == "" {
 		return so, nil
 	}
@@ -218,7 +229,51 @@ func loadSignOuts(dir string) (*signOuts, error) {
 		}
 		so.ids[[signinIDLen]byte(raw)] = e.Expires
 	}
+	for i, e := range f.Revoked {
+		raw, err := hex.DecodeString(e.Token)
+		if err != nil || len(raw) != sha256.Size {
+			return nil, fmt.Errorf("%s: revokedTokens[%d]: %q is not a SHA-256 in hex", so.path, i, e.Token)
+		}
+		so.revoked[[sha256.Size]byte(raw)] = e.At
+	}
 	return so, nil
+}
+
+// revoke records that the operator token with SHA-256 sum was removed
+// at now, and writes the file; ttl is how long a sign-in lasts, past
+// which the record is of no use.
+func (so *signOuts) revoke(sum [sha256.Size]byte, now time.Time, ttl time.Duration) error {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	so.revoked[sum] = now
+	return so.saveLocked(now, ttl)
+}
+
+// revokedUntil returns the latest expiry a sign-in made with token before
+// its removal can have (a sign-in lasts ttl, its expiry in whole
+// seconds), and whether the token was removed: a sign-in expiring then or
+// before was ended by the removal, and stays ended when the token is put
+// back (revokedSignIn); one made after has a later expiry (handleSignIn
+// makes sure of it, within the second).
+func (so *signOuts) revokedUntil(token string, ttl time.Duration) (time.Time, bool) {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	at, ok := so.revoked[sha256.Sum256([]byte(token))]
+	if !ok {
+		return time.Time{}, false
+	}
+	until := at.Add(ttl)
+	if r := until.Truncate(time.Second); r.Before(until) {
+		until = r.Add(time.Second)
+	}
+	return until, true
+}
+
+// revokedSignIn reports whether the removal of token ended a sign-in made
+// with it that expires at expires.
+func (so *signOuts) revokedSignIn(token string, expires time.Time, ttl time.Duration) bool {
+	until, ok := so.revokedUntil(token, ttl)
+	return ok && !expires.After(until)
 }
 
 func (so *signOuts) has(id [signinIDLen]byte) bool {
@@ -229,10 +284,17 @@ func (so *signOuts) has(id [signinIDLen]byte) bool {
 }
 
 // add records a sign-out and writes the file, dropping the expired ones.
-func (so *signOuts) add(id [signinIDLen]byte, expires, now time.Time) error {
+func (so *signOuts) add(id [signinIDLen]byte, expires, now time.Time, ttl time.Duration) error {
 	so.mu.Lock()
 	defer so.mu.Unlock()
 	so.ids[id] = expires
+	return so.saveLocked(now, ttl)
+}
+
+// saveLocked writes the file, dropping what no sign-in can be ended by
+// any more: sign-outs past their expiry, removals older than a sign-in
+// lasts (ttl).
+func (so *signOuts) saveLocked(now time.Time, ttl time.Duration) error {
 	var f signOutFile
 	for k, exp := range so.ids {
 		if now.After(exp) {
@@ -240,6 +302,13 @@ func (so *signOuts) add(id [signinIDLen]byte, expires, now time.Time) error {
 			continue
 		}
 		f.SignOuts = append(f.SignOuts, signOutEntry{ID: hex.EncodeToString(k[:]), Expires: exp.UTC()})
+	}
+	for k, at := range so.revoked {
+		if now.After(at.Add(ttl)) {
+			delete(so.revoked, k)
+			continue
+		}
+		f.Revoked = append(f.Revoked, revokedEntry{Token: hex.EncodeToString(k[:]), At: at.UTC()})
 	}
 	if so.path == "" {
 		return nil

@@ -393,3 +393,16 @@ func writeFileAtomic(path string, b []byte) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// operatorSums returns the SHA-256 sums of the operator tokens.
+func (t *Tokens) operatorSums() map[[sha256.Size]byte]struct{} {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := map[[sha256.Size]byte]struct{}{}
+	for _, tk := range t.list {
+		if tk.Side == string(session.SideOperator) {
+			out[sha256.Sum256([]byte(tk.Token))] = struct{}{}
+		}
+	}
+	return out
+}
