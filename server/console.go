@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -237,9 +238,40 @@ func (c *Console) frameOrigins(r *http.Request) []string {
 	frames := slices.Clone(c.opts.FrameOrigins)
 	frames = append(frames, c.registeredFrameOrigins()...)
 	own := strings.ToLower(ownOrigin(r))
-	frames = slices.DeleteFunc(frames, func(o string) bool { return o == own })
+	frames = slices.DeleteFunc(frames, func(o string) bool { return o == own || c.mayBeOwn(o, r) })
 	slices.Sort(frames)
 	return slices.Compact(frames)
+}
+
+// mayBeOwn reports whether origin o may be the console under another
+// name than the request's: its port is the console listener's and its
+// host a name the console answers to — an IP address, localhost, or a
+// name of console.hosts (checkHost). A probe's frame-src held
+// http://localhost:<port> beside the console's http://127.0.0.1:<port>.
+// Another service at the same port on another address is left out too:
+// its renders fall back to their markdown.
+func (c *Console) mayBeOwn(o string, r *http.Request) bool {
+	u, err := url.Parse(o)
+	if err != nil {
+		return false
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	_, ownPort, err := net.SplitHostPort(local.String())
+	if err != nil {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != ownPort {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	return host == "localhost" || strings.HasSuffix(host, ".localhost") || net.ParseIP(host) != nil || slices.Contains(c.opts.Hosts, host)
 }
 
 // registeredFrameOrigins returns the origins of the iframe render sources

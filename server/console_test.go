@@ -528,7 +528,8 @@ func TestConsoleFrameSrcNeverTheConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer release()
-	for i, u := range []string{ts.URL + "/index.html", "https://charts.example.com/c.html"} {
+	port := ts.URL[strings.LastIndex(ts.URL, ":")+1:]
+	for i, u := range []string{ts.URL + "/index.html", "https://charts.example.com/c.html", "http://localhost:" + port + "/x.html", "http://[::1]:" + port + "/y.html"} {
 		if err := s.RegisterAgent(protocol.Capability{Name: "ui.r" + string(rune('0'+i)), Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent},
 			Render: &protocol.RenderSpec{Source: protocol.RenderSource{Kind: protocol.SourceIframe, URL: u}, Targets: []protocol.RenderTarget{protocol.TargetChat}}},
@@ -542,8 +543,8 @@ func TestConsoleFrameSrcNeverTheConsole(t *testing.T) {
 	}
 	resp.Body.Close()
 	csp := resp.Header.Get("Content-Security-Policy")
-	if !strings.Contains(csp, "frame-src https://charts.example.com;") || strings.Contains(csp, ts.URL) {
-		t.Fatalf("CSP %q: want charts.example.com and not the console's own origin", csp)
+	if !strings.Contains(csp, "frame-src https://charts.example.com;") || strings.Contains(csp, ts.URL) || strings.Contains(csp, ":"+port) {
+		t.Fatalf("CSP %q: want charts.example.com and not the console's own origin under any name (localhost, [::1])", csp)
 	}
 }
 
