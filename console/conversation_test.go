@@ -57,7 +57,7 @@ func call(id, name, input string) step {
 
 const (
 	xssUser      = `<img src=x onerror="window.__xss=10"> what do my notes say?`
-	xssAssistant = "Let me look at **notes** <img src=x onerror=\"window.__xss=11\"> [x](javascript:window.__xss=11)"
+	xssAssistant = "Let me look at **notes** <img src=x onerror=\"window.__xss=11\"> [x](javascript:window.__xss=11) [far](//evil.invalid/p) [near](notes.txt)"
 )
 
 // talkCaps registers the conversation tests' capabilities: fs.read (which
@@ -390,7 +390,8 @@ func TestConsoleConversation(t *testing.T) {
 		if got := eval[string](b, `document.querySelector('#conversation').textContent`); !strings.Contains(got, jsonText(xssInput)) || !strings.Contains(got, jsonText(xssResult)) {
 			t.Errorf("the hostile input or result is not shown as text")
 		}
-		if got := eval[string](b, `String(window.__xss) + ' imgs=' + document.querySelectorAll('main img, main script').length + ' js-links=' + document.querySelectorAll('a[href^="javascript"]').length`); got != "undefined imgs=0 js-links=0" {
+		// A relative or protocol-relative link has no base a peer chose: text.
+		if got := eval[string](b, `String(window.__xss) + ' imgs=' + document.querySelectorAll('main img, main script').length + ' js-links=' + document.querySelectorAll('a[href^="javascript"]').length + ' relative-links=' + document.querySelectorAll('a[href*="invalid"]').length`); got != "undefined imgs=0 js-links=0 relative-links=0" {
 			t.Fatalf("a payload ran or became an element: %s", got)
 		}
 	})

@@ -26,11 +26,15 @@ export function fill(template, props) {
   });
 }
 
+// safeHref keeps an absolute http(s) or mailto link; a relative or
+// protocol-relative one (`//host/p`) has no base the model or a peer
+// chose, and is drawn as text.
 function safeHref(href) {
   try {
-    const u = new URL(href, 'http://invalid.invalid/');
+    const u = new URL(href); // no base: a relative link throws
+    if (!/^[a-z][a-z0-9+.-]*:/i.test(href.trim())) return null;
     if (u.protocol === 'http:' || u.protocol === 'https:' || u.protocol === 'mailto:') return u.href;
-  } catch { /* not a URL */ }
+  } catch { /* not an absolute URL */ }
   return null;
 }
 

@@ -77,7 +77,11 @@ export function createSurface(cap, ev, config) {
     update = fallback('no render spec');
   } else if (src.kind === 'iframe') {
     const origin = originOf(src.url);
-    if (!origin || origin === location.origin || !config.frameOrigins.includes(origin)) {
+    const port = (o) => { try { const u = new URL(o); return u.port || (u.protocol === 'https:' ? '443' : '80'); } catch { return ''; } };
+    if (origin && (origin === location.origin || port(origin) === port(location.origin)) && !config.frameOrigins.includes(origin)) {
+      // The console's own origin, maybe under another name: never framed.
+      update = fallback(`iframe origin ${origin} may be this console's own; a render is never drawn from it`);
+    } else if (!origin || origin === location.origin || !config.frameOrigins.includes(origin)) {
       update = fallback(`iframe origin ${origin || '(invalid)'} is not in this page's frame-src; reload the console to allow newly registered origins`);
     } else {
       // credentialless: the frame's requests carry no cookie of its
