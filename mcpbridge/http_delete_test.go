@@ -87,18 +87,50 @@ func TestDeleteEndsTheMCPSession(t *testing.T) {
 func TestUnknownMethodIsMethodNotFound(t *testing.T) {
 	f := newFixture(t)
 	url, cs := serveAndConnect(t, f.s)
-	r, _ := http.NewRequestWithContext(waitCtx(t), "POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"foo/bar"}`))
+	status, body := rawPost(t, url, cs.ID(), `{"jsonrpc":"2.0","id":7,"method":"foo/bar"}`)
+	if status != http.StatusOK || !strings.Contains(body, `"id":7`) || !strings.Contains(body, `"code":-32601`) {
+		t.Fatalf("foo/bar: %d %s, want the JSON-RPC error -32601 under id 7", status, body)
+	}
+}
+
+// TestOutOfOrderRequestsAreInvalid: a request before initialize (a POST
+// without a session id) and a second initialize are answered -32600
+// (Invalid Request) under their ids, saying what to do — the SDK sent
+// code 0, which no client maps to a reason.
+func TestOutOfOrderRequestsAreInvalid(t *testing.T) {
+	f := newFixture(t)
+	url, cs := serveAndConnect(t, f.s)
+	for _, c := range []struct{ sid, body, want string }{
+		{"", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, "initialize first"},
+		{cs.ID(), `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`, "initialized already"},
+	} {
+		status, body := rawPost(t, url, c.sid, c.body)
+		if status != http.StatusOK || !strings.Contains(body, `"id":7`) || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s, want -32600 under id 7 saying %q", c.body, status, body, c.want)
+		}
+	}
+	// The session goes on.
+	if _, err := cs.ListTools(waitCtx(t), nil); err != nil {
+		t.Fatalf("tools/list after: %v", err)
+	}
+}
+
+// rawPost posts one JSON-RPC message to url as an MCP client of the
+// session sid would ("" for none): the answer's status and body.
+func rawPost(t *testing.T, url, sid, message string) (int, string) {
+	t.Helper()
+	r, _ := http.NewRequestWithContext(waitCtx(t), "POST", url, strings.NewReader(message))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json, text/event-stream")
-	r.Header.Set("Mcp-Session-Id", cs.ID())
-	r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	if sid != "" {
+		r.Header.Set("Mcp-Session-Id", sid)
+		r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
 	resp, err := http.DefaultClient.Do(r)
 	must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":7`) || !strings.Contains(string(body), `"code":-32601`) {
-		t.Fatalf("foo/bar: %d %s, want the JSON-RPC error -32601 under id 7", resp.StatusCode, body)
-	}
+	return resp.StatusCode, string(body)
 }
 
 // serveAndConnect serves s over HTTP and connects an SDK client to it:

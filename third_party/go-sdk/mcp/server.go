@@ -1988,7 +1988,8 @@ func (ss *ServerSession) handle(ctx context.Context, req *jsonrpc.Request) (any,
 	default:
 		if !initialized && !validatedMeta.usesNewProtocol && req.IsCall() {
 			ss.server.opts.Logger.Error("method invalid during initialization", "method", req.Method)
-			return nil, fmt.Errorf("method %q is invalid during session initialization", req.Method)
+			// BRAIN PATCH: -32600, not a plain error the wire gives code 0.
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("method %q is invalid during session initialization: initialize first", req.Method)}
 		}
 		if !initialized && validatedMeta.usesNewProtocol && validatedMeta.initializeParams != nil {
 			ss.updateState(func(state *ServerSessionState) {
@@ -2093,7 +2094,8 @@ func (ss *ServerSession) initialize(ctx context.Context, params *InitializeParam
 	})
 	if wasInit {
 		ss.server.opts.Logger.Error("duplicate initialize request")
-		return nil, fmt.Errorf("duplicate %q received", methodInitialize)
+		// BRAIN PATCH: -32600, not a plain error the wire gives code 0.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate %q received: this session is initialized already", methodInitialize)}
 	}
 
 	s := ss.server
