@@ -132,50 +132,85 @@ var approvalSchema = json.RawMessage(`{"type":"object","properties":{` +
 // approval and decides the call with the answer, as the host's user
 // (decider {side: "mcp", name: caller}), bound to the request's digest.
 // Declining rejects; dismissing (cancel) decides nothing, and the call
-// keeps waiting for the client, an operator or its expiry. actx ends when
-// the call does, which withdraws the question from the host (the SDK sends
-// notifications/cancelled for it). reqCtx is the tools/call's own context:
-// the elicitation is sent on that request's stream.
+// keeps waiting for the client, an operator or its expiry. An answer that
+// is no decision (accepted with content outside the form's schema) is
+// asked again, saying why, up to maxApprovalAsks in all: the host's user
+// believes they answered, and a call left waiting on its own would look
+// hung to them. actx ends when the call does, which withdraws the question
+// from the host (the SDK sends notifications/cancelled for it). reqCtx is
+// the tools/call's own context: the elicitation is sent on that request's
+// stream.
 func (srv *Server) askApproval(actx, reqCtx context.Context, ss *mcp.ServerSession, caller string, r session.ApprovalRequest) {
 	ctx, cancel := context.WithCancel(reqCtx)
 	defer cancel()
 	stop := context.AfterFunc(actx, cancel)
 	defer stop()
-	res, err := ss.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: approvalMessage(r), RequestedSchema: approvalSchema})
-	if err != nil {
-		if actx.Err() == nil {
-			srv.log.Info("approval elicitation failed; the call waits for another decider", slog.String(keyCall, r.CallID), slog.String("error", err.Error()))
+	message := approvalMessage(r)
+	for ask := 1; ; ask++ {
+		d, unreadable, err := srv.elicitDecision(ctx, ss, message, r, caller)
+		if err != nil {
+			if actx.Err() == nil {
+				srv.log.Info("approval elicitation failed; the call waits for another decider", slog.String(keyCall, r.CallID), slog.String("error", err.Error()))
+			}
+			return
+		}
+		if unreadable != "" {
+			if ask == maxApprovalAsks {
+				srv.log.Info("approval elicitation answered without a decision, "+fmt.Sprint(ask)+" times; the call waits for another decider", slog.String(keyCall, r.CallID), slog.String("answer", unreadable))
+				return
+			}
+			message = "Your answer could not be read as a decision (" + unreadable + "): choose Approve or Reject.\n\n" + approvalMessage(r)
+			continue
+		}
+		if d == nil { // dismissed
+			return
+		}
+		if err := srv.s.Approve(session.Peer{Side: session.SideMCP, Name: caller}, d); err != nil {
+			srv.log.Info("elicited decision refused", slog.String(keyCall, r.CallID), slog.String("error", err.Error()))
 		}
 		return
 	}
-	d := protocol.CapabilityApprove{CallID: r.CallID, InputDigest: r.InputDigest, DecidedBy: caller}
+}
+
+// maxApprovalAsks bounds how often one approval is asked of a host whose
+// answers are no decision: a host that cannot fill the form is not asked
+// for ever.
+const maxApprovalAsks = 3
+
+// elicitDecision asks the host once: the decision its user made (nil when
+// they dismissed the question), or why the answer is no decision, or the
+// elicitation's failure.
+func (srv *Server) elicitDecision(ctx context.Context, ss *mcp.ServerSession, message string, r session.ApprovalRequest, caller string) (*protocol.CapabilityApprove, string, error) {
+	res, err := ss.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: message, RequestedSchema: approvalSchema})
+	if err != nil {
+		if ctx.Err() == nil && strings.Contains(err.Error(), "does not match requested schema") {
+			return nil, "it does not match the form", nil // the SDK's check of the content
+		}
+		return nil, "", err
+	}
+	d := &protocol.CapabilityApprove{CallID: r.CallID, InputDigest: r.InputDigest, DecidedBy: caller}
 	switch res.Action {
 	case "accept":
 		decision, _ := res.Content["decision"].(string)
-		fb, _ := res.Content["feedback"].(string)
 		switch decision {
 		case "approve":
 			d.Decision = protocol.DecisionApproved
 		case "reject":
-			d.Decision, d.Feedback = protocol.DecisionRejected, fb
+			d.Decision = protocol.DecisionRejected
+			d.Feedback, _ = res.Content["feedback"].(string)
 		default:
-			srv.log.Info("approval elicitation answered without a decision; the call waits", slog.String(keyCall, r.CallID))
-			return
+			return nil, "no decision given", nil
 		}
 	case "decline":
 		d.Decision = protocol.DecisionRejected
-		if fb, ok := res.Content["feedback"].(string); ok {
-			d.Feedback = fb
-		}
+		d.Feedback, _ = res.Content["feedback"].(string)
 	default: // cancel: dismissed, no choice made
-		return
+		return nil, "", nil
 	}
 	if len(d.Feedback) > session.MaxTextBytes {
 		d.Feedback = d.Feedback[:session.MaxTextBytes]
 	}
-	if err := srv.s.Approve(session.Peer{Side: session.SideMCP, Name: caller}, &d); err != nil {
-		srv.log.Info("elicited decision refused", slog.String(keyCall, r.CallID), slog.String("error", err.Error()))
-	}
+	return d, "", nil
 }
 
 // approvalMessage is what the host shows its user: the capability, its

@@ -217,3 +217,65 @@ func TestElicitationReissued(t *testing.T) {
 		t.Fatalf("decision %+v", d)
 	}
 }
+
+// TestElicitationAskedAgain: an answer that is no decision — content
+// outside the form (a decision of "maybe"), or accepted with no content —
+// is asked again, saying why; a host that never answers with a decision is
+// asked three times, and the call then waits for another decider.
+func TestElicitationAskedAgain(t *testing.T) {
+	f, ns := elicitFixture(t)
+	asked := make(chan *mcp.ElicitParams, 4)
+	var n atomic.Int32
+	cs := ns.connect(t, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked <- r.Params
+		switch n.Add(1) {
+		case 1:
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "maybe"}}, nil
+		case 2:
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
+		default:
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		}
+	}}, nil)
+	sub := f.s.Subscribe(f.s.LastSeq())
+	defer sub.Close()
+	res, err := cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{}})
+	must(t, err)
+	if got := text(t, res); got != `{"done":true}` {
+		t.Fatalf("result %q", got)
+	}
+	if first, second := recv(t, asked, "the question"), recv(t, asked, "the question again"); strings.Contains(first.Message, "could not be read") ||
+		!strings.Contains(second.Message, "could not be read as a decision (it does not match the form)") {
+		t.Fatalf("questions:\n%s\n---\n%s", first.Message, second.Message)
+	}
+	if d := decided(t, sub); d.Decider.Side != "mcp" || d.Decision != protocol.DecisionApproved {
+		t.Fatalf("decision %+v", d)
+	}
+
+	// Never a decision: three questions, then the client decides.
+	done := make(chan string, 1)
+	go func() {
+		r, err := cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "danger", Arguments: map[string]any{"again": true}})
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- text(t, r)
+	}()
+	ar := waitEvent(t, sub, "approval_requested", func(m protocol.Message) bool { _, ok := m.(*protocol.ApprovalRequested); return ok }).(*protocol.ApprovalRequested)
+	for i := 0; i < 3; i++ {
+		if p := recv(t, asked, "a question"); i > 0 && !strings.Contains(p.Message, "(no decision given)") {
+			t.Fatalf("question %d: %s", i+1, p.Message)
+		}
+	}
+	// The third answer is logged and the call waits: a client's decision
+	// now decides it (had a fourth question been sent, the handler would
+	// have run before it, and its buffered channel holds it).
+	must(t, f.s.Approve(session.Client, &protocol.CapabilityApprove{CallID: ar.CallID, Decision: protocol.DecisionApproved, InputDigest: ar.InputDigest}))
+	if got := recv(t, done, "the result"); got != `{"done":true}` {
+		t.Fatalf("result %q", got)
+	}
+	if got := n.Load(); got != 5 {
+		t.Fatalf("the host was asked %d times in all, want 2 + 3", got)
+	}
+}
