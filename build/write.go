@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/brainrt/brain/internal/abi"
+	"github.com/brainrt/brain/tool"
 )
 
 // staged is a built tool not yet written: every tool of a build is built
@@ -24,10 +27,20 @@ type staged struct {
 
 // commit writes the staged tools to out: <name><ext> and <name>.tool.json
 // each. Their names have been checked (checkName), so every file is in
-// out.
+// out. Every tool is checked against what a host loads before the first
+// file is written.
 func commit(out string, tools []staged) ([]Artifact, error) {
-	for _, s := range tools { // claimed already: a backstop, before any write
+	manifests := make([][]byte, len(tools))
+	for i, s := range tools { // claimed already: a backstop, before any write
 		if err := nameError(s.art.Manifest.Name); err != nil {
+			return nil, fmt.Errorf("build %s: %w", s.art.Package, err)
+		}
+		mj, err := json.MarshalIndent(s.art.Manifest, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		manifests[i] = append(mj, '\n')
+		if err := loadable(s, len(manifests[i])); err != nil {
 			return nil, fmt.Errorf("build %s: %w", s.art.Package, err)
 		}
 	}
@@ -35,23 +48,41 @@ func commit(out string, tools []staged) ([]Artifact, error) {
 		return nil, fmt.Errorf("build: %w", err)
 	}
 	arts := make([]Artifact, 0, len(tools))
-	for _, s := range tools {
+	for i, s := range tools {
 		a := s.art
 		a.PayloadPath = filepath.Join(out, a.Manifest.Name+s.ext)
 		a.ManifestPath = filepath.Join(out, a.Manifest.Name+".tool.json")
-		mj, err := json.MarshalIndent(a.Manifest, "", "  ")
-		if err != nil {
-			return arts, err
-		}
 		if err := writePayload(a.PayloadPath, s); err != nil {
 			return arts, err
 		}
-		if err := writeFile(a.ManifestPath, bytes.NewReader(append(mj, '\n'))); err != nil {
+		if err := writeFile(a.ManifestPath, bytes.NewReader(manifests[i])); err != nil {
 			return arts, err
 		}
 		arts = append(arts, a)
 	}
 	return arts, nil
+}
+
+// loadable refuses a tool a host would refuse to load: a manifest of more
+// than tool.MaxManifestBytes, a Go payload of more than
+// abi.MaxPayloadBytes (a bundle's bound is checked where it is made).
+func loadable(s staged, manifestBytes int) error {
+	if manifestBytes > tool.MaxManifestBytes {
+		return fmt.Errorf("tool %q: its manifest has %d bytes, more than the %d (%d MiB) a host loads: shorten its schemas and descriptions",
+			s.art.Manifest.Name, manifestBytes, tool.MaxManifestBytes, tool.MaxManifestBytes>>20)
+	}
+	if s.payloadFile == "" {
+		return nil
+	}
+	fi, err := os.Stat(s.payloadFile)
+	if err != nil {
+		return err
+	}
+	if fi.Size() > abi.MaxPayloadBytes {
+		return fmt.Errorf("tool %q: its payload has %d bytes, more than the %d (%d MiB) a host loads: drop large dependencies or embedded data (read data through a handle at run time)",
+			s.art.Manifest.Name, fi.Size(), abi.MaxPayloadBytes, abi.MaxPayloadBytes>>20)
+	}
+	return nil
 }
 
 // writePayload writes the payload of s to path.

@@ -336,7 +336,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 	if !strings.HasSuffix(path, ".tool.json") {
 		return m, nil, fmt.Errorf("%s: an artifact is named <name>.tool.json", path)
 	}
-	b, err := readBounded(path, maxManifestBytes)
+	b, err := readBounded(path, tool.MaxManifestBytes)
 	if err != nil {
 		return m, nil, err
 	}
@@ -344,7 +344,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 		return m, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	payloadPath := strings.TrimSuffix(path, ".tool.json") + ".wasm"
-	payload, err := readBounded(payloadPath, maxPayloadBytes)
+	payload, err := readBounded(payloadPath, abi.MaxPayloadBytes)
 	if err != nil {
 		return m, nil, fmt.Errorf("%s: payload: %w", path, err)
 	}
@@ -353,12 +353,6 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 	}
 	return m, payload, nil
 }
-
-// Bounds on what ReadArtifact reads.
-const (
-	maxManifestBytes = 4 << 20
-	maxPayloadBytes  = 64 << 20 // Go payloads are 3 to 10 MB
-)
 
 // decodeManifest decodes a tool.json strictly: one JSON object, no unknown
 // fields, a valid manifest with a well-formed payload identity.

@@ -12,6 +12,10 @@ import (
 // Format is the manifest format this package reads and writes.
 const Format = "tool/v1"
 
+// MaxManifestBytes bounds a manifest file, <name>.tool.json: every host
+// refuses a larger one, and `brain build` refuses to write one.
+const MaxManifestBytes = 4 << 20
+
 // HostingProvisioned is the only hosting mode: the environment provisions
 // the tool once at attach.
 const HostingProvisioned = "provisioned"

@@ -98,9 +98,8 @@ func (h *Host) AddPayload(identity string, payload []byte) error {
 	return nil
 }
 
-// Bounds on what ReadArtifact reads.
+// Bounds on what ReadArtifact reads (and tool.MaxManifestBytes).
 const (
-	maxManifestBytes = 4 << 20
 	// MaxPayloadBytes bounds a JavaScript payload, <name>.mjs: 16 MiB.
 	// ReadArtifact refuses a larger one, and `brain build` refuses to
 	// write one.
@@ -122,7 +121,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 	if !strings.HasSuffix(path, ".tool.json") {
 		return m, nil, fmt.Errorf("%s: an artifact is named <name>.tool.json", path)
 	}
-	b, err := readBounded(path, maxManifestBytes)
+	b, err := readBounded(path, tool.MaxManifestBytes)
 	if err != nil {
 		return m, nil, err
 	}

@@ -20,6 +20,10 @@ const Version = 2
 // Runtime names this ABI in a manifest's runtime field.
 const Runtime = "wasm/2"
 
+// MaxPayloadBytes bounds a payload, <name>.wasm: the host refuses a larger
+// one, and `brain build` refuses to write one. Go payloads are 3 to 10 MB.
+const MaxPayloadBytes = 64 << 20
+
 // ExportVersion is the export that marks a payload built for [Version]: a
 // function of no parameters and no results that does nothing. Its name
 // carries the version so that the host reads it without running the guest
