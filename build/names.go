@@ -7,6 +7,9 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -84,10 +87,22 @@ func nameError(name string) error {
 
 // names records which source defines each tool of a build, so that a
 // name that cannot name files, or that two tools share, is refused
-// before anything is written. It is safe for concurrent use.
+// before anything is written. Names are compared as case-insensitive file
+// systems compare file names (macOS's and Windows' by default: folded
+// case, one Unicode normal form): "Read" and "read" are two capabilities,
+// but their artifacts would overwrite each other in a directory there. It
+// is safe for concurrent use.
 type names struct {
 	mu sync.Mutex
-	by map[string]string // tool name → the source that defines it
+	by map[string]claimed // fileKey(name) → the tool that has it
+}
+
+// claimed is a name as a tool claimed it, and the tool's source.
+type claimed struct{ name, source string }
+
+// fileKey is name as a case-insensitive file system compares it.
+func fileKey(name string) string {
+	return norm.NFC.String(cases.Fold().String(name))
 }
 
 // claim records that source (a Go package or a script file) defines the
@@ -99,12 +114,16 @@ func (n *names) claim(name, source string) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if other, ok := n.by[name]; ok {
-		return fmt.Errorf("the tool %q is also defined by %s: tool names must be unique, as each names its artifact's files", name, other)
+	key := fileKey(name)
+	if other, ok := n.by[key]; ok {
+		if other.name == name {
+			return fmt.Errorf("the tool %q is also defined by %s: tool names must be unique, as each names its artifact's files", name, other.source)
+		}
+		return fmt.Errorf("the tool %q and the tool %q of %s differ only in case or Unicode form: their artifacts' files would overwrite each other on a case-insensitive file system (macOS, Windows); rename one", name, other.name, other.source)
 	}
 	if n.by == nil {
-		n.by = map[string]string{}
+		n.by = map[string]claimed{}
 	}
-	n.by[name] = source
+	n.by[key] = claimed{name, source}
 	return nil
 }

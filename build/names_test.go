@@ -50,3 +50,26 @@ func TestCheckName(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimFoldsCase: names that a case-insensitive file system takes for
+// one file name ("Read" and "read"; "é" composed and decomposed) are
+// refused as clashing, saying why; distinct names are not.
+func TestClaimFoldsCase(t *testing.T) {
+	var n names
+	for _, c := range []struct{ name, want string }{
+		{"read", ""},
+		{"write", ""},
+		{"read", `also defined by a.go`},
+		{"Read", `"Read" and the tool "read" of a.go differ only in case`},
+		{"WRITE", `"WRITE" and the tool "write" of a.go differ only in case`},
+		{"caf\u00e9", ""},
+		{"cafe\u0301", "differ only in case or Unicode form"},
+		{"Straße", ""},
+		{"STRASSE", "differ only in case"},
+	} {
+		err := n.claim(c.name, "a.go")
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("claim(%q): %v, want %q", c.name, err, c.want)
+		}
+	}
+}
