@@ -397,8 +397,15 @@ func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, pr
 		limit = n
 	}
 	m := srv.opts.Manager
-	cursor := q.Get("cursor")
-	after, err := m.cursors.open(r.Context(), m.opts.Store, cursor)
+	var keep func(string) bool
+	if !pr.Operator() { // a client lists its tenant's sessions
+		keep = func(id string) bool { return m.reaches(r.Context(), pr, id) }
+	}
+	cursor, bound := q.Get("cursor"), pr.tenantKey()
+	after, err := m.cursors.open(r.Context(), m.opts.Store, cursor, bound)
+	if err == nil && keep != nil && after != "" && !strings.HasPrefix(cursor, sealedCursorPrefix) && !keep(after) {
+		err = errCursor // a plain id of no session of the client's (list_cursor.go)
+	}
 	switch {
 	case errors.Is(err, errCursor):
 		httpError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("cursor %q: %v", textcut.Cut(cursor, 64), err))
@@ -407,10 +414,6 @@ func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, pr
 		srv.cursorFailed(w, err)
 		return
 	}
-	var keep func(string) bool
-	if !pr.Operator() { // a client lists its tenant's sessions
-		keep = func(id string) bool { return m.reaches(r.Context(), pr, id) }
-	}
 	list, next, err := m.List(r.Context(), after, limit, keep)
 	if err != nil {
 		srv.log.Warn("list stored sessions", slog.String("error", err.Error()))
@@ -418,7 +421,7 @@ func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, pr
 	if keep != nil && next != "" && (len(list) == 0 || list[len(list)-1].ID != next) {
 		// A short page, ended at a session that may be another
 		// tenant's: its position, sealed (list_cursor.go).
-		if next, err = m.cursors.seal(r.Context(), m.opts.Store, next); err != nil {
+		if next, err = m.cursors.seal(r.Context(), m.opts.Store, next, bound); err != nil {
 			srv.cursorFailed(w, err)
 			return
 		}

@@ -22,7 +22,11 @@ import (
 // secret, which every node of a cluster shares (a page read through one
 // node goes on through another), or, without a store that keeps one, a
 // key of the process's own. The holder of a sealed cursor learns nothing
-// from it but that more sessions follow.
+// from it but that more sessions follow. A sealed cursor is bound to the
+// tenant it was given to (the seal's additional data): another tenant's
+// is refused. And a client's cursor that is a plain session id must name
+// a session of its own tenant (handleListSessions): any id at all let the
+// same bisection go on with ids the client made up.
 const sealedCursorPrefix = "c1."
 
 // cursorSeal seals the sessions list's short-page cursors.
@@ -65,8 +69,9 @@ func (c *cursorSeal) cipher(ctx context.Context, st Store) (cipher.AEAD, error) 
 	return c.aead, nil
 }
 
-// seal returns the cursor of a short page that ended at session id.
-func (c *cursorSeal) seal(ctx context.Context, st Store, id string) (string, error) {
+// seal returns the cursor of a short page that ended at session id, for
+// the tenant bound.
+func (c *cursorSeal) seal(ctx context.Context, st Store, id, bound string) (string, error) {
 	aead, err := c.cipher(ctx, st)
 	if err != nil {
 		return "", err
@@ -75,7 +80,7 @@ func (c *cursorSeal) seal(ctx context.Context, st Store, id string) (string, err
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
-	return sealedCursorPrefix + base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(id), nil)), nil
+	return sealedCursorPrefix + base64.RawURLEncoding.EncodeToString(aead.Seal(nonce, nonce, []byte(id), []byte(bound))), nil
 }
 
 // errCursor is a cursor that is neither a session id nor one this
@@ -83,8 +88,8 @@ func (c *cursorSeal) seal(ctx context.Context, st Store, id string) (string, err
 var errCursor = errors.New("not a next cursor of a sessions page (list again from the first page)")
 
 // open returns the position a cursor stands for: a session id as it is,
-// a sealed cursor opened.
-func (c *cursorSeal) open(ctx context.Context, st Store, cursor string) (string, error) {
+// a sealed cursor opened, if it was sealed for the tenant bound.
+func (c *cursorSeal) open(ctx context.Context, st Store, cursor, bound string) (string, error) {
 	sealed, ok := strings.CutPrefix(cursor, sealedCursorPrefix)
 	if !ok {
 		if cursor != "" && !ValidSessionID(cursor) {
@@ -103,7 +108,7 @@ func (c *cursorSeal) open(ctx context.Context, st Store, cursor string) (string,
 	if len(b) < aead.NonceSize() {
 		return "", errCursor
 	}
-	id, err := aead.Open(nil, b[:aead.NonceSize()], b[aead.NonceSize():], nil)
+	id, err := aead.Open(nil, b[:aead.NonceSize()], b[aead.NonceSize():], []byte(bound))
 	if err != nil || !ValidSessionID(string(id)) {
 		return "", errCursor
 	}

@@ -184,4 +184,21 @@ func TestListCursorTellsNothingOfOtherTenants(t *testing.T) {
 			t.Errorf("cursor %q: %d %s, want 400 naming the cursor", bad, status, body)
 		}
 	}
+	// A plain id is a cursor only if it names a session of the client's:
+	// any other — another tenant's, one that does not exist — is refused
+	// alike, so that ids made up cannot bisect where others' sessions are
+	// (a probe recovered one in 70 requests this way).
+	for _, id := range []string{theirs[3], "secret-customer-03x", "a", "zzz"} {
+		status, body := f.get("GET", "/v1/sessions?limit=1&cursor="+id, clientToken)
+		if status != http.StatusBadRequest || !strings.Contains(body, "cursor") {
+			t.Errorf("cursor %q (no session of the client's): %d %s, want 400", id, status, body)
+		}
+	}
+	if status, body := f.get("GET", "/v1/sessions?limit=1&cursor="+mine[0], clientToken); status != http.StatusOK || !strings.Contains(body, mine[1]) {
+		t.Errorf("cursor %q (the client's own): %d %s, want the page after it", mine[0], status, body)
+	}
+	// A sealed cursor is the tenant's it was given to.
+	if status, body := f.get("GET", "/v1/sessions?limit=1&cursor="+c, otherClientToken); status != http.StatusBadRequest {
+		t.Errorf("another tenant's sealed cursor: %d %s, want 400", status, body)
+	}
 }

@@ -64,6 +64,14 @@ type Principal struct {
 // Operator reports whether p is an operator, who reaches every session.
 func (p Principal) Operator() bool { return p.Peer.Side == session.SideOperator }
 
+// tenantKey is the owner key of p's tenant ("" for an operator).
+func (p Principal) tenantKey() string {
+	if len(p.owners) == 0 {
+		return ""
+	}
+	return p.owners[0]
+}
+
 // reaches reports whether p may see a session recorded under owner.
 func (p Principal) reaches(owner string) bool {
 	if p.Operator() {
