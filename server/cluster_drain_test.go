@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
 )
@@ -38,7 +39,7 @@ func TestStopAnswersMCPRequests(t *testing.T) {
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before hs.Close, which waits for the handler
 	post := func() (*http.Response, string) {
-		req, _ := http.NewRequest("POST", hs.URL+"/v1/sessions/d1/mcp", strings.NewReader(`{}`))
+		req, _ := http.NewRequest("POST", hs.URL+"/v1/sessions/d1/mcp", strings.NewReader(initializeBody))
 		req.Header.Set("Authorization", "Bearer "+modelToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -58,7 +59,7 @@ func TestStopAnswersMCPRequests(t *testing.T) {
 		}
 		answered <- body
 	}()
-	<-entered // the POST is being answered
+	testutil.Recv(t, entered, "the POST being answered")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopped := make(chan struct{})

@@ -34,7 +34,7 @@ const retryModelToken = "model-token-retry-0123456789"
 // its caller is told it may have been served.
 func TestForwardRetry(t *testing.T) {
 	tokens, err := server.NewTokens(server.Token{Token: operatorToken, Side: "operator", Name: "ada"},
-		server.Token{Token: retryModelToken, Side: "model"})
+		server.Token{Token: retryModelToken, Side: "model", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,12 @@ func TestForwardRetry(t *testing.T) {
 
 	addr := atomic.Pointer[string]{} // the holder's address; nil: the lease is free
 	setOwner := func(a string) { addr.Store(&a) }
-	mgr := server.NewManager(server.ManagerOptions{Node: "a", Store: &failStore{events: map[string][]session.Event{}},
+	// The MCP requests' session exists, recorded under the model token's
+	// tenant, as the cluster's other node made it: an MCP request other
+	// than initialize creates nothing, so it is forwarded only to a
+	// session that exists.
+	st := &ownedStore{failStore: &failStore{events: map[string][]session.Event{}}, owned: map[string]string{"s8": "tenant:t"}}
+	mgr := server.NewManager(server.ManagerOptions{Node: "a", Store: st,
 		Lease: func(context.Context, string) (server.Lease, error) {
 			if a := addr.Load(); a != nil {
 				return nil, &heldElsewhere{addr: *a}
@@ -293,4 +298,38 @@ func TestForwardRetry(t *testing.T) {
 			t.Fatalf("a forwarded request for a session held elsewhere: %d %v, the owner got %d", resp.StatusCode, resp.Header, len(got()))
 		}
 	})
+}
+
+// ownedStore is a failStore that records sessions' owners (as the
+// embedded store does for a cluster's nodes), starting with owned.
+type ownedStore struct {
+	*failStore
+	mu    sync.Mutex
+	owned map[string]string // session id → owner key
+}
+
+func (s *ownedStore) SetSessionOwner(_ context.Context, id, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.owned[id] = owner
+	return nil
+}
+
+func (s *ownedStore) SessionOwner(_ context.Context, id string) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.owned[id]
+	return o, ok, nil
+}
+
+func (s *ownedStore) SessionsOwned(_ context.Context, owner string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, o := range s.owned {
+		if o == owner {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -532,6 +532,10 @@ func TestMCPConnectionsCounted(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		})
 	}})
+	// The session, which an MCP GET does not create.
+	if status, body := f.send("POST", "/v1/sessions", clientToken, `{"id":"m1"}`); status != http.StatusCreated {
+		t.Fatalf("create m1: %d %s", status, body)
+	}
 	done := make(chan int, 1)
 	go func() {
 		status, _ := f.get("GET", "/v1/sessions/m1/mcp", modelToken)
@@ -735,6 +739,43 @@ func TestRefusedJoinCreatesNothing(t *testing.T) {
 			t.Errorf("after a refused %s: session %s is %d %s, want 404 (not created)", q.path, id, status, body)
 		}
 	}
+	// A model token's MCP request creates its session only if it is an
+	// initialize: the rest would be refused by the MCP endpoint (a probe
+	// saw a GET, a DELETE, a broken body and a stranger's MCP session id
+	// each take an id and a place in the tenant's quota).
+	for i, q := range []struct{ method, sid, body string }{
+		{"GET", "", ""},
+		{"DELETE", "", ""},
+		{"POST", "", `{"jsonrpc":`},
+		{"POST", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
+		{"POST", "", `{"jsonrpc":"2.0","id":1,"Method":"initialize"}`},
+		{"POST", "b1.forged", initializeBody},
+	} {
+		id := fmt.Sprintf("not-created-%d", i)
+		req, _ := http.NewRequest(q.method, f.srv.URL+"/v1/sessions/"+id+"/mcp", strings.NewReader(q.body))
+		req.Header.Set("Authorization", "Bearer "+modelToken)
+		if q.sid != "" {
+			req.Header.Set("Mcp-Session-Id", q.sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "initialize") {
+			t.Errorf("%s %q (session id %q): %d %s, want 404 saying initialize starts a session", q.method, q.body, q.sid, resp.StatusCode, body)
+		}
+		if status, body := f.get("GET", "/v1/sessions/"+id, opsToken); status != http.StatusNotFound {
+			t.Errorf("after %s %q: session %s is %d %s, want 404 (not created)", q.method, q.body, id, status, body)
+		}
+	}
+	if status, body := f.send("POST", "/v1/sessions/created/mcp", modelToken, initializeBody); status != http.StatusNoContent {
+		t.Fatalf("initialize: %d %s, want the MCP handler's 204", status, body)
+	}
+	if status, body := f.get("GET", "/v1/sessions/created", opsToken); status != http.StatusOK {
+		t.Fatalf("after an initialize: %d %s, want the session", status, body)
+	}
 }
 
 // TestMCPBodyMustArrive: an MCP POST whose body trickles is answered 408
@@ -778,8 +819,12 @@ func TestMCPBodyMustArrive(t *testing.T) {
 	// The answer comes after three of the body's bounds (200 ms): the
 	// body's deadline must be gone by then.
 	time.AfterFunc(600*time.Millisecond, func() { close(release) })
-	status, got := f.send("POST", "/v1/sessions/b1/mcp", modelToken, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	if status != http.StatusOK || got != `{"jsonrpc":"2.0","id":1,"method":"ping"}` {
+	status, got := f.send("POST", "/v1/sessions/b1/mcp", modelToken, initializeBody)
+	if status != http.StatusOK || got != initializeBody {
 		t.Fatalf("a slow answer: %d %q", status, got)
 	}
 }
+
+// initializeBody is an MCP initialize request: the one request that
+// creates the session it names.
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"0"}}}`

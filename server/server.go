@@ -80,7 +80,7 @@ func New(opts Options) *Server {
 	srv.mux.HandleFunc("GET /readyz", srv.handleReady) // storefault.go
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(joinWS, srv.handleWS))
 	srv.routeSessionsAPI() // GET /v1/sessions[/{id}], DELETE, frames, approvals (api_sessions.go)
-	srv.mux.HandleFunc("/v1/sessions/{id}/mcp", srv.withSession(joinMCP, srv.handleMCP))
+	srv.mux.HandleFunc(mcpPattern, srv.withSession(joinMCP, srv.handleMCP))
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/conversation", srv.authenticated(clients, srv.handleConversation))
 	if opts.Metrics != nil {
 		srv.mux.HandleFunc("GET /metrics", srv.handleMetrics) // operator tokens only (stats.go)
@@ -128,7 +128,7 @@ type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Sess
 // session of another tenant is 404, as if it did not exist; one that
 // never existed is created for the token's tenant (operators never
 // create one).
-func (srv *Server) withSession(admit func(Principal) (status int, code, msg string), h sessionHandler) http.HandlerFunc {
+func (srv *Server) withSession(admit admitFunc, h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		pr, ok := srv.authenticate(r)
 		if !ok {
@@ -141,11 +141,27 @@ func (srv *Server) withSession(admit func(Principal) (status int, code, msg stri
 			httpError(w, http.StatusBadRequest, "invalid_request", "invalid session id: use 1 to 128 of A-Z a-z 0-9 _ -")
 			return
 		}
-		if status, code, msg := admit(pr); status != 0 {
-			httpError(w, status, code, msg)
+		create, ok := admit(w, r, pr)
+		if !ok {
 			return
 		}
-		s, release, err := srv.opts.Manager.AcquireAs(r.Context(), pr, id, true)
+		s, release, err := srv.opts.Manager.AcquireAs(r.Context(), pr, id, create == createAlways)
+		if create == createIfInitialize && errors.Is(err, ErrNotFound) {
+			// Read the body only now: a request for a session that
+			// exists (or that another node owns, forwarded unread) is
+			// read as it is served.
+			body, ok := readMCPBody(w, r)
+			if !ok {
+				return
+			}
+			if r.Header.Get("Mcp-Session-Id") == "" && isInitialize(body) {
+				s, release, err = srv.opts.Manager.AcquireAs(r.Context(), pr, id, true)
+			}
+		}
+		if r.Pattern == mcpPattern && errors.Is(err, ErrNotFound) {
+			httpError(w, http.StatusNotFound, "not_found", "no session "+id+": an MCP client's initialize (a POST without Mcp-Session-Id) starts it")
+			return
+		}
 		if !srv.acquireFailed(w, r, id, err) {
 			return
 		}
@@ -154,17 +170,33 @@ func (srv *Server) withSession(admit func(Principal) (status int, code, msg stri
 	}
 }
 
-// joinWS admits a WebSocket connection's token before its session is
-// acquired: a connection creates its session when it never existed — a
-// resume too (?after=), so that a client whose kernel lost its data
-// starts again (the snapshot it gets says the seq went back) — and one
-// refused must create nothing. A deleted session is never created again
-// by a connection (tenancy.go).
-func joinWS(pr Principal) (status int, code, msg string) {
+// An admitFunc admits a request's token before its session is acquired,
+// answering a refusal itself (ok false), and says whether the request may
+// create its session when it never existed. A request refused must create
+// nothing: a probe found that 403s, 400s and 404s had created the sessions
+// they named, taking the ids and places in their tenants' quotas.
+type admitFunc func(w http.ResponseWriter, r *http.Request, pr Principal) (create createMode, ok bool)
+
+// createMode says when a request creates the session it names.
+type createMode int
+
+const (
+	createNever        createMode = iota
+	createAlways                  // a WebSocket connection
+	createIfInitialize            // an MCP initialize (joinMCP)
+)
+
+// joinWS admits a WebSocket connection: it creates its session when it
+// never existed — a resume too (?after=), so that a client whose kernel
+// lost its data starts again (the snapshot it gets says the seq went
+// back). A deleted session is never created again by a connection
+// (tenancy.go).
+func joinWS(w http.ResponseWriter, _ *http.Request, pr Principal) (createMode, bool) {
 	if pr.Model {
-		return http.StatusForbidden, "forbidden", modelOnlyMCP
+		httpError(w, http.StatusForbidden, "forbidden", modelOnlyMCP)
+		return createNever, false
 	}
-	return 0, "", ""
+	return createAlways, true
 }
 
 // mcpCallerHeader is mcpbridge.CallerHeader (this package does not import
@@ -183,7 +215,7 @@ const maxMCPBody = 4 << 20
 // readMCPBody reads an MCP POST's body whole, within mcpBodyWithin, and
 // puts it back as r.Body; a body that is late, too large or broken is
 // answered here (408, 413, 400) and false returned.
-func readMCPBody(w http.ResponseWriter, r *http.Request) bool {
+func readMCPBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	rc := http.NewResponseController(w)
 	within := mcpBodyWithin.get()
 	_ = rc.SetReadDeadline(time.Now().Add(within))
@@ -192,8 +224,8 @@ func readMCPBody(w http.ResponseWriter, r *http.Request) bool {
 		// The deadline is the body's only: a response that streams for
 		// long (a call awaiting approval) must not end with it.
 		_ = rc.SetReadDeadline(time.Time{})
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		return true
+		r.Body = mcpBody{bytes.NewReader(body)}
+		return body, true
 	}
 	// Refused: the connection closes after the answer, and the deadline
 	// stays, so that the server does not wait for the rest of the body
@@ -209,18 +241,49 @@ func readMCPBody(w http.ResponseWriter, r *http.Request) bool {
 	default:
 		httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request's body is over %d bytes", maxMCPBody))
 	}
-	return false
+	return nil, false
 }
 
-// joinMCP admits an MCP request's token before its session is acquired:
-// the request creates its session when it never existed, and one refused
-// (a token of another side: a probe found their 403s had created the
-// sessions they asked for) must create nothing.
-func joinMCP(pr Principal) (status int, code, msg string) {
+// mcpPattern is the MCP endpoint's route.
+const mcpPattern = "/v1/sessions/{id}/mcp"
+
+// mcpBody is an MCP POST's body once read whole (readMCPBody).
+type mcpBody struct{ *bytes.Reader }
+
+func (mcpBody) Close() error { return nil }
+
+// mcpBodyRead reports whether r's body was read whole already.
+func mcpBodyRead(r *http.Request) bool {
+	_, ok := r.Body.(mcpBody)
+	return ok
+}
+
+// joinMCP admits an MCP request: a model token's. Only an initialize —
+// a POST without Mcp-Session-Id whose body is that request — creates its
+// session when it never existed (withSession reads the body to tell): any
+// other request (a GET, a DELETE, a tools/call, a broken body, an unknown
+// MCP session's id) would be refused by the MCP endpoint, and must leave
+// nothing behind.
+func joinMCP(w http.ResponseWriter, r *http.Request, pr Principal) (createMode, bool) {
 	if !pr.Model {
-		return http.StatusForbidden, "forbidden", "the MCP endpoint takes a model token (side \"model\" in tokens.json), not " + withArticle(string(pr.Peer.Side)) + " token: whoever can approve a session's calls must not be the one making them (docs/serve.md, Tokens)"
+		httpError(w, http.StatusForbidden, "forbidden", "the MCP endpoint takes a model token (side \"model\" in tokens.json), not "+withArticle(string(pr.Peer.Side))+" token: whoever can approve a session's calls must not be the one making them (docs/serve.md, Tokens)")
+		return createNever, false
 	}
-	return 0, "", ""
+	if r.Method != http.MethodPost {
+		return createNever, true
+	}
+	return createIfInitialize, true
+}
+
+// isInitialize reports whether body is one JSON-RPC request of the method
+// initialize (which no batch may hold), its member names exact.
+func isInitialize(body []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return false
+	}
+	var method string
+	return json.Unmarshal(m["method"], &method) == nil && method == "initialize"
 }
 
 // withArticle puts "a" or "an" before a side's name.
@@ -249,8 +312,10 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 		// Its body is read whole first, within mcpBodyWithin: a body that
 		// trickles held the request, its session and a stop's wait for as
 		// long as its sender liked; read, it is a request being answered.
-		if !readMCPBody(w, r) {
-			return
+		if !mcpBodyRead(r) {
+			if _, ok := readMCPBody(w, r); !ok {
+				return
+			}
 		}
 		// A stop waits for it to be answered (cluster_drain.go); once the
 		// node stops, it is refused unserved, and a forwarding node sends

@@ -92,7 +92,7 @@ func TestServeMetricsAndLimits(t *testing.T) {
 	// limits.sessions_per_token: 2 — m1 is one, m2 the second, m3 refused.
 	p := dialPeer(t, ctx, addr, client[1], "m2", "?after=0")
 	p.send("d", &protocol.CapabilityDeregister{Names: []string{}})
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/sessions/m3/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/sessions/m3/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
 	req.Header.Set("Authorization", "Bearer "+tokenOf(t, "data", "model"))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
