@@ -405,3 +405,40 @@ func TestRestoredVersionIsNegotiated(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoredVersionIsNotTheHeaders: a restored MCP session goes on with
+// the version in its id, never the restoring request's
+// Mcp-Protocol-Version, and a request whose header names another version
+// is handled as on a live session. A restore by a request claiming
+// 2026-07-28 (itself refused, as on a live session) left the session
+// answering 2025-06-18 requests with that revision's framing — an unknown
+// tool as HTTP 400, resources/subscribe as 404 — instead of over SSE with
+// HTTP 200.
+func TestRestoredVersionIsNotTheHeaders(t *testing.T) {
+	f := newFixture(t)
+	ns := newNodes(t, f.s, 1, nil)
+	state, _ := json.Marshal(map[string]any{"s": f.s.ID(), "v": "2025-06-18"})
+	for name, sid := range map[string]string{
+		"live":     ns.connect(t, nil, nil).ID(),
+		"restored": "b1." + strings.Repeat("B", 26) + "." + base64.RawURLEncoding.EncodeToString(state),
+	} {
+		t.Run(name, func(t *testing.T) {
+			// For the restored session, the request that restores it.
+			resp := postMCP(t, ns.url, sid, "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32022`) {
+				t.Fatalf("tools/list claiming 2026-07-28: %s %s, want 400 and -32022 (unsupported protocol version)", resp.Status, body)
+			}
+			for _, c := range []struct{ body, want string }{
+				{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope","arguments":{}}}`, `"code":-32602`},
+				{`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"file:///x"}}`, `"error"`},
+			} {
+				resp := postMCP(t, ns.url, sid, "2025-06-18", c.body)
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(string(body), c.want) {
+					t.Errorf("%s: %s %q %s, want 200 and an SSE event with %s", c.body, resp.Status, resp.Header.Get("Content-Type"), body, c.want)
+				}
+			}
+		})
+	}
+}

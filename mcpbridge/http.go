@@ -138,15 +138,17 @@ func (h *HTTPHandler) endpoint(s *session.Session) *endpoint {
 		id := s.ID()
 		ho.NewSessionID = func(_ *http.Request, p *mcp.InitializeParams) string { return newSessionID(id, p) }
 		var ended *mcpSessions // set below: the endpoint's
-		ho.RestoreSession = func(r *http.Request, sid string) *mcp.ServerSessionState {
+		ho.RestoreSession = func(_ *http.Request, sid string) *mcp.ServerSessionState {
 			if ended.isEnded(sid) {
 				return nil // DELETEd: 404 (http_delete.go)
 			}
-			return restoreState(id, r, sid)
+			return restoreState(id, sid)
 		}
 		// Once connected, a restored MCP session hears list_changed: its
 		// client may have missed changes while no node served it.
 		ho.SessionRestored = func(*mcp.ServerSession) { srv.restored() }
+		// What stdio refuses, HTTP refuses (http_vet.go).
+		ho.CheckBody = vetBody
 		e = &endpoint{srv: srv}
 		ended = &e.sessions
 		e.h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &ho)

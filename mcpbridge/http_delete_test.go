@@ -119,18 +119,33 @@ func TestOutOfOrderRequestsAreInvalid(t *testing.T) {
 // session sid would ("" for none): the answer's status and body.
 func rawPost(t *testing.T, url, sid, message string) (int, string) {
 	t.Helper()
+	version := "2025-06-18"
+	if sid == "" {
+		version = ""
+	}
+	resp := postMCP(t, url, sid, version, message)
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// postMCP posts one JSON-RPC message to url with the headers of the MCP
+// session sid and protocol version ("" for none); the response's body is
+// closed when the test ends.
+func postMCP(t *testing.T, url, sid, version, message string) *http.Response {
+	t.Helper()
 	r, _ := http.NewRequestWithContext(waitCtx(t), "POST", url, strings.NewReader(message))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json, text/event-stream")
 	if sid != "" {
 		r.Header.Set("Mcp-Session-Id", sid)
-		r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	if version != "" {
+		r.Header.Set("Mcp-Protocol-Version", version)
 	}
 	resp, err := http.DefaultClient.Do(r)
 	must(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, string(body)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
 }
 
 // serveAndConnect serves s over HTTP and connects an SDK client to it:

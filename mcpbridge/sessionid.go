@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -105,21 +104,21 @@ func decodeSessionID(id string) (*idState, bool) {
 }
 
 // restoreState is the SDK session state of an MCP session id of brain
-// session sessionID, for a request r that carries it: nil when the id is
-// not one of brain's or names another brain session, so that an id
-// obtained on one session's endpoint is unknown (404) on another's.
-func restoreState(sessionID string, r *http.Request, id string) *mcp.ServerSessionState {
+// session sessionID: nil when the id is not one of brain's or names
+// another brain session, so that an id obtained on one session's endpoint
+// is unknown (404) on another's.
+func restoreState(sessionID, id string) *mcp.ServerSessionState {
 	st, ok := decodeSessionID(id)
 	if !ok || st.Session != sessionID {
 		return nil
 	}
 	// The id holds the version the client asked for; the session goes
-	// on with the one initialize negotiated from it, as it did before.
+	// on with the one initialize negotiated from it, as it did before —
+	// never the restoring request's Mcp-Protocol-Version, which that
+	// request is served by (as on a live session) and which the SDK may
+	// go on to refuse: a restore by a request claiming 2026-07-28 gave
+	// the session that revision's framing for good.
 	st.Version = negotiated(st.Version)
-	version := r.Header.Get("Mcp-Protocol-Version")
-	if version == "" {
-		version = st.Version
-	}
 	caps := st.Capabilities
 	if caps == nil {
 		caps = &mcp.ClientCapabilities{}
@@ -127,7 +126,7 @@ func restoreState(sessionID string, r *http.Request, id string) *mcp.ServerSessi
 	return &mcp.ServerSessionState{
 		InitializeParams:          &mcp.InitializeParams{ProtocolVersion: st.Version, Capabilities: caps, ClientInfo: st.Client},
 		InitializedParams:         &mcp.InitializedParams{},
-		NegotiatedProtocolVersion: version,
+		NegotiatedProtocolVersion: st.Version,
 		LogLevel:                  "info",
 	}
 }

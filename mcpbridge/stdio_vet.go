@@ -48,35 +48,47 @@ const maxLineLength = mcp.DefaultMaxLineLength
 // value), so that the reply's id is byte for byte the request's: that is
 // how drainingIO knows a request was answered.
 func vetMessage(line []byte) (msg, reply []byte) {
+	msg, id, code, problem := vetLine(line)
+	if problem != "" {
+		return nil, errorReply(id, code, problem)
+	}
+	return msg, nil
+}
+
+// vetLine is [vetMessage]'s check of line: the message to pass on, or else
+// the JSON-RPC error code and message that refuse it and the id to answer
+// under (nil: null). The Streamable HTTP endpoint vets a POST's messages
+// with it too (vetBody).
+func vetLine(line []byte) (msg, id json.RawMessage, code int, problem string) {
 	if !json.Valid(line) {
 		var v any
 		err := json.Unmarshal(line, &v)
 		if err == nil { // more than one value on the line
 			err = errors.New("more than one JSON value on a line")
 		}
-		return nil, errorReply(nil, jsonrpc.CodeParseError, "parse error: "+err.Error())
+		return nil, nil, jsonrpc.CodeParseError, "parse error: " + err.Error()
 	}
 	switch line[0] {
 	case '{':
 	case '[':
-		return nil, errorReply(nil, jsonrpc.CodeInvalidRequest, "invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 and later has none): send each message on its own line")
+		return nil, nil, jsonrpc.CodeInvalidRequest, "invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 and later has none): send each message on its own line"
 	default:
-		return nil, errorReply(nil, jsonrpc.CodeInvalidRequest, "invalid request: a JSON-RPC message is a JSON object")
+		return nil, nil, jsonrpc.CodeInvalidRequest, "invalid request: a JSON-RPC message is a JSON object"
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
-		return nil, errorReply(nil, jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error())
+		return nil, nil, jsonrpc.CodeInvalidRequest, "invalid request: " + err.Error()
 	}
 	_, isRequest := m["method"]
 	rawID, hasID := m["id"]
-	var id, canonical json.RawMessage // the reply's id (nil is null); the id as the SDK writes it
+	var canonical json.RawMessage // the id as the SDK writes it
 	if hasID {
-		var problem string
-		if canonical, problem = canonicalID(rawID); problem != "" {
+		var idProblem string
+		if canonical, idProblem = canonicalID(rawID); idProblem != "" {
 			if isRequest && (rawID[0] == '-' || rawID[0] >= '0' && rawID[0] <= '9') {
 				id = rawID
 			}
-			return nil, errorReply(id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: id %s %s", clip(rawID), problem))
+			return nil, id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: id %s %s", clip(rawID), idProblem)
 		}
 		if isRequest {
 			id = rawID
@@ -85,17 +97,17 @@ func vetMessage(line []byte) (msg, reply []byte) {
 	for k := range m {
 		for _, name := range memberNames {
 			if k != name && strings.EqualFold(k, name) {
-				return nil, errorReply(id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: member %q: JSON-RPC member names are case-sensitive (%q)", clip([]byte(k)), name))
+				return nil, id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: member %q: JSON-RPC member names are case-sensitive (%q)", clip([]byte(k)), name)
 			}
 		}
 	}
 	var version string
 	if err := json.Unmarshal(m["jsonrpc"], &version); err != nil || version != "2.0" {
-		return nil, errorReply(id, jsonrpc.CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+		return nil, id, jsonrpc.CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`
 	}
 	// What the SDK's transport decodes, it decodes as this does.
 	if _, err := jsonrpc.DecodeMessage(line); err != nil {
-		return nil, errorReply(id, jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error())
+		return nil, id, jsonrpc.CodeInvalidRequest, "invalid request: " + err.Error()
 	}
 	if hasID && !bytes.Equal(canonical, rawID) {
 		m["id"] = canonical
@@ -103,11 +115,11 @@ func vetMessage(line []byte) (msg, reply []byte) {
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(m); err != nil {
-			return nil, errorReply(id, jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error())
+			return nil, id, jsonrpc.CodeInvalidRequest, "invalid request: " + err.Error()
 		}
-		return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+		return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil, 0, ""
 	}
-	return line, nil
+	return line, nil, 0, ""
 }
 
 // memberNames are the members of a JSON-RPC 2.0 message.

@@ -235,6 +235,13 @@ type StreamableHTTPOptions struct {
 	// goroutine once a session RestoreSession gave a state for is
 	// connected: what the server sends it from then on reaches it.
 	SessionRestored func(*ServerSession)
+
+	// CheckBody, if set (BRAIN PATCH), is given the body of each POST
+	// before it is decoded: a non-nil reply refuses the POST, whose answer
+	// is that reply (a JSON-RPC error response) with HTTP 400 Bad Request,
+	// and nothing in the body is dispatched. The SDK reads a numeric id as
+	// a float64, so it would answer an id such as 1.5 under another (1).
+	CheckBody func(body []byte) (reply []byte)
 }
 
 // DefaultMaxRequestBodyBytes is the default value used for
@@ -447,6 +454,7 @@ func (h *StreamableHTTPHandler) serveStateless(w http.ResponseWriter, req *http.
 		jsonResponse:                h.opts.JSONResponse,
 		logger:                      h.opts.Logger,
 		shouldPropagateCancellation: info.usesNewProtocol && (info.isSubscriptionsListen || h.opts.PropagateRequestCancellation),
+		checkBody:                   h.opts.CheckBody, // BRAIN PATCH
 	}
 
 	session, err := connectStreamable(req.Context(), server, transport, info.opts)
@@ -682,6 +690,7 @@ func (h *StreamableHTTPHandler) serveStatefulPOST(w http.ResponseWriter, req *ht
 		EventStore:   h.opts.EventStore,
 		jsonResponse: h.opts.JSONResponse,
 		logger:       h.opts.Logger,
+		checkBody:    h.opts.CheckBody, // BRAIN PATCH
 	}
 
 	// Sessions without a session ID (GetSessionID returned "") are ephemeral:
@@ -856,6 +865,9 @@ type StreamableServerTransport struct {
 	// [streamableServerConn]. See its docstring.
 	shouldPropagateCancellation bool
 
+	// checkBody is [StreamableHTTPOptions.CheckBody] (BRAIN PATCH).
+	checkBody func([]byte) []byte
+
 	// connection is non-nil if and only if the transport has been connected.
 	connection *streamableServerConn
 }
@@ -872,6 +884,7 @@ func (t *StreamableServerTransport) Connect(ctx context.Context) (Connection, er
 		jsonResponse:                t.jsonResponse,
 		logger:                      ensureLogger(t.logger), // see #556: must be non-nil
 		shouldPropagateCancellation: t.shouldPropagateCancellation,
+		checkBody:                   t.checkBody, // BRAIN PATCH
 		incoming:                    make(chan jsonrpc.Message, 10),
 		done:                        make(chan struct{}),
 		streams:                     make(map[string]*stream),
@@ -911,6 +924,8 @@ type streamableServerConn struct {
 	// by the [cancellationPropagator] interface so the jsonrpc2 layer wires
 	// handler contexts to observe the carrier's cancellation.
 	shouldPropagateCancellation bool
+
+	checkBody func([]byte) []byte // BRAIN PATCH: see [StreamableHTTPOptions.CheckBody]
 
 	logger *slog.Logger
 
@@ -1478,6 +1493,17 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 		http.Error(w, "POST requires a non-empty body", http.StatusBadRequest)
 		return
 	}
+	// BRAIN PATCH: a body CheckBody refuses is answered with its reply
+	// (the input is not accepted: 400, a JSON-RPC error response) and not
+	// dispatched.
+	if c.checkBody != nil {
+		if reply := c.checkBody(body); reply != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(reply)
+			return
+		}
+	}
 	// TODO(#674): once we've documented the support matrix for 2025-03-26 and
 	// earlier, drop support for matching entirely; that will simplify this
 	// logic.
@@ -1509,6 +1535,7 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 	isInitialize := false
 	isSubscriptionsListen := false
 	var initializeProtocolVersion string
+	accepted := make([]jsonrpc.Message, 0, len(incoming)) // BRAIN PATCH: incoming, less the notifications dropped
 	for _, msg := range incoming {
 		if jreq, ok := msg.(*jsonrpc.Request); ok {
 			// Preemptively check that this is a valid request, so that we can fail
@@ -1541,6 +1568,13 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 						Message: err.Error(),
 					})
 					return
+				}
+				// BRAIN PATCH: a notification of an unknown method is
+				// dropped (JSON-RPC has a server ignore it; the input is
+				// accepted: 202 when nothing else came with it), not
+				// answered with a plain-text 400.
+				if errors.Is(err, jsonrpc2.ErrNotHandled) && !jreq.IsCall() {
+					continue
 				}
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
@@ -1668,7 +1702,9 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 				}
 			}
 		}
+		accepted = append(accepted, msg)
 	}
+	incoming = accepted
 
 	// Validate MCP standard headers (Mcp-Method, Mcp-Name, Mcp-Param-*)
 	if !isBatch && len(incoming) == 1 {
@@ -2975,6 +3011,7 @@ func (h *StreamableHTTPHandler) restoreSession(req *http.Request, sessionID stri
 		EventStore:   h.opts.EventStore,
 		jsonResponse: h.opts.JSONResponse,
 		logger:       h.opts.Logger,
+		checkBody:    h.opts.CheckBody,
 	}
 	var sessInfo *sessionInfo
 	connectOpts := &ServerSessionOptions{
@@ -2991,7 +3028,13 @@ func (h *StreamableHTTPHandler) restoreSession(req *http.Request, sessionID stri
 			}
 		},
 	}
-	session, err := connectStreamable(req.Context(), server, transport, connectOpts)
+	// BRAIN PATCH: the session's protocol version is its state's, not this
+	// request's header (which the request is served by, as on a session
+	// initialized here): the connection keeps the context it is connected
+	// with, whose version frames every answer of the session (SEP-2575's
+	// HTTP statuses when it is 2026-07-28 or later).
+	ctx := context.WithValue(req.Context(), protocolVersionContextKey{}, state.NegotiatedProtocolVersion)
+	session, err := connectStreamable(ctx, server, transport, connectOpts)
 	if err != nil {
 		h.opts.Logger.Error(fmt.Sprintf("failed to restore session: %v", err))
 		return nil

@@ -1,0 +1,87 @@
+package mcpbridge_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestHTTPRefusesWhatStdioRefuses: a POST whose message stdio would
+// refuse (stdio_vet.go) is refused over HTTP too — 400 Bad Request with the
+// JSON-RPC error -32600 naming the problem, never dispatched. An id that
+// is not a string or an exact integer is answered under id null: the SDK
+// answered 1.5 as 1, 1e2 as 100 and 9007199254740993 as 9007199254740992
+// (two calls 1.5 and 1.7 both as 1); a member in the wrong case or another
+// "jsonrpc" got plain text, or nothing.
+func TestHTTPRefusesWhatStdioRefuses(t *testing.T) {
+	f := newFixture(t)
+	url, cs := serveAndConnect(t, f.s)
+	call := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+	}
+	for _, c := range []struct {
+		name, body, wantID string
+		wantCode           int
+		want               string
+	}{
+		{"fraction", call("1.5"), "null", -32600, "id 1.5 is not an integer"},
+		{"another fraction", call("1.7"), "null", -32600, "id 1.7 is not an integer"},
+		{"exponent", call("1e2"), "null", -32600, "id 1e2 is not an integer"},
+		{"past 2^53", call("9007199254740993"), "null", -32600, "id 9007199254740993 is out of range"},
+		{"object", call(`{"a":1}`), "null", -32600, "must be a string or an integer"},
+		{"Method", `{"jsonrpc":"2.0","id":3,"Method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, "null", -32600, `member "Method"`},
+		{"ID", `{"jsonrpc":"2.0","ID":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, "null", -32600, `member "ID"`},
+		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":"a","method":"tools/list"}`, `"a"`, -32600, `"jsonrpc" must be "2.0"`},
+		{"not JSON", `{"jsonrpc":"2.0","id":4,`, "null", -32700, "parse error"},
+		{"in a batch", `[` + call("2") + `,` + call("2.5") + `]`, "null", -32600, "message 2 of the batch: invalid request: id 2.5 is not an integer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			seq := f.s.LastSeq()
+			resp := postMCP(t, url, cs.ID(), "2025-06-18", c.body)
+			body, _ := io.ReadAll(resp.Body)
+			var reply struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			err := json.Unmarshal(body, &reply)
+			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" || err != nil ||
+				string(reply.ID) != c.wantID || reply.Error.Code != c.wantCode || !strings.Contains(reply.Error.Message, c.want) {
+				t.Errorf("%s: %s %q %s, want 400 application/json: %d under id %s saying %q", c.body, resp.Status, resp.Header.Get("Content-Type"), body, c.wantCode, c.wantID, c.want)
+			}
+			if got := f.s.LastSeq(); got != seq { // an answer came after the call had run
+				t.Errorf("%s was dispatched: the session's log went on from %d to %d", c.body, seq, got)
+			}
+		})
+	}
+	// The MCP session goes on, and an exact id is answered as it came.
+	status, body := rawPost(t, url, cs.ID(), call("9007199254740991"))
+	if status != http.StatusOK || !strings.Contains(body, `"id":9007199254740991,`) || !strings.Contains(body, `"result"`) {
+		t.Fatalf("a call with id 2^53-1: %d %s", status, body)
+	}
+}
+
+// TestUnknownNotificationIsDropped: a notification of a method the
+// endpoint does not know is accepted (202, no body) and dropped, as
+// JSON-RPC has a server ignore it — the SDK answered it with a plain-text
+// 400 — and the MCP session goes on.
+func TestUnknownNotificationIsDropped(t *testing.T) {
+	f := newFixture(t)
+	url, cs := serveAndConnect(t, f.s)
+	for _, n := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/whatever"}`,
+		`{"jsonrpc":"2.0","method":"foo/bar","params":{"x":1}}`,
+	} {
+		status, body := rawPost(t, url, cs.ID(), n)
+		if status != http.StatusAccepted || body != "" {
+			t.Errorf("%s: %d %q, want 202 Accepted and no body", n, status, body)
+		}
+	}
+	if _, err := cs.ListTools(waitCtx(t), nil); err != nil {
+		t.Fatalf("tools/list after: %v", err)
+	}
+}
