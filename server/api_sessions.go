@@ -446,11 +446,11 @@ func (srv *Server) handleCreateSession(w http.ResponseWriter, r *http.Request, p
 	var body struct {
 		ID string `json:"id"`
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, 4096))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "invalid_request", "cannot read the body")
+	data, ok := readBody(w, r, 4096, "invalid_request", `the body is {"id": "<session id>"} or empty (a generated id), at most 4,096 bytes`)
+	if !ok {
 		return
 	}
+	var err error
 	if len(strings.TrimSpace(string(data))) > 0 {
 		dec := json.NewDecoder(strings.NewReader(string(data)))
 		dec.DisallowUnknownFields()
@@ -558,13 +558,8 @@ var frameCommands = map[protocol.Type]bool{
 func (srv *Server) handleFrame(w http.ResponseWriter, r *http.Request, pr Principal) {
 	id := r.PathValue("id")
 	p := pr.Peer
-	data, err := io.ReadAll(io.LimitReader(r.Body, protocol.MaxFrameBytes+1))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "invalid_request", "cannot read the body")
-		return
-	}
-	if len(data) > protocol.MaxFrameBytes {
-		httpError(w, http.StatusRequestEntityTooLarge, string(protocol.CodeTooLarge), "a frame is at most 1 MiB")
+	data, ok := readBody(w, r, protocol.MaxFrameBytes, string(protocol.CodeTooLarge), "a frame is at most 1 MiB")
+	if !ok {
 		return
 	}
 	f, err := protocol.DecodePeerFrame(data) // refuses the kernel's seq and ref

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -323,7 +322,11 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Token string `json:"token"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&body); err != nil {
+	data, ok := readBody(w, r, 4096, "invalid_request", `the sign-in takes {"token": "<operator token>"} as JSON, at most 4,096 bytes`)
+	if !ok {
+		return
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
 		httpError(w, http.StatusBadRequest, "invalid_request", `the sign-in takes {"token": "<operator token>"} as JSON`)
 		return
 	}

@@ -32,10 +32,10 @@ func SetFrameReadTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
 	setTunable(t, frameReadTimeout, d)
 }
 
-// SetMCPBodyWithin bounds an MCP POST's body to d instead of a minute,
+// SetBodyWithin bounds a request body's arrival to d instead of a minute,
 // for the test's duration.
-func SetMCPBodyWithin(t interface{ Cleanup(func()) }, d time.Duration) {
-	setTunable(t, mcpBodyWithin, d)
+func SetBodyWithin(t interface{ Cleanup(func()) }, d time.Duration) {
+	setTunable(t, bodyWithin, d)
 }
 
 // setTunable sets v to d for the test's duration.

@@ -778,13 +778,14 @@ func TestRefusedJoinCreatesNothing(t *testing.T) {
 	}
 }
 
-// TestMCPBodyMustArrive: an MCP POST whose body trickles is answered 408
-// once its bound passes — it was held open for as long as its sender
-// liked, its session with it, and a stop waited for it — while a POST
+// TestBodyMustArrive: a POST whose body trickles — MCP, a create, a
+// frame — is answered 408 once its bound passes — it was held open for as
+// long as its sender liked, its session with it, and a stop waited for it
+// (a probe held a create and a frame for over two minutes) — while a POST
 // whose answer streams for longer than that bound (a call awaiting
 // approval) is not cut by it.
-func TestMCPBodyMustArrive(t *testing.T) {
-	server.SetMCPBodyWithin(t, 200*time.Millisecond)
+func TestBodyMustArrive(t *testing.T) {
+	server.SetBodyWithin(t, 200*time.Millisecond)
 	release := make(chan struct{})
 	f, _ := newLimited(t, server.ManagerOptions{}, server.Options{MCP: func(*session.Session) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -796,24 +797,32 @@ func TestMCPBodyMustArrive(t *testing.T) {
 		})
 	}})
 	// A body that never arrives whole: 11 of the 100 bytes its headers
-	// announce, over a connection of the test's own.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(testutil.WaitLimit))
-	if _, err := fmt.Fprintf(conn, "POST /v1/sessions/b1/mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":", modelToken); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive whole") {
-		t.Fatalf("a trickling body: %d %s, want 408", resp.StatusCode, body)
+	// announce, over a connection of the test's own — to every endpoint
+	// that reads a body.
+	f.dial("", "b2", "?token="+clientToken) // the frame's session
+	for _, q := range []struct{ path, token string }{
+		{"/v1/sessions/b1/mcp", modelToken},
+		{"/v1/sessions", clientToken},
+		{"/v1/sessions/b2/frames", clientToken},
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(testutil.WaitLimit))
+		if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":", q.path, q.token); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", q.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "did not arrive whole") {
+			t.Fatalf("a trickling body to %s: %d %s, want 408", q.path, resp.StatusCode, body)
+		}
 	}
 	// A whole body whose answer outlasts the bound.
 	// The answer comes after three of the body's bounds (200 ms): the

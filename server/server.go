@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -203,45 +202,18 @@ func joinWS(w http.ResponseWriter, _ *http.Request, pr Principal) (createMode, b
 // mcpbridge): the authenticated name of an MCP request's token.
 const mcpCallerHeader = "Brain-Mcp-Caller"
 
-// mcpBodyWithin bounds how long an MCP POST's body may take to arrive,
-// from the request's start: the bound a WebSocket message has
-// (docs/protocol.md, "Connecting").
-var mcpBodyWithin = newTunable(time.Minute)
-
 // maxMCPBody is the largest MCP POST body: the MCP SDK's default
 // (mcp.DefaultMaxRequestBodyBytes), which the kernel does not change.
 const maxMCPBody = 4 << 20
 
-// readMCPBody reads an MCP POST's body whole, within mcpBodyWithin, and
-// puts it back as r.Body; a body that is late, too large or broken is
-// answered here (408, 413, 400) and false returned.
+// readMCPBody reads an MCP POST's body whole (readBody) and puts it back
+// as r.Body, marked read.
 func readMCPBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	rc := http.NewResponseController(w)
-	within := mcpBodyWithin.get()
-	_ = rc.SetReadDeadline(time.Now().Add(within))
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxMCPBody+1))
-	if err == nil && len(body) <= maxMCPBody {
-		// The deadline is the body's only: a response that streams for
-		// long (a call awaiting approval) must not end with it.
-		_ = rc.SetReadDeadline(time.Time{})
+	body, ok := readBody(w, r, maxMCPBody, "too_large", fmt.Sprintf("the request's body is over %d bytes", maxMCPBody))
+	if ok {
 		r.Body = mcpBody{bytes.NewReader(body)}
-		return body, true
 	}
-	// Refused: the connection closes after the answer, and the deadline
-	// stays, so that the server does not wait for the rest of the body
-	// before it answers (it reads what a handler left unread, to keep the
-	// connection).
-	w.Header().Set("Connection", "close")
-	var ne net.Error
-	switch {
-	case errors.As(err, &ne) && ne.Timeout():
-		httpError(w, http.StatusRequestTimeout, "invalid_request", fmt.Sprintf("the request's body did not arrive whole within %s", within))
-	case err != nil:
-		httpError(w, http.StatusBadRequest, "invalid_request", "cannot read the request's body: "+err.Error())
-	default:
-		httpError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request's body is over %d bytes", maxMCPBody))
-	}
-	return nil, false
+	return body, ok
 }
 
 // mcpPattern is the MCP endpoint's route.

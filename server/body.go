@@ -1,0 +1,51 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// bodyWithin bounds how long a request's body may take to arrive, from
+// the handler's start: the bound a WebSocket message has (docs/protocol.md,
+// "Connecting"). Without it a body that trickles — a byte a minute — held
+// its request, the session it named and a stop's wait for as long as its
+// sender liked (a probe kept POST /v1/sessions and /frames open for over
+// two minutes; the server's own timeouts bound headers only, since a
+// request's answer may stream for long).
+var bodyWithin = newTunable(time.Minute)
+
+// readBody reads r's body whole, at most max bytes, within bodyWithin. A
+// body that is late, too large or broken is answered here — 408, 413 with
+// code and tooLarge, 400 — its connection closed after the answer, and
+// false returned.
+func readBody(w http.ResponseWriter, r *http.Request, max int, code, tooLarge string) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	within := bodyWithin.get()
+	_ = rc.SetReadDeadline(time.Now().Add(within))
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(max)+1))
+	if err == nil && len(body) <= max {
+		// The deadline is the body's only: a response that streams for
+		// long (an MCP call awaiting approval) must not end with it.
+		_ = rc.SetReadDeadline(time.Time{})
+		return body, true
+	}
+	// Refused: the connection closes after the answer, and the deadline
+	// stays, so that the server does not wait for the rest of the body
+	// before it answers (it reads what a handler left unread, to keep the
+	// connection).
+	w.Header().Set("Connection", "close")
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		httpError(w, http.StatusRequestTimeout, "invalid_request", fmt.Sprintf("the request's body did not arrive whole within %s", within))
+	case err != nil:
+		httpError(w, http.StatusBadRequest, "invalid_request", "cannot read the request's body: "+err.Error())
+	default:
+		httpError(w, http.StatusRequestEntityTooLarge, code, tooLarge)
+	}
+	return nil, false
+}
