@@ -135,6 +135,19 @@ func TestSessionsPerToken(t *testing.T) {
 	}
 }
 
+// TestSessionsPerTokenSaysHowMany: the refusal names the tenant's sessions
+// and the limit apart — a tenant past a lowered limit was told it had
+// created as many sessions as the limit.
+func TestSessionsPerTokenSaysHowMany(t *testing.T) {
+	st := &ownedStore{failStore: &failStore{events: map[string][]session.Event{}},
+		owned: map[string]string{"old1": "tenant:t", "old2": "tenant:t", "old3": "tenant:t"}}
+	f, _ := newLimited(t, server.ManagerOptions{Store: st, Limits: server.Limits{SessionsPerToken: 2}}, server.Options{})
+	status, body := f.dialStatus(clientToken, "q1")
+	if status != http.StatusTooManyRequests || !strings.Contains(body, "has 3 sessions, and its limit is 2") {
+		t.Fatalf("a session past a lowered limit: %d %s, want 429 saying 3 sessions and the limit 2", status, body)
+	}
+}
+
 // TestFrameRate: a connection sends FrameBurst frames at once; the next
 // ones are refused with quota_exceeded (with their ref) and not applied.
 func TestFrameRate(t *testing.T) {

@@ -152,8 +152,9 @@ func (q *owners) reserve(ctx context.Context, owner, id string, explicit bool) e
 		return nil
 	}
 	if q.limit >= 0 && q.counts[owner] >= q.limit {
+		n := q.counts[owner] // more than the limit when it was lowered, or sessions predate it
 		q.mu.Unlock()
-		return quotaError("this token's tenant has created %d sessions, its limit (limits.sessions_per_token, counted for all the tenant's tokens together); delete one of them (DELETE /v1/sessions/{id}) or raise the limit", q.limit)
+		return quotaError("this token's tenant has %d sessions, and its limit is %d (limits.sessions_per_token, counted for all the tenant's tokens together); delete one of them (DELETE /v1/sessions/{id}) or raise the limit", n, q.limit)
 	}
 	old, hadOld := q.owner[id]
 	q.set(id, owner)
