@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/cases"
@@ -36,6 +37,11 @@ import (
 //     end in a "file name too long" error instead.
 //   - Valid UTF-8: the manifest's JSON would carry U+FFFD where the file
 //     name has the invalid bytes, and the two would no longer match.
+//   - No Unicode space, control or format character (U+00A0, U+0085,
+//     U+2028, C1 controls, the bidi overrides such as U+202E, zero-width
+//     characters): the protocol refuses ASCII's only, but beyond it these
+//     make a file name, and the name an operator reads when approving a
+//     call, look like another, or like nothing.
 //
 // Not refused: the characters Windows reserves in file names (: * ? " < >
 // |), which capability names use (github:search) and Linux and macOS file
@@ -46,7 +52,7 @@ import (
 const maxNameBytes = 255 - len(".tool.json")
 
 // nameRule is the rule checkName applies, stated in every refusal.
-const nameRule = "a tool's name is 1 to 245 bytes; no spaces, control characters, '/' or '\\'; not starting with '.' or '-'"
+const nameRule = "a tool's name is 1 to 245 bytes of UTF-8; no spaces, control or format characters (Unicode's too), '/' or '\\'; not starting with '.' or '-'"
 
 // checkName reports why name cannot be a built tool's name, or nil.
 func checkName(name string) error {
@@ -65,7 +71,17 @@ func checkName(name string) error {
 	case !utf8.ValidString(name):
 		return errors.New("must be UTF-8")
 	}
+	if i := strings.IndexFunc(name, hidden); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(name[i:])
+		return fmt.Errorf("must not contain %U, a space, control or format character", r)
+	}
 	return nil
+}
+
+// hidden reports whether r is a space, control or format character:
+// invisible, or changing how the characters around it are shown.
+func hidden(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Zs)
 }
 
 // nameError is checkName's refusal as build reports it: the name, what is

@@ -34,6 +34,15 @@ func TestCheckName(t *testing.T) {
 		{"hidden", ".hidden", "must not start with '.'"},
 		{"flag", "-rf", "must not start with '-'"},
 		{"not UTF-8", "a\xffb", "must be UTF-8"},
+		{"CJK", "読む", ""},
+		{"no-break space", "a\u00a0b", "U+00A0"},
+		{"next line (C1)", "a\u0085b", "U+0085"},
+		{"CSI (C1)", "a\u009bb", "U+009B"},
+		{"right-to-left override", "evil\u202etxt.exe", "U+202E"},
+		{"zero-width space", "fs\u200b.read", "U+200B"},
+		{"line separator", "a\u2028b", "U+2028"},
+		{"ideographic space", "a\u3000b", "U+3000"},
+		{"byte order mark", "\ufeffread", "U+FEFF"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
