@@ -206,6 +206,12 @@ func (r *relay) post(msg []byte) error {
 	}
 	resp, err := r.o.HTTPClient.Do(req)
 	if err != nil {
+		if r.ctx.Err() == nil {
+			// Logged, and the exit status, as a refusal: an operator whose
+			// host shows nothing saw no line on stderr either.
+			err = fmt.Errorf("cannot reach the kernel: %w", err)
+			r.refuse(err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
@@ -256,7 +262,7 @@ func (r *relay) refuse(err error) {
 	r.refused = err
 	r.mu.Unlock()
 	if err != nil && was == nil {
-		r.o.Logger.Warn("the kernel refuses the MCP session; each request is answered with the error", slog.String("error", err.Error()))
+		r.o.Logger.Warn("the kernel does not serve the MCP session; each request is answered with the error", slog.String("error", err.Error()))
 	}
 }
 

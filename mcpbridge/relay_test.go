@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/mcpbridge"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -241,8 +243,15 @@ func TestRelayUnreachable(t *testing.T) {
 	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}` + "\n" +
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n"
 	var out bytes.Buffer
-	if err := mcpbridge.Relay(waitCtx(t), url, strings.NewReader(in), &out, nil); err != nil {
-		t.Errorf("Relay = %v", err)
+	var log testutil.LockedBuffer
+	err := mcpbridge.Relay(waitCtx(t), url, strings.NewReader(in), &out, &mcpbridge.RelayOptions{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	// Ended by it, as by a refusal: brain mcp --url exits 1 saying why (it
+	// exited 0 with nothing on stderr).
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the kernel") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Relay = %v, want the kernel unreachable", err)
+	}
+	if n := strings.Count(log.String(), "cannot reach the kernel"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, log.String())
 	}
 	rs := readReplies(t, out.Bytes())
 	if len(rs) != 2 {
