@@ -313,7 +313,7 @@ func (srv *Server) authenticated(for_ who, h func(w http.ResponseWriter, r *http
 			httpError(w, http.StatusForbidden, "forbidden", "this endpoint is for client and operator tokens, not a "+string(side)+" token")
 			return
 		}
-		h(w, r, pr)
+		h(w, srv.withTokenEnd(r), pr)
 	}
 }
 

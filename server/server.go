@@ -144,6 +144,7 @@ func (srv *Server) withSession(admit admitFunc, h sessionHandler) http.HandlerFu
 		if !ok {
 			return
 		}
+		r = srv.withTokenEnd(r) // its socket closes if the token is revoked (tokens_end.go)
 		s, release, err := srv.opts.Manager.AcquireAs(r.Context(), pr, id, create == createAlways)
 		if create == createIfInitialize && errors.Is(err, ErrNotFound) {
 			// Read the body only now: a request for a session that

@@ -94,6 +94,8 @@ type Tokens struct {
 	created []Token
 	// replaced are called after each Replace (OnReplace).
 	replaced []func()
+	// ends are the ends of the sockets each token opened (tokens_end.go).
+	ends map[string]*tokenEnd
 }
 
 // maxTokenName bounds a token's name and tenant.
@@ -154,8 +156,10 @@ func checkTokenName(n string) error {
 }
 
 // Replace swaps the token set for list, checked as [NewTokens] checks it;
-// on error nothing changes. Requests already authenticated go on; the next
-// ones are decided by list (a removed token is refused from then on).
+// on error nothing changes. Requests already authenticated go on, but the
+// WebSockets of a token list no longer grants as before close ([Tokens.End]);
+// the next requests are decided by list (a removed token is refused from
+// then on).
 func (t *Tokens) Replace(list []Token) error {
 	if err := checkTokens(list); err != nil {
 		return err
@@ -163,7 +167,11 @@ func (t *Tokens) Replace(list []Token) error {
 	t.mu.Lock()
 	t.list = append([]Token(nil), list...)
 	hooks := slices.Clone(t.replaced)
+	ended := t.revokeEnds(list)
 	t.mu.Unlock()
+	for _, end := range ended {
+		end(errTokenRevoked)
+	}
 	for _, f := range hooks {
 		f()
 	}
