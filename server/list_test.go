@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -179,7 +180,7 @@ func TestListCursorTellsNothingOfOtherTenants(t *testing.T) {
 	flipped := []byte(c)
 	flipped[len(flipped)-2] ^= 'A' ^ 'B'
 	for _, bad := range []string{string(flipped), c[:len(c)-4], "c1.", "c1.!!", "c2." + c[3:]} {
-		status, body := f.get("GET", "/v1/sessions?limit=1&cursor="+bad, clientToken)
+		status, body := f.get("GET", "/v1/sessions?limit=1&cursor="+url.QueryEscape(bad), clientToken)
 		if status != http.StatusBadRequest || !strings.Contains(body, "cursor") {
 			t.Errorf("cursor %q: %d %s, want 400 naming the cursor", bad, status, body)
 		}
@@ -198,7 +199,7 @@ func TestListCursorTellsNothingOfOtherTenants(t *testing.T) {
 		t.Errorf("cursor %q (the client's own): %d %s, want the page after it", mine[0], status, body)
 	}
 	// A sealed cursor is the tenant's it was given to.
-	if status, body := f.get("GET", "/v1/sessions?limit=1&cursor="+c, otherClientToken); status != http.StatusBadRequest {
+	if status, body := f.get("GET", "/v1/sessions?limit=1&cursor="+url.QueryEscape(c), otherClientToken); status != http.StatusBadRequest {
 		t.Errorf("another tenant's sealed cursor: %d %s, want 400", status, body)
 	}
 }
