@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/brainrt/brain/mcpbridge"
 )
 
 // TestHTTPRefusesWhatStdioRefuses: a POST whose message stdio would
@@ -83,5 +85,51 @@ func TestUnknownNotificationIsDropped(t *testing.T) {
 	}
 	if _, err := cs.ListTools(waitCtx(t), nil); err != nil {
 		t.Fatalf("tools/list after: %v", err)
+	}
+}
+
+// FuzzVetFast: whatever vetFast passes, vetLine passes — the fast path
+// never lets through what stdio refuses — and for the messages nearly
+// every POST is, the fast path is taken.
+func FuzzVetFast(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"a-1","method":"tools/list","params":{}}`,
+		`{"jsonrpc":"2.0","id":-7,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+		`{"jsonrpc":"2.0","ID":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"} {}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":"\u0041","method":"ping"}`,
+		`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":-0,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":3}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !mcpbridge.VetFast(body) {
+			return
+		}
+		if _, _, _, problem := mcpbridge.VetLine(body); problem != "" {
+			t.Fatalf("vetFast passed %q, which vetLine refuses: %s", body, problem)
+		}
+	})
+}
+
+// TestVetFastTakesTheCommonMessages: the requests and notifications MCP
+// clients send take the fast path.
+func TestVetFastTakesTheCommonMessages(t *testing.T) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x","n":[1,{"a":null}]}}}`,
+		`{"method":"notifications/initialized","jsonrpc":"2.0"}`,
+		`{"jsonrpc":"2.0","id":"7f3a","method":"tools/list","params":{"_meta":{"progressToken":3}}}`,
+		` {"jsonrpc":"2.0","id":123456789012345,"method":"ping"} `,
+	} {
+		if !mcpbridge.VetFast([]byte(s)) {
+			t.Errorf("%s: not the fast path", s)
+		}
 	}
 }
