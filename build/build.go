@@ -81,6 +81,7 @@ func Build(ctx context.Context, patterns []string, opts Options) ([]Artifact, er
 		st         []staged
 		goPatterns []string
 	)
+	seen := map[string]bool{} // a project named twice (., ./, its path) is built once
 	for _, p := range patterns {
 		dir := p
 		if opts.Dir != "" && !filepath.IsAbs(p) {
@@ -89,6 +90,12 @@ func Build(ctx context.Context, patterns []string, opts Options) ([]Artifact, er
 		if !IsScriptProject(dir) {
 			goPatterns = append(goPatterns, p)
 			continue
+		}
+		if abs, err := filepath.Abs(dir); err == nil {
+			if seen[abs] {
+				continue
+			}
+			seen[abs] = true
 		}
 		s, err := stageScripts(ctx, dir, &n)
 		if err != nil {

@@ -208,6 +208,17 @@ func TestSameToolNameAcrossKinds(t *testing.T) {
 	}
 }
 
+// TestProjectNamedTwice: a project named twice in one build (its path,
+// and the same with a trailing slash) is built once — it was refused as
+// clashing with itself.
+func TestProjectNamedTwice(t *testing.T) {
+	dir := writeProject(t, map[string]string{"echo.tool.js": handWritten(`"echo"`, `[]`, `() => 1`)})
+	arts, err := build.Build(context.Background(), []string{dir, dir + string(filepath.Separator)}, build.Options{Out: t.TempDir()})
+	if err != nil || len(arts) != 1 {
+		t.Fatalf("got %d artifacts, %v; want the one tool", len(arts), err)
+	}
+}
+
 // TestBadToolName: a Go tool named "../escaped" is refused, naming the
 // file that declares it and the rule, before its payload is compiled; and
 // nothing is written, in the output directory or beside it.
