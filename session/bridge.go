@@ -72,6 +72,7 @@ type call struct {
 	callerGone       bool // resumed, and its caller waited in the kernel that stopped (Invoke): approved, it ends cancelled
 	detached         bool // made by Start: nobody waits in the kernel, the outcome is an event
 	finished         bool
+	unjournaled      bool             // finished in memory only: the journal was closed (a stop), so it stays pending in the store
 	lastProgress     time.Time        // when the last capability_progress was passed on (progress.go)
 	outcome          protocol.Outcome // read without the lock only after done is closed
 	// The invoker's context and the withdrawal of what its approval hook
@@ -382,6 +383,7 @@ func (s *Session) finishLocked(c *call, out protocol.Outcome) bool {
 	}
 	s.rememberFinishedLocked(c.id, out, fireAndForget)
 	s.emitLocked(entry{typ: protocol.TypeCapabilityOutcome, call: c})
+	c.unjournaled = s.journalClosed
 	return true
 }
 
@@ -412,7 +414,11 @@ func (s *Session) afterFinish(c *call, _ protocol.Outcome) {
 		if !out.IsOK() {
 			code = string(out.Err.Code)
 		}
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, "call finished", slog.String(keyCapability, c.reg.logKey),
+		msg := "call finished"
+		if c.unjournaled { // a stop: what a restart finds is the call pending
+			msg = "call left pending: the node is stopping, and the session resumes it after a restart"
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, msg, slog.String(keyCapability, c.reg.logKey),
 			slog.String(keyCall, c.id), slog.String(keyInvoker, string(c.invoker)), slog.String(keyCode, code),
 			slog.Duration("duration", time.Since(c.started)))
 	}

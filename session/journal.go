@@ -51,6 +51,7 @@ func (s *Session) emitLocked(e entry) {
 		e.msg = e.message() // made once: the log keeps it for its subscribers
 		if err := j.Append(Event{Seq: seq, Msg: e.msg}); err != nil {
 			if errors.Is(err, ErrJournalClosed) {
+				s.journalClosed = true
 				s.logDebug("event dropped: the journal is closed", slog.Uint64("seq", seq), slog.String("type", string(e.typ)))
 				return
 			}

@@ -181,9 +181,12 @@ type Session struct {
 	calls    map[string]*call
 	finished finishedRing
 	events   eventLog
-	turn     int
-	turns    turnState   // the running turn and the conversation (turn.go)
-	presence []*presence // one a party (Side, AppID); see Attach
+	// journalClosed: the journal refused an event as closed (a stop); it
+	// takes none after that.
+	journalClosed bool
+	turn          int
+	turns         turnState   // the running turn and the conversation (turn.go)
+	presence      []*presence // one a party (Side, AppID); see Attach
 	// journaled holds the revisions of registrations a journal replayed
 	// but [Restore] could not install (agent side: their handlers died with
 	// the process); registering one of them again unchanged emits nothing.
