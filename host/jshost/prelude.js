@@ -26,23 +26,33 @@
   // read, test and write to the receiver: each trap is a call into
   // script code, where the engine polls its interrupt, so the deadline
   // stops it. What the method does is the built-in's own; what differs is
-  // that a callback is given the Proxy as its third argument. Why:
+  // that a callback is given the Proxy as its third argument (flatMap's
+  // is given the receiver). Why:
   // docs/RATIONALE.md, "Why are some Array methods wrapped in a
   // TypeScript tool's realm?".
   {
     const ArrayProto = Array.prototype, isArray = Array.isArray, Proxy_ = Proxy, ObjectCtor = Object;
     const apply = Reflect.apply, rget = Reflect.get, rset = Reflect.set, rhas = Reflect.has, dp = Object.defineProperty;
+    const trunc = Math.trunc;
+    // The handlers have no prototype: a trap the payload adds to
+    // Object.prototype (deleteProperty, ownKeys, …) is not one of ours.
     const polling = (O) => {
       const p = new Proxy_(O, {
+        __proto__: null,
         has: (t, k) => rhas(t, k),
         get: (t, k, r) => rget(t, k, r === p ? t : r),
         set: (t, k, v, r) => rset(t, k, v, r === p ? t : r),
       });
       return p;
     };
+    const plain = (x) => isArray(x) && !isProxy(x) && x.length <= maxElements;
+    const install = (name, w) => {
+      dp(w, "length", { value: ArrayProto[name].length });
+      dp(ArrayProto, name, { value: w });
+    };
     const guard = (name) => {
       const orig = ArrayProto[name];
-      const w = { [name]() {
+      install(name, { [name]() {
         const o = this;
         if (isArray(o) && !isProxy(o) && o.length <= maxElements) return apply(orig, o, arguments);
         const args = arguments;
@@ -51,44 +61,175 @@
         const p = polling(O);
         const r = apply(orig, p, args);
         return r === p ? O : r;
-      } }[name];
-      dp(w, "length", { value: orig.length });
-      dp(ArrayProto, name, { value: w });
+      } }[name]);
     };
     for (const m of ["indexOf", "lastIndexOf", "includes", "reverse", "copyWithin", "fill", "join", "toLocaleString",
-      "forEach", "map", "filter", "some", "every", "reduce", "reduceRight", "flat", "flatMap",
+      "forEach", "map", "filter", "some", "every", "reduce", "reduceRight",
       "slice", "splice", "shift", "unshift", "sort"]) {
       guard(m);
     }
-    // concat spreads its receiver and each spreadable argument, looping
-    // over each one's length: those that are no genuine array within
-    // maxElements go in as polling Proxies (a Proxy of an array is still
-    // an array to concat, and a spreadable object's flag is read through
-    // the Proxy as from the object); the rest go in as they are.
-    const concatSym = Symbol.isConcatSpreadable, origConcat = ArrayProto.concat;
-    const spreads = (x) => {
-      if (x === null || (typeof x !== "object" && typeof x !== "function")) return false;
-      const f = x[concatSym];
-      return f !== undefined ? !!f : isArray(x);
+
+    // flat and flatMap loop in C over their receiver and, depth levels
+    // down, over each element that is an array (flatMap: each array its
+    // callback returns), so guarding the receiver is not enough: [s].flat()
+    // (s 2 ** 32 - 1 holes) or Array(1000).fill(m).flat() (m maxElements
+    // holes) would loop billions of times in C. Both run as the built-in
+    // flatMap, on the receiver as the guards above give it, with a
+    // callback (a call at each element, where the engine polls) that
+    // hands the loop, in place of each array it would flatten:
+    // - at the last level, where the loop copies the array's elements and
+    //   looks no deeper: the array as it is while it is genuine and within
+    //   what is left of a budget of maxElements for the call, else a
+    //   polling Proxy of it;
+    // - with levels to go: a genuine array of what flattening it those
+    //   levels gives, made by a loop in script (see into).
+    // Species, the receiver's reads and the rest are the built-in's own.
+    const origFlat = ArrayProto.flat, origFlatMap = ArrayProto.flatMap, setProto = Object.setPrototypeOf;
+    const MAX_LENGTH = 2 ** 53 - 1;
+    // toLength and toDepth convert as the built-in does: ToLength, and
+    // ToIntegerOrInfinity (which flat clamps to an int32: the same to it).
+    const toLength = (x) => {
+      const n = trunc(x);
+      return n > 0 ? (n < MAX_LENGTH ? n : MAX_LENGTH) : 0;
     };
-    const plain = (x) => isArray(x) && !isProxy(x) && x.length <= maxElements;
-    const concat = { concat() {
+    const toDepth = (x) => {
+      const n = trunc(x);
+      return n !== n ? 0 : n;
+    };
+    // leafing returns the callback for the last level, which holds the
+    // call's budget.
+    const leafing = () => {
+      let budget = maxElements;
+      return (v) => {
+        if (!isArray(v)) return v;
+        if (!isProxy(v)) {
+          const n = v.length;
+          if (n <= budget) {
+            budget -= n;
+            return v;
+          }
+        }
+        return polling(v);
+      };
+    };
+    // into appends to r what flattening src, an array, depth levels deep
+    // gives, with the reads, tests and errors of the built-in's loop, in
+    // its order.
+    const into = (r, src, depth) => {
+      const n = toLength(src.length);
+      for (let i = 0; i < n; i++) {
+        if (i in src) {
+          const v = src[i];
+          if (depth > 0 && isArray(v)) into(r, v, depth - 1);
+          else r[r.length] = v;
+        }
+      }
+    };
+    // flatten returns the callback for flat's depth.
+    const flatten = (depth) => {
+      if (depth <= 0) return (v) => [v]; // v, which the loop copies as it is
+      if (depth === 1) return leafing();
+      return (v) => {
+        if (!isArray(v)) return v;
+        const r = [];
+        setProto(r, null); // no setter of the payload's sees it built
+        into(r, v, depth - 1);
+        return r;
+      };
+    };
+    install("flat", { flat() {
+      const o = this, args = arguments, d = args[0];
+      if (o === undefined || o === null) return apply(origFlat, o, args); // the method's own TypeError
+      const O = ObjectCtor(o);
+      if (plain(O)) {
+        // Reading a genuine array's length has no effect: the depth may be
+        // converted first.
+        const depth = d === undefined ? 1 : toDepth(d);
+        if (depth <= 0) return apply(origFlat, O, [0]);
+        return apply(origFlatMap, O, [flatten(depth)]);
+      }
+      if (d === undefined) return apply(origFlatMap, polling(O), [flatten(1)]);
+      // The built-in converts the depth after it has read the length: so
+      // does this Proxy, when the built-in reads the length through it.
+      let cb = null;
+      const p = new Proxy_(O, {
+        __proto__: null,
+        has: (t, k) => rhas(t, k),
+        get(t, k) {
+          const v = rget(t, k, t);
+          if (k !== "length" || cb !== null) return v;
+          const n = toLength(v);
+          cb = flatten(toDepth(d));
+          return n;
+        },
+      });
+      return apply(origFlatMap, p, [(v) => cb(v)]);
+    } }.flat);
+    install("flatMap", { flatMap(fn, thisArg) {
+      const o = this, args = arguments;
+      // The method's own TypeError, once it has read the length.
+      if (o === undefined || o === null || typeof fn !== "function") return apply(origFlatMap, o, args);
+      const O = ObjectCtor(o), leaf = leafing();
+      // fn is given the receiver, not a Proxy of it, as its third argument.
+      const cb = thisArg === undefined ? (v, i) => leaf(fn(v, i, O)) : (v, i) => leaf(apply(fn, thisArg, [v, i, O]));
+      return apply(origFlatMap, plain(O) ? O : polling(O), [cb]);
+    } }.flatMap);
+
+    // concat loops in C over its receiver and each spreadable argument:
+    // the genuine arrays go in as they are while the sum of their lengths
+    // stays within maxElements (Array.prototype.concat.apply([],
+    // Array(2000).fill(m)), m maxElements holes, would loop eight billion
+    // times), and each other spreadable object as a polling Proxy (a Proxy
+    // of an array is still an array to concat). An object that is not
+    // spread goes in as a one-element array-like of it, so that the
+    // built-in, which reads Symbol.isConcatSpreadable again, cannot be
+    // told otherwise by a getter the second time: what the wrapper reads
+    // once (the spec reads it once too) is what the built-in is told.
+    const concatSym = Symbol.isConcatSpreadable, origConcat = ArrayProto.concat;
+    // A spreadable object goes in as a Proxy of it whose
+    // isConcatSpreadable is the flag the wrapper read.
+    const spreadTraps = {
+      __proto__: null,
+      has: (t, k) => rhas(t, k),
+      get(t, k) {
+        return k === concatSym ? this.flag : rget(t, k, t);
+      },
+    };
+    // A receiver that is not spread goes in as a Proxy that is, for
+    // species, an array if it is one, with its constructor, and for the
+    // loop, [it]; its target is an empty object or array, whose
+    // invariants allow that (the receiver's might not: a String's length).
+    const singleTraps = {
+      __proto__: null,
+      has: (t, k) => k === "0" || rhas(t, k),
+      get(t, k) {
+        return k === concatSym ? true : k === "length" ? 1 : k === "0" ? this.x : rget(this.x, k, this.x);
+      },
+    };
+    install("concat", { concat() {
       const o = this, args = arguments;
       if (o === undefined || o === null) return apply(origConcat, o, args); // the method's own TypeError
       const O = ObjectCtor(o);
-      const items = [];
-      let all = plain(O) || !spreads(O);
-      for (let i = 0; i < args.length; i++) {
-        const x = args[i];
-        const wrap = !plain(x) && spreads(x);
-        all = all && !wrap;
-        items[i] = wrap ? polling(ObjectCtor(x)) : x;
-      }
-      if (all) return apply(origConcat, O, args);
-      return apply(origConcat, plain(O) || !spreads(O) ? O : polling(O), items);
-    } }.concat;
-    dp(concat, "length", { value: origConcat.length });
-    dp(ArrayProto, "concat", { value: concat });
+      let budget = maxElements, asIs = true;
+      // item is what the built-in is given for x; the receiver when this.
+      const item = (x, self) => {
+        if (x === null || (typeof x !== "object" && typeof x !== "function")) return x;
+        if (isArray(x) && !isProxy(x) && x.length <= budget) {
+          budget -= x.length;
+          return x;
+        }
+        asIs = false;
+        const flag = x[concatSym];
+        if (flag !== undefined ? !!flag : isArray(x)) return new Proxy_(x, { __proto__: spreadTraps, flag });
+        if (self) return new Proxy_(isArray(x) ? [] : {}, { __proto__: singleTraps, x });
+        return { __proto__: null, [concatSym]: true, length: 1, 0: x };
+      };
+      // items is an array-like of no prototype: no setter of the payload's
+      // sees it built.
+      const r = item(O, true), n = args.length, items = { __proto__: null, length: n };
+      for (let i = 0; i < n; i++) items[i] = item(args[i], false);
+      return asIs ? apply(origConcat, O, args) : apply(origConcat, r, items);
+    } }.concat);
   }
 
   // CapabilityError is what a handle operation throws: the SDK's class

@@ -236,3 +236,77 @@ register({ name: "t.thrown", requires: [], async run(ctx, input) {
 		})
 	}
 }
+
+// TestSpreadingBuiltinStops: flat, flatMap and concat, whose loops in C
+// walk not only their receiver but each array they flatten or spread,
+// stop at the deadline when the length is there: in one element or
+// argument (2**32 - 1 holes), or in many, each within the bound but not
+// their sum. Their realm is freed soon after the call's timeout, as in
+// TestSpinningBuiltinStops.
+func TestSpreadingBuiltinStops(t *testing.T) {
+	hs := tool.Handles{}
+	// 4 MiB: the bound on a genuine array's length is 262,144 elements (16
+	// bytes each), m's length; ms holds it 60,000 times. concat is given
+	// 5,000 of them: each goes in as a Proxy, and 60,000 Proxies would not
+	// fit in the realm's memory.
+	inst := provision(t, &jshost.Options{MemoryLimitMiB: 4}, payload{name: "t.spread", src: register + `
+register({ name: "t.spread", requires: [], run(ctx, input) {
+  const s = []; s.length = 2 ** 32 - 1;
+  const m = []; m.length = 262144;
+  const ms = () => Array(60000).fill(m);
+  switch (input.kind) {
+  case "flat": return [s].flat().length;
+  case "flatEach": return Array(1000).fill(s).flat().length;
+  case "flatSum": return ms().flat().length;
+  case "flatDeep": return [[[s]]].flat(Infinity).length;
+  case "flatDeepSum": return [ms()].flat(2).length;
+  case "flatProxy": return [new Proxy(s, {})].flat().length;
+  case "flatOfArrayLike": return Array.prototype.flat.call({ length: 1, 0: [s] }, 2).length;
+  case "flatMap": return [1].flatMap(() => s).length;
+  case "flatMapSum": return ms().flatMap((x) => x).length;
+  case "concatSum": return Array.prototype.concat.apply([], ms().slice(0, 5000)).length;
+  case "concatThisSum": return Array.prototype.concat.apply(m, ms().slice(0, 5000)).length;
+  case "bounded": return [[m].flat().length, [].concat(m).length, ms().slice(0, 2).flat().length, [1].flatMap(() => m).length].join();
+  case "ok": return [[[1], [2, [3]]].flat(Infinity).length, [1, 2].flatMap((x) => [x, [x]]).length, [1].concat([2], 3).length].join();
+  }
+} });`}, hs)
+	if out := invoke(context.Background(), inst, hs, "warm", "w", `{"kind":"ok"}`); out.Err != nil || string(out.Value) != `"3,4,3"` {
+		t.Fatalf("ordinary calls: %+v %s", out.Err, out.Value)
+	}
+	if out := invoke(context.Background(), inst, hs, "warm", "w", `{"kind":"bounded"}`); out.Err != nil || string(out.Value) != `"0,262144,0,0"` {
+		t.Fatalf("calls within the bound: %+v %s", out.Err, out.Value)
+	}
+	for _, kind := range []string{"flat", "flatEach", "flatSum", "flatDeep", "flatDeepSum", "flatProxy", "flatOfArrayLike", "flatMap", "flatMapSum", "concatSum", "concatThisSum"} {
+		t.Run(kind, func(t *testing.T) {
+			session := "s-" + kind
+			if out := invoke(context.Background(), inst, hs, session, "a", `{"kind":"ok"}`); out.Err != nil {
+				t.Fatal(out.Err)
+			}
+			freed := make(chan struct{})
+			if !jshost.OnRealmClose(inst, session, func() { close(freed) }) {
+				t.Fatal("no realm")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if out := invoke(ctx, inst, hs, session, "b", `{"kind":"`+kind+`"}`); out.Err == nil || out.Err.Code != protocol.CodeTimeout {
+				t.Fatalf("%+v %s, want timeout", out.Err, out.Value)
+			}
+			// Past the deadline the loop in C runs at most twice the bound
+			// (the receiver, one array it copies as it is) before it polls:
+			// half a million steps, a few tens of ms here and about 1.3 s
+			// under the race detector (50 ns and 2.4 µs a step, measured);
+			// unstopped, it runs 1.3 billion steps or more (a minute or
+			// more; hours under the race detector). 20 s tells them apart
+			// on two loaded cores.
+			select {
+			case <-freed:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the realm still runs its built-in 20 s after its call's timeout")
+			}
+			// And the host goes on: the session's next call, in a new realm.
+			if out := invoke(context.Background(), inst, hs, session, "c", `{"kind":"ok"}`); out.Err != nil {
+				t.Fatal(out.Err)
+			}
+		})
+	}
+}
