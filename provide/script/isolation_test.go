@@ -157,6 +157,13 @@ func TestBuiltinsStillWork(t *testing.T) {
 		{name: "toString and toLocaleString", src: `() => [String([1, [2]]), [1, "a"].toLocaleString(), [{toLocaleString() { return "L" }}].toLocaleString()]`, want: `["1,2","1,a","L"]`},
 		{name: "flat", src: `() => [[1, [2, [3, [4]]]].flat(), [1, [2, [3, [4]]]].flat(Infinity), [1, , [2, , 3]].flat(), [[1]].flat(0)]`, want: `[[1,2,[3,[4]]],[1,2,3,4],[1,2,3],[[1]]]`},
 		{name: "flatMap", src: `() => [1, 2].flatMap(function (x, i) { return [x, i, this.k] }, {k: "t"})`, want: `[1,0,"t",2,1,"t"]`},
+		{name: "flat's depths", src: `() => { const a = [1, [2, [3, [4, [5]]]], , [6, , 7]];
+			return [a.flat(2), a.flat(-1), a.flat(NaN), a.flat("2"), a.flat(1.9), a.flat(null), a.flat({valueOf() { return 3 }}), a.flat(2 ** 40), [].flat(Infinity)] }`,
+			want: `[[1,2,3,[4,[5]],6,7],[1,[2,[3,[4,[5]]]],[6,null,7]],[1,[2,[3,[4,[5]]]],[6,null,7]],[1,2,3,[4,[5]],6,7],[1,2,[3,[4,[5]]],6,7],[1,[2,[3,[4,[5]]]],[6,null,7]],[1,2,3,4,[5],6,7],[1,2,3,4,5,6,7],[]]`},
+		{name: "flat of array-likes and proxies", src: `() => [Array.prototype.flat.call({length: 2, 0: [1, [2]], 1: 3}), [new Proxy([1, [2]], {})].flat(Infinity), [{length: 1, 0: 1}].flat(), Array.prototype.flatMap.call("ab", c => [c, c])]`,
+			want: `[[1,[2],3],[1,2],[{"0":1,"length":1}],["a","a","b","b"]]`},
+		{name: "flatMap's errors and its third argument", src: `() => { const a = [1]; let third; a.flatMap((x, i, arr) => { third = arr; return x }); return [third === a, (() => { try { [1].flatMap() } catch (e) { return e.name } })(), (() => { try { Array.prototype.flat.call(null) } catch (e) { return e.name } })()] }`,
+			want: `[true,"TypeError","TypeError"]`},
 		{name: "methods", src: `() => [[3, 1, 2].sort(), [1, 2, 3].map(x => x * 2), [1, 2, 3].filter(x => x > 1), [1, 2, 3].reduce((a, b) => a + b), [1, 2, 3].indexOf(2), [1, 2, 3].includes(4), [1, 2, 3].slice(1), [1, 2].concat([3], 4), [1, 2, 3].with(-1, 9), [1, 2, 3].toReversed(), Array(2).fill(7), [1, 2, 3].at(-1)]`,
 			want: `[[1,2,3],[2,4,6],[2,3],6,1,false,[2,3],[1,2,3,4],[1,2,9],[3,2,1],[7,7],3]`},
 		{name: "array-likes", src: `() => {

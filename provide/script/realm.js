@@ -161,6 +161,84 @@
     dp(w, "length", { value: 3 });
     dp(JSON, "stringify", { value: w });
   }
+  // flat and flatMap loop in C over their receiver, which the guard above
+  // checks, and also over each array they flatten — [s].flat() of an s of
+  // 2 ** 32 - 1 holes, or Array(1000).fill(m).flat() of an m of a million
+  // — which it did not. Both run as the guarded flatMap with a callback
+  // of their own (a call at each element, where the engine polls) that
+  // hands the loop, for each array it would flatten: at the last level,
+  // the array, its length counted against maxElements for the call (a
+  // long one's, or a Proxy's, read once and pinned, and its elements read
+  // through script calls); with levels to go, a real array of
+  // what flattening it those levels gives, built in script and counted
+  // the same way. The depth is converted before the receiver's length is
+  // read (the built-in reads the length first): only a depth whose
+  // valueOf looks at the receiver can tell.
+  {
+    const flatMapGuarded = ArrayProto.flatMap, flatGuarded = ArrayProto.flat;
+    // An array longer than small is flattened through a Proxy whose has
+    // and get are script calls: holes cost nothing to make, and a loop
+    // over millions of them in C (maxElements in all) would run past the
+    // deadline by a quarter of a second.
+    const small = 4096;
+    const polledPin = (O, len) => new Proxy_(O, {
+      has(t, k) { return has(t, k); },
+      get(t, k, r) { return k === "length" ? len : get(t, k, r); },
+    });
+    const toDepth = (x) => {
+      const n = +x;
+      return n !== n ? 0 : n < 0 ? -floor(-n) : floor(n);
+    };
+    // counting returns the callback of one call, which holds its budget;
+    // what is the method's name for the error.
+    const counting = (depth, what) => {
+      let total = 0;
+      const count = (n) => {
+        total += n;
+        if (total > maxElements) tooLong(what, total);
+      };
+      const into = (r, src, d) => {
+        const n = toLength(src.length);
+        count(n);
+        for (let i = 0; i < n; i++) {
+          if (i in src) {
+            const v = src[i];
+            if (d > 0 && isArray(v)) into(r, v, d - 1);
+            else r[r.length] = v;
+          }
+        }
+      };
+      return (v) => {
+        if (!isArray(v)) return v;
+        if (depth > 1) {
+          const r = [];
+          into(r, v, depth - 1);
+          return r;
+        }
+        if (realArray(v) && v.length <= small) {
+          count(v.length);
+          return v;
+        }
+        const len = toLength(v.length);
+        count(len);
+        return polledPin(v, len);
+      };
+    };
+    const flat = { flat(d) {
+      const depth = d === undefined ? 1 : toDepth(d);
+      if (depth <= 0) return apply(flatGuarded, this, [0]);
+      return apply(flatMapGuarded, this, [counting(depth, "Array.prototype.flat")]);
+    } }.flat;
+    dp(flat, "length", { value: 0 });
+    dp(ArrayProto, "flat", { value: flat });
+    const flatMap = { flatMap(fn, thisArg) {
+      if (typeof fn !== "function") return apply(flatMapGuarded, this, [fn, thisArg]); // the method's own TypeError
+      const leaf = counting(1, "Array.prototype.flatMap");
+      return apply(flatMapGuarded, this, [function (v, i, a) { return leaf(apply(fn, thisArg, [v, i, a])); }]);
+    } }.flatMap;
+    dp(flatMap, "length", { value: 1 });
+    dp(ArrayProto, "flatMap", { value: flatMap });
+  }
   // concat reads the length of its receiver and of every argument that
   // spreads: each real array's is checked; any other object is read once
   // (whether it spreads, its length) and pinned.

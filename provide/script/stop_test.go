@@ -31,6 +31,14 @@ func TestSpinningBuiltins(t *testing.T) {
 		"sparse":      `() => Array(2 ** 32 - 1).indexOf(1)`,
 		"join":        `() => Array.prototype.join.call(` + huge + `, "")`,
 		"forEach":     `() => Array.prototype.forEach.call(` + huge + `, () => {})`,
+		// flat and flatMap walk the arrays they flatten as well as their
+		// receiver, and concat the sum of what it spreads.
+		"flat of a sparse element":  `() => { const s = []; s.length = 2 ** 32 - 1; return [s].flat() }`,
+		"flat of many elements":     `() => { const m = []; m.length = 1 << 20; return Array(1000).fill(m).flat() }`,
+		"flat deep":                 `() => { const s = []; s.length = 2 ** 32 - 1; return [[[s]]].flat(Infinity) }`,
+		"flatMap to a sparse array": `() => { const s = []; s.length = 2 ** 32 - 1; return [1].flatMap(() => s) }`,
+		"flatMap to many arrays":    `() => { const m = []; m.length = 1 << 20; return Array(1000).fill(0).flatMap(() => m) }`,
+		"concat of many arrays":     `() => { const m = []; m.length = 1 << 20; return Array.prototype.concat.apply([], Array(2000).fill(m)) }`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			warm(t, r)
