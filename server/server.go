@@ -300,6 +300,17 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 		}
 		defer done()
 	}
+	if r.Method == http.MethodGet && srv.opts.Tokens != nil {
+		// The GET that holds the session's event stream open lives as long
+		// as a WebSocket does: it ends when its token is revoked
+		// (tokens_end.go), where each POST is refused from then on.
+		if end := srv.opts.Tokens.End(bearerToken(r)); end != nil {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(end, cancel)()
+			r = r.WithContext(ctx)
+		}
+	}
 	// Who the caller is, as this kernel authenticated it: what an
 	// elicitation-answered approval records as decider (mcpbridge.CallerHeader).
 	// Never what the client sent.
