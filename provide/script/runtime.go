@@ -46,6 +46,9 @@ type Runtime struct {
 	idle    chan *realm
 	checked sources
 	log     *slog.Logger
+	// afterLinger, if set, is called when a script that outlived its
+	// call has finished and its realm is freed (tests).
+	afterLinger func()
 }
 
 // lingerPerSlot is how many abandoned scripts each slot may leave running.
@@ -174,7 +177,13 @@ func (r *Runtime) linger(rl *realm, cause error) {
 		r.log.Warn("js: script still running after its call ended; it keeps its slot until it finishes (too many scripts linger already)",
 			slog.Any("reason", cause))
 	}
-	rl.vm.OnClose(func() { <-token })
+	after := r.afterLinger
+	rl.vm.OnClose(func() {
+		<-token
+		if after != nil {
+			after()
+		}
+	})
 	rl.close()
 }
 

@@ -31,14 +31,6 @@ func TestSpinningBuiltins(t *testing.T) {
 		"sparse":      `() => Array(2 ** 32 - 1).indexOf(1)`,
 		"join":        `() => Array.prototype.join.call(` + huge + `, "")`,
 		"forEach":     `() => Array.prototype.forEach.call(` + huge + `, () => {})`,
-		// flat and flatMap walk the arrays they flatten as well as their
-		// receiver, and concat the sum of what it spreads.
-		"flat of a sparse element":  `() => { const s = []; s.length = 2 ** 32 - 1; return [s].flat() }`,
-		"flat of many elements":     `() => { const m = []; m.length = 1 << 20; return Array(1000).fill(m).flat() }`,
-		"flat deep":                 `() => { const s = []; s.length = 2 ** 32 - 1; return [[[s]]].flat(Infinity) }`,
-		"flatMap to a sparse array": `() => { const s = []; s.length = 2 ** 32 - 1; return [1].flatMap(() => s) }`,
-		"flatMap to many arrays":    `() => { const m = []; m.length = 1 << 20; return Array(1000).fill(0).flatMap(() => m) }`,
-		"concat of many arrays":     `() => { const m = []; m.length = 1 << 20; return Array.prototype.concat.apply([], Array(2000).fill(m)) }`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			warm(t, r)
@@ -50,6 +42,50 @@ func TestSpinningBuiltins(t *testing.T) {
 			}
 			if strings.Contains(logs.String(), "still running after its call ended") {
 				t.Fatalf("the script outlived its call: %s", logs.String())
+			}
+		})
+	}
+}
+
+// TestFlatteningBuiltinsStop: flat and flatMap walk the arrays they
+// flatten as well as their receiver, and concat the sum of what it
+// spreads: [s].flat() of an s of 2^32-1 holes ran on in C for minutes
+// after its call. Each case ends too_large at once, or at its deadline;
+// one that ends at its deadline may outlive it by what a loaded machine
+// takes to reach the engine's next poll (Call gives a script 5 ms), but
+// its realm must be freed well within the 20 s that tell a polling loop
+// from one in C (which walks 2^32 holes in about a minute here, and far
+// longer under the race detector).
+func TestFlatteningBuiltinsStop(t *testing.T) {
+	var logs testutil.LockedBuffer
+	r := newRuntime(t, script.Grants{Timeout: 30 * time.Second}, &script.Options{MaxConcurrent: 1,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	freed := make(chan struct{}, 1)
+	script.AfterLinger(r, func() { freed <- struct{}{} })
+	for name, src := range map[string]string{
+		"flat of a sparse element":  `() => { const s = []; s.length = 2 ** 32 - 1; return [s].flat() }`,
+		"flat of many elements":     `() => { const m = []; m.length = 1 << 20; return Array(1000).fill(m).flat() }`,
+		"flat deep":                 `() => { const s = []; s.length = 2 ** 32 - 1; return [[[s]]].flat(Infinity) }`,
+		"flatMap to a sparse array": `() => { const s = []; s.length = 2 ** 32 - 1; return [1].flatMap(() => s) }`,
+		"flatMap to many arrays":    `() => { const m = []; m.length = 1 << 20; return Array(1000).fill(0).flatMap(() => m) }`,
+		"concat of many arrays":     `() => { const m = []; m.length = 1 << 20; return Array.prototype.concat.apply([], Array(2000).fill(m)) }`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			warm(t, r)
+			before := strings.Count(logs.String(), "still running after its call ended")
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := r.Call(ctx, src, nil)
+			if c := handle.CodeOf(err); c != protocol.CodeTooLarge && c != protocol.CodeTimeout {
+				t.Fatalf("%v, want too_large or timeout", err)
+			}
+			if strings.Count(logs.String(), "still running after its call ended") == before {
+				return
+			}
+			select {
+			case <-freed:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the script still runs 20 s after its call ended: %s", logs.String())
 			}
 		})
 	}
