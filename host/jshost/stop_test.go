@@ -130,30 +130,11 @@ register({ name: "t.spin", requires: [], run(ctx, input) {
 		t.Fatalf("ordinary calls: %+v %s", out.Err, out.Value)
 	}
 	for _, kind := range []string{"indexOf", "includes", "lastIndexOf", "reverse", "copyWithin", "sparse", "proxy", "forEach", "join", "concat", "concatThis"} {
-		t.Run(kind, func(t *testing.T) {
-			session := "s-" + kind
-			if out := invoke(context.Background(), inst, hs, session, "a", `{"kind":"ok"}`); out.Err != nil {
-				t.Fatal(out.Err)
-			}
-			freed := make(chan struct{})
-			if !jshost.OnRealmClose(inst, session, func() { close(freed) }) {
-				t.Fatal("no realm")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
-			if out := invoke(ctx, inst, hs, session, "b", `{"kind":"`+kind+`"}`); out.Err == nil || out.Err.Code != protocol.CodeTimeout {
-				t.Fatalf("%+v %s, want timeout", out.Err, out.Value)
-			}
-			// The engine polls its interrupt every few thousand steps of
-			// script code (microseconds, some hundred times slower under
-			// the race detector on two loaded cores); unstopped, the
-			// built-in runs 2**53 steps (years). 20 s tells them apart.
-			select {
-			case <-freed:
-			case <-time.After(20 * time.Second):
-				t.Fatal("the realm still runs its built-in 20 s after its call's timeout")
-			}
-		})
+		// The engine polls its interrupt every few thousand steps of
+		// script code (microseconds, some hundred times slower under the
+		// race detector on two loaded cores); unstopped, the built-in runs
+		// 2**53 steps (years). 20 s tells them apart.
+		t.Run(kind, func(t *testing.T) { stopsAndFrees(t, inst, hs, kind) })
 	}
 }
 
@@ -277,36 +258,42 @@ register({ name: "t.spread", requires: [], run(ctx, input) {
 		t.Fatalf("calls within the bound: %+v %s", out.Err, out.Value)
 	}
 	for _, kind := range []string{"flat", "flatEach", "flatSum", "flatDeep", "flatDeepSum", "flatProxy", "flatOfArrayLike", "flatMap", "flatMapSum", "concatSum", "concatThisSum"} {
-		t.Run(kind, func(t *testing.T) {
-			session := "s-" + kind
-			if out := invoke(context.Background(), inst, hs, session, "a", `{"kind":"ok"}`); out.Err != nil {
-				t.Fatal(out.Err)
-			}
-			freed := make(chan struct{})
-			if !jshost.OnRealmClose(inst, session, func() { close(freed) }) {
-				t.Fatal("no realm")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
-			if out := invoke(ctx, inst, hs, session, "b", `{"kind":"`+kind+`"}`); out.Err == nil || out.Err.Code != protocol.CodeTimeout {
-				t.Fatalf("%+v %s, want timeout", out.Err, out.Value)
-			}
-			// Past the deadline the loop in C runs at most twice the bound
-			// (the receiver, one array it copies as it is) before it polls:
-			// half a million steps, a few tens of ms here and about 1.3 s
-			// under the race detector (50 ns and 2.4 µs a step, measured);
-			// unstopped, it runs 1.3 billion steps or more (a minute or
-			// more; hours under the race detector). 20 s tells them apart
-			// on two loaded cores.
-			select {
-			case <-freed:
-			case <-time.After(20 * time.Second):
-				t.Fatal("the realm still runs its built-in 20 s after its call's timeout")
-			}
-			// And the host goes on: the session's next call, in a new realm.
-			if out := invoke(context.Background(), inst, hs, session, "c", `{"kind":"ok"}`); out.Err != nil {
-				t.Fatal(out.Err)
-			}
-		})
+		// Past the deadline the loop in C runs at most twice the bound
+		// (the receiver, one array it copies as it is) before it polls:
+		// half a million steps, a few tens of ms here and about 1.3 s
+		// under the race detector (50 ns and 2.4 µs a step, measured);
+		// unstopped, it runs 1.3 billion steps or more (a minute or more;
+		// hours under the race detector). 20 s tells them apart on two
+		// loaded cores.
+		t.Run(kind, func(t *testing.T) { stopsAndFrees(t, inst, hs, kind) })
+	}
+}
+
+// stopsAndFrees calls kind in a session of its own with a deadline of
+// 100 ms: it must end timeout, its realm must be freed within 20 s (the
+// callers say why that bound), and the session's next call must work, in
+// a new realm.
+func stopsAndFrees(t *testing.T, inst tool.Instance, hs tool.Handles, kind string) {
+	t.Helper()
+	session := "s-" + kind
+	if out := invoke(context.Background(), inst, hs, session, "a", `{"kind":"ok"}`); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	freed := make(chan struct{})
+	if !jshost.OnRealmClose(inst, session, func() { close(freed) }) {
+		t.Fatal("no realm")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if out := invoke(ctx, inst, hs, session, "b", `{"kind":"`+kind+`"}`); out.Err == nil || out.Err.Code != protocol.CodeTimeout {
+		t.Fatalf("%+v %s, want timeout", out.Err, out.Value)
+	}
+	select {
+	case <-freed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the realm still runs its built-in 20 s after its call's timeout")
+	}
+	if out := invoke(context.Background(), inst, hs, session, "c", `{"kind":"ok"}`); out.Err != nil {
+		t.Fatal(out.Err)
 	}
 }
