@@ -133,3 +133,29 @@ func TestVetFastTakesTheCommonMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchRefusedAsJSONRPC: a batch, which MCP 2025-06-18 and later does
+// not allow, is refused with a JSON-RPC error under id null (400) — the
+// SDK answered plain text, which clients take for a transport failure —
+// and nothing in it runs.
+func TestBatchRefusedAsJSONRPC(t *testing.T) {
+	f := newFixture(t)
+	url, cs := serveAndConnect(t, f.s)
+	seq := f.s.LastSeq()
+	resp := postMCP(t, url, cs.ID(), "2025-06-18", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+	body, _ := io.ReadAll(resp.Body)
+	var reply struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &reply); resp.StatusCode != http.StatusBadRequest || err != nil || string(reply.ID) != "null" ||
+		reply.Error.Code != -32600 || !strings.Contains(reply.Error.Message, "batching is not supported") {
+		t.Fatalf("a batch: %s %s, want 400 and -32600 under id null", resp.Status, body)
+	}
+	if got := f.s.LastSeq(); got != seq {
+		t.Fatalf("the batch ran: the session's log went on from %d to %d", seq, got)
+	}
+}

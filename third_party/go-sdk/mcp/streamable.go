@@ -1519,7 +1519,13 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 	}
 
 	if isBatch && protocolVersion >= protocolVersion20250618 {
-		http.Error(w, fmt.Sprintf("JSON-RPC batching is not supported in %s and later (request version: %s)", protocolVersion20250618, protocolVersion), http.StatusBadRequest)
+		// BRAIN PATCH: a JSON-RPC error response (id null: a batch has no
+		// one id), not plain text, which clients take for a transport
+		// failure.
+		msg, _ := json.Marshal(fmt.Sprintf("invalid request: JSON-RPC batching is not supported in %s and later (request version: %s): send each message in a POST of its own", protocolVersion20250618, protocolVersion))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":null,"error":{"code":%d,"message":%s}}`, jsonrpc.CodeInvalidRequest, msg)
 		return
 	}
 
