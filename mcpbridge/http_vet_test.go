@@ -43,13 +43,7 @@ func TestHTTPRefusesWhatStdioRefuses(t *testing.T) {
 			seq := f.s.LastSeq()
 			resp := postMCP(t, url, cs.ID(), "2025-06-18", c.body)
 			body, _ := io.ReadAll(resp.Body)
-			var reply struct {
-				ID    json.RawMessage `json:"id"`
-				Error struct {
-					Code    int    `json:"code"`
-					Message string `json:"message"`
-				} `json:"error"`
-			}
+			var reply errorReply
 			err := json.Unmarshal(body, &reply)
 			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" || err != nil ||
 				string(reply.ID) != c.wantID || reply.Error.Code != c.wantCode || !strings.Contains(reply.Error.Message, c.want) {
@@ -144,13 +138,7 @@ func TestBatchRefusedAsJSONRPC(t *testing.T) {
 	seq := f.s.LastSeq()
 	resp := postMCP(t, url, cs.ID(), "2025-06-18", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
 	body, _ := io.ReadAll(resp.Body)
-	var reply struct {
-		ID    json.RawMessage `json:"id"`
-		Error struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var reply errorReply
 	if err := json.Unmarshal(body, &reply); resp.StatusCode != http.StatusBadRequest || err != nil || string(reply.ID) != "null" ||
 		reply.Error.Code != -32600 || !strings.Contains(reply.Error.Message, "batching is not supported") {
 		t.Fatalf("a batch: %s %s, want 400 and -32600 under id null", resp.Status, body)
@@ -158,4 +146,13 @@ func TestBatchRefusedAsJSONRPC(t *testing.T) {
 	if got := f.s.LastSeq(); got != seq {
 		t.Fatalf("the batch ran: the session's log went on from %d to %d", seq, got)
 	}
+}
+
+// errorReply is a JSON-RPC error response as a test reads it.
+type errorReply struct {
+	ID    json.RawMessage `json:"id"`
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
 }
