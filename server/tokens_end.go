@@ -56,15 +56,15 @@ func (t *Tokens) End(token string) context.Context {
 // revokeEnds ends the sockets of the tokens whose grant list no longer
 // holds, and returns what ends them; t.mu is held.
 func (t *Tokens) revokeEnds(list []Token) (ended []context.CancelCauseFunc) {
+	if len(t.ends) == 0 {
+		return nil
+	}
+	grants := make(map[string]Token, len(list)) // a file of thousands of tokens, each with sockets
+	for _, g := range list {
+		grants[g.Token] = g
+	}
 	for token, e := range t.ends {
-		kept := false
-		for i := range list {
-			if list[i] == e.grant {
-				kept = true
-				break
-			}
-		}
-		if !kept {
+		if g, ok := grants[token]; !ok || g != e.grant {
 			ended = append(ended, e.cancel)
 			delete(t.ends, token)
 		}
