@@ -418,9 +418,12 @@ func (srv *Server) handleListSessions(w http.ResponseWriter, r *http.Request, pr
 	if err != nil {
 		srv.log.Warn("list stored sessions", slog.String("error", err.Error()))
 	}
-	if keep != nil && next != "" && (len(list) == 0 || list[len(list)-1].ID != next) {
-		// A short page, ended at a session that may be another
-		// tenant's: its position, sealed (list_cursor.go).
+	if keep != nil && next != "" {
+		// A client's next page starts where this one's scan stopped,
+		// which may be at another tenant's session: its position, sealed
+		// (list_cursor.go). Sealed too when it is the page's last row, so
+		// that the cursor still opens once that session is deleted (a
+		// client deleting what it lists).
 		if next, err = m.cursors.seal(r.Context(), m.opts.Store, next, bound); err != nil {
 			srv.cursorFailed(w, err)
 			return

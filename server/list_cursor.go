@@ -16,20 +16,21 @@ import (
 // and may end short of its limit where its scan stopped (listScan): at a
 // session of whichever tenant. Handing that id out as the next cursor
 // told one tenant the ids of others — a probe recovered every id, by
-// bisecting the cursors it passed in. So a page that ends at a row of its
-// own has that row's id as its cursor, and a short one the position its
-// scan reached, sealed: AES-GCM with a key derived from the store's
-// secret, which every node of a cluster shares (a page read through one
-// node goes on through another), or, without a store that keeps one, a
-// key of the process's own. The holder of a sealed cursor learns nothing
+// bisecting the cursors it passed in. So a client's next cursor is the
+// position its page's scan reached, sealed: AES-GCM with a key derived
+// from the store's secret, which every node of a cluster shares (a page
+// read through one node goes on through another), or, without a store
+// that keeps one, a key of the process's own. The holder of a sealed cursor learns nothing
 // from it but that more sessions follow. A sealed cursor is bound to the
 // tenant it was given to (the seal's additional data): another tenant's
-// is refused. And a client's cursor that is a plain session id must name
-// a session of its own tenant (handleListSessions): any id at all let the
-// same bisection go on with ids the client made up.
+// is refused. A client's cursor that is a plain session id (as an older
+// brain gave them) must name a session of its own tenant
+// (handleListSessions): any id at all let the same bisection go on with
+// ids the client made up. An operator's cursors, which see every
+// session, stay plain ids.
 const sealedCursorPrefix = "c1."
 
-// cursorSeal seals the sessions list's short-page cursors.
+// cursorSeal seals the sessions list's cursors of clients.
 type cursorSeal struct {
 	mu   sync.Mutex
 	aead cipher.AEAD // nil until first needed

@@ -115,14 +115,29 @@ func TestListSessionsPages(t *testing.T) {
 			t.Errorf("GET /v1/sessions?%s: %d %s, want 400 naming %s", q, status, body, name)
 		}
 	}
+	// A client that deletes what it lists goes on to the next page: its
+	// cursor still opens once the session its page ended at is gone.
+	status, body = f.get("GET", "/v1/sessions?limit=2", clientToken)
+	var page struct{ Next string }
+	if err := json.Unmarshal([]byte(body), &page); status != http.StatusOK || err != nil || page.Next == "" {
+		t.Fatalf("first page: %d %s", status, body)
+	}
+	for _, id := range mine[:2] {
+		if status, body := f.get("DELETE", "/v1/sessions/"+id, clientToken); status/100 != 2 {
+			t.Fatalf("delete %s: %d %s", id, status, body)
+		}
+	}
+	if status, body := f.get("GET", "/v1/sessions?limit=2&cursor="+url.QueryEscape(page.Next), clientToken); status != http.StatusOK || !strings.Contains(body, `"`+mine[2]+`"`) {
+		t.Fatalf("the next page after deleting the first: %d %s, want it from %s", status, body, mine[2])
+	}
 }
 
 // TestListCursorTellsNothingOfOtherTenants: a client's page that ends
 // short of its limit (its scan stopped among other tenants' sessions)
 // gives a sealed cursor, not the id the scan stopped at — which told a
 // probe every other tenant's ids — and the pages still list exactly the
-// tenant's sessions; a full page's cursor is its last row, the caller's
-// own; a sealed cursor altered, or cut, is a 400 naming the cursor.
+// tenant's sessions; a sealed cursor altered, or cut, is a 400 naming the
+// cursor.
 func TestListCursorTellsNothingOfOtherTenants(t *testing.T) {
 	st := &listingStore{memStore: memStore{frames: map[string][][]byte{}}}
 	f, _ := newLimited(t, server.ManagerOptions{Store: st}, server.Options{})

@@ -81,7 +81,7 @@ type Manager struct {
 	limits   Limits     // quotas, with defaults (limits.go)
 	owners   *owners    // who owns each session, and the quota of sessions per tenant (tenancy.go)
 	journals journals   // journal bytes per session
-	cursors  cursorSeal // seals the sessions list's short-page cursors (list_cursor.go)
+	cursors  cursorSeal // seals the sessions list's cursors of clients (list_cursor.go)
 	// runners run every session's started calls and handlers
 	// (session.Options.Go: runOn, its Submit made once) on goroutines
 	// shared by all of them.
