@@ -222,7 +222,7 @@ func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ P
 	ctx := conn.CloseRead(r.Context())
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer endWith(connEnd(r.Context()), cancel)() // a console sign-in's stream ends with it (conn_end.go)
+	defer endWith(connEnd(r.Context()), cancel)() // a console sign-in's or a token's end (conn_end.go)
 	write := func(v any) bool {
 		b, err := json.Marshal(v)
 		if err != nil {

@@ -5,7 +5,9 @@ import "context"
 // A WebSocket may come with an end of its own besides its session's and
 // its peer's: the console's sign-in it was opened under, which a
 // sign-out, the operator token's removal or the sign-in's expiry ends
-// (console_ends.go). The socket outlives the request that opened it, so
+// (console_ends.go), or the token it was opened with, which a reload of
+// tokens.json that no longer grants it ends (tokens_end.go; an MCP
+// session's event stream too). The socket outlives the request that opened it, so
 // the request's context cannot carry the end; the end travels as a
 // context value, and the socket closes with its cause when it is done.
 

@@ -121,12 +121,12 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session.Session, pr Principal)
 
-// withSession authenticates the request, admits its token (admit: a
-// status, code and message refuse it, before anything is acquired or
-// created), and acquires its session for the duration of the handler: a
-// session of another tenant is 404, as if it did not exist; one that
-// never existed is created for the token's tenant (operators never
-// create one).
+// withSession authenticates the request, admits its token (admit
+// answers a refusal before anything is acquired or created, and says
+// whether the request may create its session), and acquires its session
+// for the duration of the handler: a session of another tenant is 404, as
+// if it did not exist; one that never existed is created for the token's
+// tenant when admit allows (operators never create one).
 func (srv *Server) withSession(admit admitFunc, h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		pr, ok := srv.authenticate(r)
@@ -282,7 +282,7 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 	srv.conns.add(sideMCP, 1)
 	defer srv.conns.add(sideMCP, -1)
 	if r.Method == http.MethodPost {
-		// Its body is read whole first, within mcpBodyWithin: a body that
+		// Its body is read whole first, within bodyWithin: a body that
 		// trickles held the request, its session and a stop's wait for as
 		// long as its sender liked; read, it is a request being answered.
 		if !mcpBodyRead(r) {
@@ -300,16 +300,14 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 		}
 		defer done()
 	}
-	if r.Method == http.MethodGet && srv.opts.Tokens != nil {
+	if end := connEnd(r.Context()); end != nil {
 		// The GET that holds the session's event stream open lives as long
 		// as a WebSocket does: it ends when its token is revoked
-		// (tokens_end.go), where each POST is refused from then on.
-		if end := srv.opts.Tokens.End(bearerToken(r)); end != nil {
-			ctx, cancel := context.WithCancel(r.Context())
-			defer cancel()
-			defer context.AfterFunc(end, cancel)()
-			r = r.WithContext(ctx)
-		}
+		// (withTokenEnd), where each POST is refused from then on.
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		defer endWith(end, cancel)()
+		r = r.WithContext(ctx)
 	}
 	// Who the caller is, as this kernel authenticated it: what an
 	// elicitation-answered approval records as decider (mcpbridge.CallerHeader).

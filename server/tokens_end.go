@@ -72,11 +72,13 @@ func (t *Tokens) revokeEnds(list []Token) (ended []context.CancelCauseFunc) {
 	return ended
 }
 
-// withTokenEnd gives a WebSocket handshake authenticated by a bearer
-// token its token's end, unless it has an end already (a console
-// sign-in's, which ends with its operator token too).
+// withTokenEnd gives a request that stays open — a WebSocket handshake,
+// the GET of an MCP session's event stream — its bearer token's end,
+// unless it has an end already (a console sign-in's, which ends with its
+// operator token too).
 func (srv *Server) withTokenEnd(r *http.Request) *http.Request {
-	if !isWebSocketHandshake(r) || connEnd(r.Context()) != nil || srv.opts.Tokens == nil {
+	stays := isWebSocketHandshake(r) || r.Method == http.MethodGet && r.Pattern == mcpPattern
+	if !stays || connEnd(r.Context()) != nil || srv.opts.Tokens == nil {
 		return r
 	}
 	end := srv.opts.Tokens.End(bearerToken(r))

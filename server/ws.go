@@ -61,7 +61,7 @@ func (srv *Server) serveWS(w http.ResponseWriter, r *http.Request, s *session.Se
 	// record of it, which holds the session and which a delete, a move
 	// or a stop ends (api_sessions.go).
 	ctx, cancel, done := srv.opts.Manager.connect(context.WithoutCancel(r.Context()), s.ID(), p.Side, &c.delivered)
-	if end := connEnd(r.Context()); end != nil { // a console sign-in's socket (conn_end.go)
+	if end := connEnd(r.Context()); end != nil { // a console sign-in's or a token's end (conn_end.go)
 		release, closed := endWith(end, cancel), done
 		done = func() { release(); closed() }
 	}
