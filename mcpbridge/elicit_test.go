@@ -3,6 +3,7 @@ package mcpbridge_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,13 @@ import (
 // that ask hosts to approve their calls.
 func elicitFixture(t *testing.T) (*fixture, *nodes) {
 	t.Helper()
+	return elicitFixtureLogging(t, nil)
+}
+
+// elicitFixtureLogging is elicitFixture with the bridge's logs sent to
+// logger.
+func elicitFixtureLogging(t *testing.T, logger *slog.Logger) (*fixture, *nodes) {
+	t.Helper()
 	f := &fixture{s: session.New("el", &session.Options{MCPDecisions: true}), blocked: make(chan struct{}, 1), cancelled: make(chan struct{}, 1)}
 	danger := agentCap("danger")
 	danger.DisplayName = "Danger"
@@ -26,8 +34,29 @@ func elicitFixture(t *testing.T) (*fixture, *nodes) {
 		f.runs.Add(1)
 		return json.RawMessage(`{"done":true}`), nil
 	})))
-	return f, newNodes(t, f.s, 1, &mcpbridge.ServerOptions{Elicitation: true})
+	return f, newNodes(t, f.s, 1, &mcpbridge.ServerOptions{Elicitation: true, Logger: logger})
 }
+
+// logWatch is a slog.Handler that sends the messages containing match on
+// lines, so a test can wait for a line the code logs; other records are
+// dropped, and so none can fill lines before the one waited for.
+type logWatch struct {
+	match string
+	lines chan string
+}
+
+func (*logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (w *logWatch) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, w.match) {
+		select {
+		case w.lines <- r.Message:
+		default: // more than the test waits for: it fails on the count
+		}
+	}
+	return nil
+}
+func (w *logWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *logWatch) WithGroup(string) slog.Handler      { return w }
 
 // decided returns the approval_decided of the next decision.
 func decided(t *testing.T, sub *session.Subscription) *protocol.ApprovalDecided {
@@ -223,12 +252,16 @@ func TestElicitationReissued(t *testing.T) {
 // is asked again, saying why; a host that never answers with a decision is
 // asked three times, and the call then waits for another decider.
 func TestElicitationAskedAgain(t *testing.T) {
-	f, ns := elicitFixture(t)
+	gaveUp := &logWatch{match: "answered without a decision", lines: make(chan string, 1)}
+	f, ns := elicitFixtureLogging(t, slog.New(gaveUp))
 	asked := make(chan *mcp.ElicitParams, 4)
 	var n atomic.Int32
 	cs := ns.connect(t, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		// Counted before the test hears of it: the count is read once the
+		// test has had its questions.
+		k := n.Add(1)
 		asked <- r.Params
-		switch n.Add(1) {
+		switch k {
 		case 1:
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "maybe"}}, nil
 		case 2:
@@ -269,8 +302,11 @@ func TestElicitationAskedAgain(t *testing.T) {
 		}
 	}
 	// The third answer is logged and the call waits: a client's decision
-	// now decides it (had a fourth question been sent, the handler would
-	// have run before it, and its buffered channel holds it).
+	// now decides it. The log line is written once the bridge has stopped
+	// asking, so a fourth question would have been counted by then.
+	if line := recv(t, gaveUp.lines, "the log of the third answer"); !strings.Contains(line, "3 times") {
+		t.Fatalf("logged %q", line)
+	}
 	must(t, f.s.Approve(session.Client, &protocol.CapabilityApprove{CallID: ar.CallID, Decision: protocol.DecisionApproved, InputDigest: ar.InputDigest}))
 	if got := recv(t, done, "the result"); got != `{"done":true}` {
 		t.Fatalf("result %q", got)
