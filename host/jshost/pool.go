@@ -460,21 +460,39 @@ func (p *pool) drop(session string, in *instance) {
 	in.close()
 }
 
+// acquire returns the realm of the call's session, its turn taken. A
+// realm that was dropped, evicted or ended while the call waited for its
+// turn (behind a call stopped at its deadline, say) is not used: the call
+// takes the session's next realm, made afresh if need be.
+func (p *pool) acquire(ctx context.Context, c *tool.Call) (*instance, error) {
+	for {
+		in, err := p.instanceFor(ctx, c.Session, c)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case in.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, p.engineError(ctx, &jsvm.Error{Kind: kindOfCtx(ctx)})
+		}
+		p.mu.Lock()
+		if p.sessions[c.Session] == in {
+			p.clock++
+			in.used = p.clock
+			p.mu.Unlock()
+			return in, nil
+		}
+		p.mu.Unlock()
+		<-in.sem
+	}
+}
+
 // Invoke runs one call in the realm of the call's session.
 func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error) {
-	in, err := p.instanceFor(ctx, c.Session, c)
+	in, err := p.acquire(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case in.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, p.engineError(ctx, &jsvm.Error{Kind: kindOfCtx(ctx)})
-	}
-	p.mu.Lock()
-	p.clock++
-	in.used = p.clock
-	p.mu.Unlock()
 	in.cur.Store(&callState{ctx: ctx, handles: c.Handles, progress: c.Progress})
 	buf := make([]byte, 0, 96+len(c.ID)+len(c.Session)+len(c.Workspace)+len(c.Input))
 	buf = append(buf, `{"id":`...)

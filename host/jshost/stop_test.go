@@ -297,3 +297,34 @@ func stopsAndFrees(t *testing.T, inst tool.Instance, hs tool.Handles, kind strin
 		t.Fatal(out.Err)
 	}
 }
+
+// TestCallQueuedBehindDroppedRealm: a call that waits behind another call
+// of its session whose realm is dropped (stopped at its deadline) runs in
+// a fresh realm, not in the dropped one.
+func TestCallQueuedBehindDroppedRealm(t *testing.T) {
+	hs := tool.Handles{}
+	inst := provision(t, nil, payload{name: "t.queue", src: register + `
+register({ name: "t.queue", requires: [], run(ctx, input) {
+  if (input.spin) { ctx.progress(1, 1, "spinning"); for (;;) {} }
+  return "ran";
+} });`}, hs)
+	spinning := make(chan struct{}, 1)
+	first := make(chan protocol.Outcome, 1)
+	go func() {
+		// The first call spins to its deadline; a second long enough that
+		// the next call is waiting behind it when it is stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		v, err := inst.Invoke(ctx, &tool.Call{ID: "c1", Session: "s", Input: json.RawMessage(`{"spin":true}`), Handles: hs,
+			Progress: func(tool.Progress) { spinning <- struct{}{} }})
+		first <- protocol.Outcome{Value: v, Err: protocol.OutcomeOf(err).Err}
+	}()
+	<-spinning
+	out := invoke(context.Background(), inst, hs, "s", "c2", `{}`)
+	if out.Err != nil || string(out.Value) != `"ran"` {
+		t.Fatalf("the call queued behind a dropped realm: %+v %s", out.Err, out.Value)
+	}
+	if o := <-first; o.Err == nil || o.Err.Code != protocol.CodeTimeout {
+		t.Fatalf("the spinning call: %+v %s", o.Err, o.Value)
+	}
+}
