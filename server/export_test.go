@@ -43,3 +43,11 @@ func setTunable(t interface{ Cleanup(func()) }, v *tunable, d time.Duration) {
 	old := v.ns.Swap(int64(d))
 	t.Cleanup(func() { v.ns.Store(old) })
 }
+
+// SetWriterStarts makes f run as each connection's writer starts, with
+// the count of the replies the writer has waiting, for the test's
+// duration (ws.go, writeLoop).
+func SetWriterStarts(t interface{ Cleanup(func()) }, f func(replies func() int)) {
+	writerStarts.Store(&f)
+	t.Cleanup(func() { writerStarts.Store(nil) })
+}

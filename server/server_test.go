@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -397,3 +399,30 @@ func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h chanHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestSnapshotBeforeFirstReply: a peer that connects without a seq gets
+// the snapshot as its first frame even when it sends a command before
+// reading and the command's reply is ready before the connection's writer
+// has run (the writer takes replies before events).
+func TestSnapshotBeforeFirstReply(t *testing.T) {
+	var once sync.Once
+	server.SetWriterStarts(t, func(replies func() int) {
+		once.Do(func() {
+			// The first writer waits for the reply of the peer's first
+			// command: its reader applies it meanwhile. Bounded, in case
+			// the reply never comes (the test then fails on its frames).
+			for end := time.Now().Add(10 * time.Second); replies() == 0 && time.Now().Before(end); {
+				runtime.Gosched()
+			}
+		})
+	})
+	f := newFixture(t, nil)
+	c := f.dial(clientToken, "snapfirst", "")
+	c.send("r1", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("first.cap", false)}})
+	if first := c.next(); first.Msg.MessageType() != protocol.TypeSnapshot {
+		t.Fatalf("the first frame is %s (seq %d, ref %q), want the snapshot", first.Msg.MessageType(), first.Seq, first.Ref)
+	}
+	if r := c.reply("r1"); r.Msg.MessageType() != protocol.TypeAck {
+		t.Fatalf("the reply is %s", r.Msg.MessageType())
+	}
+}

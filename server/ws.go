@@ -163,6 +163,7 @@ func (c *wsConn) open(ctx context.Context, cancel context.CancelCauseFunc, after
 	c.fence = srv.opts.Manager.fenceOf(s) // cluster.go
 	c.subs = make(chan *session.Subscription, 1)
 	c.sub = c.subscribe(after)
+	c.snapshotDue = after == nil
 	// Reads and writes run without a context of their own (a context per
 	// frame costs coder/websocket an AfterFunc, and a write timeout a
 	// timer): the connection ends when ctx does, and each write is bounded
@@ -335,11 +336,15 @@ type wsConn struct {
 
 	// The writer runs only while there is something to write (see kick):
 	// an idle connection keeps its reader's goroutine alone.
-	writer  atomic.Int32 // writerIdle, writerRunning or writerKicked
-	wakeFn  func()       // c.wake, made once: what the session calls on its next event
-	wmu     sync.Mutex   // guards ended, and writers.Add
-	ended   bool         // the connection ended: no writer starts any more
-	writers sync.WaitGroup
+	writer atomic.Int32 // writerIdle, writerRunning or writerKicked
+	wakeFn func()       // c.wake, made once: what the session calls on its next event
+	wmu    sync.Mutex   // guards ended, and writers.Add
+	ended  bool         // the connection ended: no writer starts any more
+	// snapshotDue: the subscription begins with a snapshot the writer has
+	// not written yet, which goes before any reply (writeBatch). Set by
+	// open before the writer starts; the writer's after that.
+	snapshotDue bool
+	writers     sync.WaitGroup
 
 	// fence, in a cluster, is the session's journal: a peer is shown no
 	// event and sent no reply the journal has not stored (cluster.go).
@@ -596,6 +601,10 @@ func (c *wsConn) startWriter() {
 	go c.writeLoop()
 }
 
+// writerStarts, when set (tests only), runs as a writer starts, with the
+// count of the replies it has waiting.
+var writerStarts atomic.Pointer[func(replies func() int)]
+
 // writersRunning counts the connections' writers running, for tests.
 var writersRunning atomic.Int64
 
@@ -619,6 +628,9 @@ func (c *wsConn) endWriters() {
 func (c *wsConn) writeLoop() {
 	defer c.writers.Done()
 	defer writersRunning.Add(-1)
+	if h := writerStarts.Load(); h != nil {
+		(*h)(func() int { return len(c.replies) })
+	}
 	now := true  // gather at once: whatever kicked it is waiting
 	busy := true // wrote something since the last idle tick
 	for {
@@ -665,7 +677,7 @@ func (c *wsConn) replaceSub(next *session.Subscription) {
 	if c.sub != nil {
 		c.sub.Close()
 	}
-	c.sub = next
+	c.sub, c.snapshotDue = next, false
 }
 
 // park ends the writer when nothing is waiting to be written: it reports
@@ -703,13 +715,28 @@ func (c *wsConn) writeBatch(first *protocol.Frame) (more, ok bool) {
 		return false, false
 	}
 	n := 0
+	var read uint64 // the last seq read from the log in this batch
+	if c.snapshotDue && c.sub != nil {
+		// The peer's first frame is the snapshot, even when its first
+		// command's reply is ready before the writer has run (a peer that
+		// sends before it reads).
+		c.snapshotDue = false
+		if ev, ok, err := c.sub.TryNextOrNotify(c.wakeFn); err == nil && ok {
+			read = ev.Seq
+			if b := c.encodeEvent(ev); b != nil {
+				if !c.writeFrame(b) {
+					return false, false
+				}
+				n++
+			}
+		}
+	}
 	if first != nil {
 		if !c.writeReply(first) {
 			return false, false
 		}
 		n++
 	}
-	var read uint64 // the last seq read from the log in this batch
 gather:
 	for ; n < maxBatch; n++ {
 		select {
