@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/cases"
@@ -18,9 +17,11 @@ import (
 // and the base of its artifact's file names, <name>.tool.json beside
 // <name>.wasm or <name>.mjs, in the output directory. So build holds a
 // name to the protocol's rule (protocol.ValidateName: non-empty, at most
-// 256 bytes, no spaces or control characters, which also rules out NUL
-// and newlines) and, because the protocol allows what a file name must
-// not have, to these as well:
+// 256 bytes of UTF-8, no spaces, control or format characters, ASCII's or
+// Unicode's, nor U+FFFD — which also rules out NUL and newlines, and the
+// invisible characters that would make a file name, and the name an
+// operator reads when approving a call, look like another) and, because
+// the protocol allows what a file name must not have, to these as well:
 //
 //   - No '/' or '\': either makes the name a path ("../../x" leaves the
 //     output directory; "a/b" needs a directory that is not there).
@@ -35,13 +36,6 @@ import (
 //   - At most 245 bytes: most file systems allow 255 bytes in one file
 //     name, and ".tool.json" takes 10 of them; the protocol's 256 would
 //     end in a "file name too long" error instead.
-//   - Valid UTF-8: the manifest's JSON would carry U+FFFD where the file
-//     name has the invalid bytes, and the two would no longer match.
-//   - No Unicode space, control or format character (U+00A0, U+0085,
-//     U+2028, C1 controls, the bidi overrides such as U+202E, zero-width
-//     characters): the protocol refuses ASCII's only, but beyond it these
-//     make a file name, and the name an operator reads when approving a
-//     call, look like another, or like nothing.
 //
 // Not refused: the characters Windows reserves in file names (: * ? " < >
 // |), which capability names use (github:search) and Linux and macOS file
@@ -68,20 +62,8 @@ func checkName(name string) error {
 		return errors.New("must not start with '.'")
 	case name[0] == '-':
 		return errors.New("must not start with '-'")
-	case !utf8.ValidString(name):
-		return errors.New("must be UTF-8")
-	}
-	if i := strings.IndexFunc(name, hidden); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(name[i:])
-		return fmt.Errorf("must not contain %U, a space, control or format character", r)
 	}
 	return nil
-}
-
-// hidden reports whether r is a space, control or format character:
-// invisible, or changing how the characters around it are shown.
-func hidden(r rune) bool {
-	return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Zs)
 }
 
 // nameError is checkName's refusal as build reports it: the name, what is

@@ -177,3 +177,41 @@ func TestCallTimeoutMsIsANumber(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateNameHidden: a name holds no character that is invisible or
+// changes how its neighbours are shown, nor U+FFFD — what a lone
+// surrogate decodes to, so that "x\ud800" and "x\udc00" would be one name.
+func TestValidateNameHidden(t *testing.T) {
+	for _, name := range []string{"fs.read", "github:search", "café", "fs.reаd" /* Cyrillic а: visible, allowed */, "日本.検索"} {
+		if err := protocol.ValidateName(name); err != nil {
+			t.Errorf("%+q refused: %v", name, err)
+		}
+	}
+	for name, want := range map[string]string{
+		"a\u00a0b":    "U+00A0",
+		"a\u200bb":    "U+200B",
+		"a\u202eb":    "U+202E",
+		"\ufeffa":     "U+FEFF",
+		"a\u00adb":    "U+00AD",
+		"a\u2028b":    "U+2028",
+		"a\u0085b":    "U+0085",
+		"a\ufffdb":    "U+FFFD, the replacement character",
+		"a\xffb":      "must be UTF-8",
+		"a\u3000b":    "U+3000",
+		"a\U000e0001": "U+E0001",
+	} {
+		if err := protocol.ValidateName(name); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+q: %v, want an error naming %s", name, err, want)
+		}
+	}
+	// Over the wire: a lone surrogate in a registered name is refused, not
+	// decoded to U+FFFD and registered under another name.
+	f, err := protocol.DecodePeerFrame([]byte(`{"v":2,"id":"r","msg":{"type":"capability_register","capabilities":[{"name":"ui.\ud800x","description":"d","inputSchema":{},"side":"client","origin":{"kind":"client"}}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Msg.(*protocol.CapabilityRegister).Capabilities[0]
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "name: must not contain U+FFFD") {
+		t.Fatalf("the lone surrogate's name: %v", err)
+	}
+}

@@ -77,11 +77,12 @@ func ExampleLeadingFrameID() {
 }
 
 func ExampleValidateName() {
-	for _, name := range []string{"fs.read", "fs read", ""} {
-		fmt.Printf("%q: %v\n", name, protocol.ValidateName(name))
+	for _, name := range []string{"fs.read", "fs read", "fs.\u200bread", ""} {
+		fmt.Printf("%+q: %v\n", name, protocol.ValidateName(name))
 	}
 	// Output:
 	// "fs.read": <nil>
 	// "fs read": must not contain spaces or control characters
+	// "fs.\u200bread": must not contain U+200B, a space, control or format character
 	// "": must not be empty
 }

@@ -218,7 +218,9 @@ func decodeFrameWith(data []byte, decodeMsg func([]byte) (Message, error)) (*Fra
 	if !json.Valid(data) {
 		var probe json.RawMessage
 		err := json.Unmarshal(data, &probe) // for the syntax error's message
-		return nil, nil, &DecodeError{Code: CodeInvalidRequest, Err: fmt.Errorf("invalid JSON: %w", err)}
+		// The id, when it comes before what broke the JSON (nesting too
+		// deep, a frame cut short), so that the reply refers to it.
+		return nil, nil, &DecodeError{ID: LeadingFrameID(data), Code: CodeInvalidRequest, Err: fmt.Errorf("invalid JSON: %w", err)}
 	}
 	fail := func(err error) (*Frame, map[string]bool, error) {
 		// Only a failure pays for finding the id a second time.

@@ -205,7 +205,8 @@ func FuzzDecodeFrame(f *testing.F) {
 
 // TestDecodeErrorRef: whenever the frame's top-level "id" is a readable
 // string, the error carries it — also when the version is unknown or
-// missing, when msg is missing, and when the envelope has an unknown field.
+// missing, when msg is missing, when the envelope has an unknown field,
+// and when the JSON breaks after the id.
 func TestDecodeErrorRef(t *testing.T) {
 	tests := []struct {
 		name, frame, wantID string
@@ -219,7 +220,11 @@ func TestDecodeErrorRef(t *testing.T) {
 		{"id not a string", `{"v":7,"id":5,"msg":{"type":"ack"}}`, "", protocol.CodeInvalidRequest},
 		{"id case-folded", `{"v":7,"ID":"a6","msg":{"type":"ack"}}`, "", protocol.CodeInvalidRequest},
 		{"id twice", `{"v":2,"id":"a7","id":"a8","msg":{"type":"ack"}}`, "", protocol.CodeInvalidRequest},
-		{"not JSON", `{"v":2,"id":"a9"`, "", protocol.CodeInvalidRequest},
+		// JSON that breaks after the id (cut short, nested deeper than
+		// the decoder follows): the id is read up to the break.
+		{"not JSON", `{"v":2,"id":"a9"`, "a9", protocol.CodeInvalidRequest},
+		{"nested too deep", `{"v":2,"id":"d1","msg":{"type":"capability_result","callId":"c","result":` + strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001) + `}}`, "d1", protocol.CodeInvalidRequest},
+		{"broken before the id", `{"v":2,"x":[,"id":"a0"}`, "", protocol.CodeInvalidRequest},
 		{"too large", `{"v":2,"id":"b1","msg":{"type":"ack","x":"` + strings.Repeat("x", protocol.MaxFrameBytes) + `"}}`, "", protocol.CodeTooLarge},
 	}
 	for _, tt := range tests {

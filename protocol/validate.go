@@ -5,17 +5,25 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxNameBytes bounds a capability name.
 const MaxNameBytes = 256
 
 // ValidateName checks a capability name: non-empty, at most [MaxNameBytes]
-// bytes, and no spaces or control characters (no byte up to ' ', no DEL).
-// [Capability.Validate] applies it to every capability; a tool's manifest
-// and `brain build` apply it to a tool's name, which becomes a capability's
-// name when the tool is attached. The error says which rule the name
-// breaks.
+// bytes of UTF-8, and no spaces, control or format characters — ASCII's
+// (no byte up to ' ', no DEL) and Unicode's (U+00A0, U+2028, the bidi
+// overrides such as U+202E, zero-width characters, the BOM) — nor U+FFFD.
+// A name is what the model calls and what a person reads when approving
+// a call: an invisible character makes one name look like another, or
+// like nothing. U+FFFD is what a lone surrogate (a JSON "\ud800") or
+// invalid UTF-8 decodes to, so two names that differ there would become
+// one. [Capability.Validate] applies it to every capability; a tool's
+// manifest and `brain build` apply it to a tool's name, which becomes a
+// capability's name when the tool is attached. The error says which rule
+// the name breaks.
 func ValidateName(name string) error {
 	switch {
 	case name == "":
@@ -24,8 +32,24 @@ func ValidateName(name string) error {
 		return fmt.Errorf("%d bytes, more than %d", len(name), MaxNameBytes)
 	case strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }):
 		return fmt.Errorf("must not contain spaces or control characters")
+	case !utf8.ValidString(name):
+		return fmt.Errorf("must be UTF-8")
+	}
+	if i := strings.IndexFunc(name, hiddenRune); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(name[i:])
+		if r == utf8.RuneError {
+			return fmt.Errorf("must not contain U+FFFD, the replacement character (a lone surrogate such as \\ud800, or invalid UTF-8, decodes to it)")
+		}
+		return fmt.Errorf("must not contain %U, a space, control or format character", r)
 	}
 	return nil
+}
+
+// hiddenRune reports whether r may not be in a name: a space, control or
+// format character — invisible, or changing how the characters around it
+// are shown — or U+FFFD.
+func hiddenRune(r rune) bool {
+	return r == utf8.RuneError || unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Zs)
 }
 
 // Validate checks what the wire types alone decide about a capability: a
