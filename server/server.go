@@ -158,8 +158,12 @@ func (srv *Server) withSession(admit admitFunc, h sessionHandler) http.HandlerFu
 				s, release, err = srv.opts.Manager.AcquireAs(r.Context(), pr, id, true)
 			}
 		}
-		if r.Pattern == mcpPattern && errors.Is(err, ErrNotFound) {
+		switch {
+		case r.Pattern == mcpPattern && errors.Is(err, ErrNotFound):
 			httpError(w, http.StatusNotFound, "not_found", "no session "+id+": an MCP client's initialize (a POST without Mcp-Session-Id) starts it")
+			return
+		case pr.Peer.Side == session.SideOperator && errors.Is(err, ErrNotFound):
+			httpError(w, http.StatusNotFound, "not_found", "no session "+id+": an operator joins sessions that exist; a client's connection, or POST /v1/sessions, creates one")
 			return
 		}
 		if !srv.acquireFailed(w, r, id, err) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -238,10 +239,22 @@ func (l *localChat) close() { l.sub.Close() }
 
 // remoteChat is a session of a running brain serve, over its WebSocket.
 // Replies to commands arrive among the events: an error reply to a
-// command is returned by next as an error.
+// command is returned by next as an error. The connection is read on a
+// goroutine of its own, never under the caller's context: coder/websocket
+// closes a connection whose read's context ends, and chat, interrupted,
+// still has to send turn_cancel on it.
 type remoteChat struct {
-	conn *websocket.Conn
-	n    int
+	conn   *websocket.Conn
+	n      int
+	frames chan remoteFrame // the reader's, in order; closed after its error
+	done   chan struct{}    // closed by close: the reader stops
+}
+
+// remoteFrame is what the reader read: a frame's message, or why it
+// stopped.
+type remoteFrame struct {
+	msg protocol.Message
+	err error
 }
 
 func dialChat(ctx context.Context, base, token, id string) (*remoteChat, error) {
@@ -263,6 +276,9 @@ func dialChat(ctx context.Context, base, token, id string) (*remoteChat, error) 
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return nil, errors.New("the kernel refused the token")
 		}
+		if why := refusal(resp); why != "" {
+			return nil, fmt.Errorf("join session %s at %s: %s", id, base, why)
+		}
 		return nil, fmt.Errorf("connect to %s: %w", base, err)
 	}
 	conn.SetReadLimit(protocol.MaxFrameBytes)
@@ -280,7 +296,52 @@ func dialChat(ctx context.Context, base, token, id string) (*remoteChat, error) 
 			}
 		}
 	}
-	return &remoteChat{conn: conn}, nil
+	r := &remoteChat{conn: conn, frames: make(chan remoteFrame, 16), done: make(chan struct{})}
+	go r.read()
+	return r, nil
+}
+
+// refusal is what the kernel said when it refused a WebSocket handshake
+// (its JSON error's message, with the status), or "" when resp is no
+// refusal of the kernel's.
+func refusal(resp *http.Response) string {
+	if resp == nil || resp.StatusCode < 400 {
+		return ""
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	if resp.Body != nil {
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&e)
+	}
+	if e.Message == "" {
+		return resp.Status
+	}
+	return fmt.Sprintf("%s (%d)", e.Message, resp.StatusCode)
+}
+
+// read reads the connection until it fails or close is called.
+func (r *remoteChat) read() {
+	defer close(r.frames)
+	for {
+		var out remoteFrame
+		_, b, err := r.conn.Read(context.Background()) // close ends it
+		if err == nil {
+			var f *protocol.Frame
+			if f, err = protocol.DecodeFrame(b); err == nil {
+				out.msg = f.Msg
+			}
+		}
+		out.err = err
+		select {
+		case r.frames <- out:
+		case <-r.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (r *remoteChat) send(ctx context.Context, m protocol.Message) error {
@@ -294,25 +355,33 @@ func (r *remoteChat) send(ctx context.Context, m protocol.Message) error {
 
 func (r *remoteChat) next(ctx context.Context) (protocol.Message, error) {
 	for {
-		_, b, err := r.conn.Read(ctx)
-		if err != nil {
-			return nil, err
+		var f remoteFrame
+		select {
+		case got, ok := <-r.frames:
+			if !ok {
+				return nil, errors.New("the connection to the kernel has ended")
+			}
+			f = got
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		f, err := protocol.DecodeFrame(b)
-		if err != nil {
-			return nil, err
+		if f.err != nil {
+			return nil, f.err
 		}
-		switch m := f.Msg.(type) {
+		switch m := f.msg.(type) {
 		case *protocol.Ack, *protocol.Snapshot:
 			continue
 		case *protocol.ErrorReply:
 			return nil, fmt.Errorf("%s: %s", m.Code, m.Message)
 		}
-		return f.Msg, nil
+		return f.msg, nil
 	}
 }
 
-func (r *remoteChat) close() { _ = r.conn.Close(websocket.StatusNormalClosure, "") }
+func (r *remoteChat) close() {
+	close(r.done)
+	_ = r.conn.Close(websocket.StatusNormalClosure, "")
+}
 
 // chat runs turns over a conn and shows them.
 type chat struct {
@@ -333,6 +402,13 @@ func (c *chat) piped(ctx context.Context) int {
 	if msg == "" {
 		fmt.Fprintln(c.stderr, "brain chat: stdin holds no message")
 		return exitUsage
+	}
+	if msg == "/cancel" {
+		if err := c.cancelTurn(ctx); err != nil {
+			fmt.Fprintln(c.stderr, "brain chat:", err)
+			return exitFail
+		}
+		return exitOK
 	}
 	end, final, err := c.turn(ctx, msg, false)
 	if err != nil {
@@ -368,7 +444,7 @@ func (c *chat) repl(ctx context.Context, banner string) int {
 			}
 		}
 	}()
-	fmt.Fprintf(c.stdout, "brain chat: %s\nType a message; /quit leaves.\n", banner)
+	fmt.Fprintf(c.stdout, "brain chat: %s\nType a message; /cancel cancels a turn left running, /quit leaves.\n", banner)
 	for {
 		fmt.Fprint(c.stdout, "> ")
 		var line string
@@ -388,6 +464,11 @@ func (c *chat) repl(ctx context.Context, banner string) int {
 			continue
 		case "/quit", "/exit":
 			return exitOK
+		case "/cancel":
+			if err := c.cancelTurn(ctx); err != nil {
+				fmt.Fprintln(c.stderr, "brain chat:", err)
+			}
+			continue
 		}
 		end, _, err := c.turn(ctx, line, true)
 		if err != nil {
@@ -413,7 +494,7 @@ func (c *chat) repl(ctx context.Context, banner string) int {
 // calls on stderr and answer approvals with the --approve policy.
 func (c *chat) turn(ctx context.Context, msg string, interactive bool) (*protocol.TurnEnded, string, error) {
 	if err := c.conn.send(ctx, &protocol.TurnStart{Message: msg}); err != nil {
-		return nil, "", err
+		return nil, "", withCancelHint(err)
 	}
 	show := c.stderr
 	if interactive {
@@ -422,8 +503,25 @@ func (c *chat) turn(ctx context.Context, msg string, interactive bool) (*protoco
 	turn := 0
 	final := ""
 	midLine := false
+	heard := false // something of the turn beyond its start
 	for {
-		m, err := c.conn.next(ctx)
+		// Until the turn says something, the wait is bounded by the
+		// hint's delay: a kernel without a model leaves a turn to an
+		// agent runtime, and the person waits on nothing.
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !heard {
+			wctx, cancel = context.WithTimeout(ctx, chatQuietHint)
+		}
+		m, err := c.conn.next(wctx)
+		cancel()
+		if err != nil && !heard && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			heard = true // said once
+			fmt.Fprintf(c.stderr, "brain chat: nothing from the model after %s. It may still be thinking; but a kernel whose config has no model: section runs no turns itself (an agent runtime would): give it one (examples/chat.yaml) and restart it. Ctrl-C cancels the turn.\n", chatQuietHint)
+			continue
+		}
+		if err != nil && ctx.Err() == nil {
+			return nil, final, withCancelHint(err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				cctx, cancel := context.WithTimeout(context.Background(), 2e9)
@@ -438,6 +536,7 @@ func (c *chat) turn(ctx context.Context, msg string, interactive bool) (*protoco
 				turn = m.Turn
 			}
 		case *protocol.AssistantDelta:
+			heard = heard || m.Turn == turn
 			if m.Turn == turn && interactive {
 				fmt.Fprint(c.stdout, m.Text)
 				midLine = !strings.HasSuffix(m.Text, "\n")
@@ -447,6 +546,7 @@ func (c *chat) turn(ctx context.Context, msg string, interactive bool) (*protoco
 				continue
 			}
 			cm := m.Message
+			heard = heard || cm.Role != protocol.RoleUser
 			switch cm.Role {
 			case protocol.RoleAssistant:
 				if midLine {
@@ -464,6 +564,7 @@ func (c *chat) turn(ctx context.Context, msg string, interactive bool) (*protoco
 			if turn == 0 || m.Invoker != protocol.AudienceLLM {
 				continue
 			}
+			heard = true
 			if err := c.decide(ctx, m, interactive, show); err != nil {
 				fmt.Fprintln(c.stderr, "brain chat: approval:", err)
 			}
@@ -474,6 +575,37 @@ func (c *chat) turn(ctx context.Context, msg string, interactive bool) (*protoco
 				}
 				return m, final, nil
 			}
+		}
+	}
+}
+
+// withCancelHint adds to the refusal of a turn because another is
+// running how chat cancels that one.
+func withCancelHint(err error) error {
+	if strings.HasPrefix(err.Error(), string(protocol.CodeConflict)+": turn ") {
+		return fmt.Errorf("%w (/cancel cancels it: typed here, or as the message of a piped brain chat)", err)
+	}
+	return err
+}
+
+// chatQuietHint is how long a turn may say nothing before chat says
+// what could be wrong; a variable for tests.
+var chatQuietHint = 20 * time.Second
+
+// cancelTurn cancels the session's running turn — one an interrupted chat
+// left, say — and waits for its end.
+func (c *chat) cancelTurn(ctx context.Context) error {
+	if err := c.conn.send(ctx, &protocol.TurnCancel{Reason: "cancelled with /cancel in brain chat"}); err != nil {
+		return err
+	}
+	for {
+		m, err := c.conn.next(ctx)
+		if err != nil {
+			return err
+		}
+		if e, ok := m.(*protocol.TurnEnded); ok {
+			fmt.Fprintf(c.stderr, "brain chat: turn %d cancelled\n", e.Turn)
+			return nil
 		}
 	}
 }

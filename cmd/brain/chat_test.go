@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/protocol"
 )
@@ -336,4 +337,115 @@ func TestChatServeKilledMidTurn(t *testing.T) {
 	if r := m.request(1); !strings.Contains(r, "think hard") || !strings.Contains(r, "are you back?") {
 		t.Fatalf("the turn after the restart lacks the conversation: %s", r)
 	}
+}
+
+// hintWatch is a chat's stderr that reports when a line containing want
+// has been written.
+type hintWatch struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *hintWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *hintWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestChatRemoteWithoutModel: on a kernel whose config has no model:,
+// brain chat --url says what could be wrong once the turn has said
+// nothing for a while; interrupted, it cancels its turn (which had stayed
+// running, so that every later chat was refused); /cancel cancels a turn
+// something else left running; an operator token naming a session that
+// does not exist is told why.
+func TestChatRemoteWithoutModel(t *testing.T) {
+	dir := chatDir(t)
+	grants := fmt.Sprintf("workspace: %s\nfs: {}\n", filepath.Join(dir, "workspace"))
+	_ = os.WriteFile("grants.yaml", []byte(grants), 0o600)
+	_ = os.WriteFile("kernel.yaml", []byte("grants: grants.yaml\ntools: [fs.read]\n"), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 60e9)
+	defer cancel()
+	addr, out, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "kernel.yaml", consoleAddr: "off", idle: 3600e9})
+	tokens := regexp.MustCompile(`(?m)^    ([0-9a-f]{48})$`).FindAllStringSubmatch(out.String(), -1)
+	if len(tokens) != 3 {
+		t.Fatalf("want the client, model and operator tokens printed:\n%s", out.String())
+	}
+	client, operator := tokens[0][1], tokens[2][1]
+	oldHint := chatQuietHint
+	chatQuietHint = 50 * time.Millisecond
+	t.Cleanup(func() { chatQuietHint = oldHint })
+	conversation := func() map[string]any {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/sessions/nomodel/conversation", nil)
+		req.Header.Set("Authorization", "Bearer "+client)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return body
+	}
+
+	// The hint, then an interruption: the turn is cancelled.
+	oldIn, oldTerm := chatStdin, chatTerminal
+	chatStdin, chatTerminal = strings.NewReader("hello?"), func() bool { return false }
+	t.Cleanup(func() { chatStdin, chatTerminal = oldIn, oldTerm })
+	stderr := &hintWatch{want: "no model: section", seen: make(chan struct{})}
+	cctx, interrupt := context.WithCancel(ctx)
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(cctx, []string{"chat", "--url", "http://" + addr, "--token", client, "--session", "nomodel"}, io.Discard, stderr)
+	}()
+	select {
+	case <-stderr.seen:
+	case code := <-exited:
+		t.Fatalf("chat exited %d before its hint:\n%s", code, stderr)
+	}
+	interrupt()
+	if code := <-exited; code != exitFail {
+		t.Fatalf("interrupted chat: exit %d, want %d:\n%s", code, exitFail, stderr)
+	}
+	// The cancel is sent as chat leaves; its turn_ended follows.
+	p := dialPeer(t, ctx, addr, client, "nomodel", "?after=0")
+	if e := p.until(protocol.TypeTurnEnded).Msg.(*protocol.TurnEnded); e.Turn != 1 || e.Reason != protocol.TurnCancelled {
+		t.Fatalf("the interrupted chat's turn: %+v", e)
+	}
+
+	// A turn left running by someone else: a chat is refused, saying how
+	// to cancel it; /cancel does.
+	p.send("t2", &protocol.TurnStart{Message: "left running"})
+	p.until(protocol.TypeTurnStarted)
+	code, _, errOut := runChatWith(t, "hi", false, "--url", "http://"+addr, "--token", client, "--session", "nomodel")
+	if code != exitFail || !strings.Contains(errOut, "turn 2 is still running") || !strings.Contains(errOut, "/cancel cancels it") {
+		t.Fatalf("chat beside a running turn: exit %d:\n%s", code, errOut)
+	}
+	code, _, errOut = runChatWith(t, "/cancel", false, "--url", "http://"+addr, "--token", client, "--session", "nomodel")
+	if code != exitOK || !strings.Contains(errOut, "turn 2 cancelled") {
+		t.Fatalf("/cancel: exit %d:\n%s", code, errOut)
+	}
+	if body := conversation(); body["running"] != false || body["turn"] != float64(2) {
+		t.Fatalf("after /cancel: %v", body)
+	}
+
+	// An operator joins only sessions that exist.
+	code, _, errOut = runChatWith(t, "hi", false, "--url", "http://"+addr, "--token", operator, "--session", "nosuch")
+	if code != exitFail || !strings.Contains(errOut, "an operator joins sessions that exist") || !strings.Contains(errOut, "(404)") {
+		t.Fatalf("operator, unknown session: exit %d:\n%s", code, errOut)
+	}
+	cancel()
+	<-done
 }
