@@ -406,8 +406,9 @@ func watchTokens(t *testing.T, dir, path string) (tokens *server.Tokens, logs *t
 // modification time do not show still takes effect — the mode fixed as
 // the refusal asked (chmod 600 after a file readable by others), a token
 // rotated to one of the same length in a file whose modification time
-// was kept (cp -p, rsync -a), renamed into place or written in place —
-// and a refusal is logged once, not at every look.
+// was kept (cp -p, rsync -a), renamed into place or written in place, a
+// chmod that leaves the file readable by others — and a refusal is logged
+// once, not at every look.
 func TestWatchTokensSeesEveryChange(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tokens.json")
@@ -463,6 +464,17 @@ func TestWatchTokensSeesEveryChange(t *testing.T) {
 	waitFor("a rotation written in place", func() bool { return accepted("token-dddddddddddddddddddd") })
 	if accepted("token-cccccccccccccccccccc") {
 		t.Fatal("the rotated token is still accepted")
+	}
+
+	// A chmod alone, the bytes as applied: the file readable by others is
+	// reported (it was not, until its bytes changed too); the tokens in
+	// use stay.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the refusal of a chmod 644", func() bool { return strings.Count(logs.String(), "chmod 600") == 2 })
+	if !accepted("token-dddddddddddddddddddd") {
+		t.Fatal("a chmod 644 dropped the tokens in use")
 	}
 }
 

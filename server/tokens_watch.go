@@ -55,12 +55,14 @@ func WatchTokens(ctx context.Context, tokens *Tokens, path string, interval time
 		}
 		last, sinceAll = stamp, 0
 		data, err := os.ReadFile(path)
-		if err == nil && !failed && bytes.Equal(data, applied) {
-			continue // the same tokens
-		}
 		var list []Token
 		if err == nil {
+			// Checked whatever the bytes: a chmod that left the file
+			// readable by others changes its stamp, not its bytes.
 			list, err = parseTokens(path, data)
+		}
+		if err == nil && !failed && bytes.Equal(data, applied) {
+			continue // the same tokens
 		}
 		if err == nil {
 			err = tokens.Replace(list)
