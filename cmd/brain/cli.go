@@ -32,8 +32,10 @@ func newFlagSet(name, synopsis, about, example string) *flag.FlagSet {
 }
 
 // parseFlags parses args with fs. -h or --help prints the usage to stdout
-// (exit 0); a bad flag prints the error and the usage to stderr (exit 2).
-// ok is false when the caller must return code at once.
+// (exit 0); a bad flag prints what is wrong and where the usage is, as
+// every usage error does (usageError), to stderr (exit 2): the whole usage
+// would bury the one line that matters. ok is false when the caller must
+// return code at once.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
@@ -44,9 +46,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code
 		fs.SetOutput(stdout)
 		return exitOK, false
 	case err != nil:
-		_, _ = io.Copy(stderr, &buf)
 		fs.SetOutput(stderr)
-		return exitUsage, false
+		return usageError(stderr, fs.Name(), "%v", err), false
 	}
 	fs.SetOutput(stderr)
 	return exitOK, true

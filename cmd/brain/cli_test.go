@@ -84,7 +84,8 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{"bad flag", []string{"demo", "-nope"}, "flag provided but not defined: -nope"},
+		{"bad flag", []string{"demo", "-nope"}, "brain demo: flag provided but not defined: -nope\nRun 'brain demo -h' for usage.\n"},
+		{"flag without its value", []string{"serve", "--addr"}, "brain serve: flag needs an argument: -addr\nRun 'brain serve -h' for usage.\n"},
 		{"serve extra", []string{"serve", "now"}, `brain serve: unexpected argument "now"`},
 		{"mcp extra", []string{"mcp", "x"}, `brain mcp: unexpected argument "x"`},
 		{"env extra", []string{"env", "--kernel", "http://127.0.0.1:1", "--session", "s", "--token", "t", "x"}, `brain env: unexpected argument "x"`},
@@ -103,6 +104,9 @@ func TestUsageErrors(t *testing.T) {
 			code, stdout, stderr := runCLI(t, tt.args...)
 			if code != 2 || !strings.Contains(stderr, tt.want) {
 				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			}
+			if strings.Contains(stderr, "Flags:") {
+				t.Errorf("usage error printed the whole usage: %q", stderr)
 			}
 			if stdout != "" {
 				t.Errorf("usage error wrote to stdout: %q", stdout)
