@@ -239,7 +239,10 @@ func (c *Console) frameOrigins(r *http.Request) []string {
 	own := strings.ToLower(ownOrigin(r))
 	frames = slices.DeleteFunc(frames, func(o string) bool { return o == own || c.mayBeOwn(o, r) })
 	slices.Sort(frames)
-	return slices.Compact(frames)
+	if frames = slices.Compact(frames); frames == nil {
+		frames = []string{} // [] in /console/me, as webComponentOrigins, not null
+	}
+	return frames
 }
 
 // mayBeOwn reports whether origin o may be the console under another

@@ -402,6 +402,9 @@ func TestConsoleAPIAndOrigin(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &me); code != http.StatusOK || err != nil || me.Name != "ada" || me.Model != "" || strings.Contains(body, op.csrf) {
 			t.Fatalf("me: %d %s", code, body)
 		}
+		if !strings.Contains(body, `"frameOrigins":[]`) || !strings.Contains(body, `"webComponentOrigins":[]`) {
+			t.Fatalf("me: no origins are [], not null: %s", body)
+		}
 	})
 
 	t.Run("a request from another origin is refused, even with the CSRF token", func(t *testing.T) {
