@@ -228,7 +228,11 @@ func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ P
 		if err != nil {
 			return false
 		}
-		wctx, cancel := context.WithTimeout(ctx, srv.opts.WriteTimeout)
+		// Not under ctx: a write whose context ends drops the connection
+		// (coder/websocket), and an end that came during a write (a
+		// sign-out, a token removed) must close it with its code and
+		// reason, below, once the write is done.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), srv.opts.WriteTimeout)
 		defer cancel()
 		return conn.Write(wctx, websocket.MessageText, b) == nil
 	}

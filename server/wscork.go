@@ -185,15 +185,24 @@ func (c *corkConn) releaseLocked() {
 	c.pooled, c.buf = nil, nil
 }
 
-// drop ends the cork and discards what it held (after a failed write: the
-// connection is done, and later writes, such as a close frame, go straight
-// to it and fail or not on their own).
+// drop ends the cork after a failed write: the connection is done, and
+// later writes go straight to it and fail or not on their own. What the
+// cork held is sent if it can be: a close frame that another goroutine
+// wrote during the batch (Close with a code and reason, from the
+// connection's end) joined it, and the write that failed next was
+// coder/websocket refusing to write after that close — so dropping it lost
+// the close, and the peer waited for it until coder/websocket gave up and
+// closed the socket. Frames are whole in the buffer (coder/websocket
+// writes one frame at a time), so the bytes sent are frames. A write that
+// failed at the socket fails this one at once (a broken connection, or
+// the batch's write deadline, passed).
 func (c *corkConn) drop() {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	c.corked = false
+	_ = c.flushLocked()
 	c.releaseLocked()
 	c.mu.Unlock()
 }
