@@ -123,6 +123,18 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 	return p, nil
 }
 
+// CheckABIExports is the check attach makes of a payload's ABI marker,
+// given the names of the functions it exports (build.Interface): nil for
+// a payload of this host's ABI, else an error naming the payload's, the
+// host's, and what to do. `brain inspect` makes it without attaching.
+func CheckABIExports(names []string) error {
+	m := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		m[n] = struct{}{}
+	}
+	return checkABIMarker(m)
+}
+
 // checkABIMarker reads the ABI a payload was built for from the name of
 // its version marker (abi.ExportVersion), without running it: a payload
 // built for another ABI, or for ABI 1 (which had no marker), is refused at

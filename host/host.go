@@ -9,9 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/internal/abi"
+	"github.com/brainrt/brain/internal/regularfile"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/tool"
 )
@@ -336,7 +335,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 	if !strings.HasSuffix(path, ".tool.json") {
 		return m, nil, fmt.Errorf("%s: an artifact is named <name>.tool.json", path)
 	}
-	b, err := readBounded(path, tool.MaxManifestBytes)
+	b, err := regularfile.Read(path, tool.MaxManifestBytes)
 	if err != nil {
 		return m, nil, err
 	}
@@ -344,7 +343,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 		return m, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	payloadPath := strings.TrimSuffix(path, ".tool.json") + ".wasm"
-	payload, err := readBounded(payloadPath, abi.MaxPayloadBytes)
+	payload, err := regularfile.Read(payloadPath, abi.MaxPayloadBytes)
 	if err != nil {
 		return m, nil, fmt.Errorf("%s: payload: %w", path, err)
 	}
@@ -395,33 +394,13 @@ func CheckRuntime(m tool.Manifest) error {
 		return errf(protocol.CodeInvalidRequest,
 			"artifact %q was built for runtime %s; this host implements %s: rebuild it with `brain build`, or run it with a brain that implements %s", m.Name, m.Runtime, abi.Runtime, m.Runtime)
 	default:
-		return errf(protocol.CodeInvalidRequest, "artifact %q needs runtime %q, which the WebAssembly host does not run (it runs %s)", m.Name, m.Runtime, abi.Runtime)
+		return errf(protocol.CodeInvalidRequest, "artifact %q needs runtime %q, which the WebAssembly host does not run (it runs %s; brain's JavaScript host runs %s): rebuild it with `brain build`, or run it with a brain that implements %s", m.Name, m.Runtime, abi.Runtime, tool.RuntimeJS, m.Runtime)
 	}
 }
 
 func isIdentity(s string) bool {
 	hexPart, ok := strings.CutPrefix(s, "sha256:")
 	return ok && isWazeroKey(hexPart)
-}
-
-// readBounded reads a regular file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s has %d bytes, more than the %d allowed", path, fi.Size(), limit)
-	}
-	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // LoadManifest reads an artifact (see [ReadArtifact]) and registers its

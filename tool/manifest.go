@@ -55,8 +55,10 @@ const RuntimeJS = "js/1"
 // bindings with schemas, and the hosting mode.
 func (m *Manifest) Validate() error {
 	switch {
+	case m.Format == "":
+		return fmt.Errorf("the manifest names no format: a brain artifact's names %q (made by `brain build`)", Format)
 	case m.Format != Format:
-		return fmt.Errorf("manifest format %q, want %q", m.Format, Format)
+		return fmt.Errorf("manifest format %q: this brain reads %q; rebuild the tool with this brain's `brain build`, or use a brain that reads %q", m.Format, Format, m.Format)
 	case m.Name == "":
 		return fmt.Errorf("manifest name is empty")
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/brainrt/brain/build"
 	"github.com/brainrt/brain/host"
 	"github.com/brainrt/brain/host/jshost"
-	"github.com/brainrt/brain/tool"
 )
 
 // runInspect is `brain inspect ARTIFACT`: verify the payload's identity and
@@ -27,7 +26,7 @@ runtime js/1, <name>.mjs) beside it.`,
 	if fs.NArg() != 1 {
 		return usageError(stderr, "inspect", "want exactly one ARTIFACT, got %d arguments", fs.NArg())
 	}
-	if rt, err := artifactRuntime(fs.Arg(0)); err == nil && rt == tool.RuntimeJS {
+	if rt, err := artifactRuntime(fs.Arg(0)); err == nil && isScriptRuntime(rt) {
 		return inspectScript(fs.Arg(0), stdout, stderr)
 	}
 	m, payload, err := host.ReadArtifact(fs.Arg(0))
@@ -35,9 +34,14 @@ runtime js/1, <name>.mjs) beside it.`,
 		fmt.Fprintln(stderr, "brain inspect:", err)
 		return 1
 	}
-	imports, err := build.Imports(ctx, payload)
+	imports, exports, err := build.Interface(ctx, payload)
+	if err == nil {
+		// What attach would refuse before anything runs, refused here
+		// too: a payload of another ABI is no verified artifact.
+		err = host.CheckABIExports(exports)
+	}
 	if err != nil {
-		fmt.Fprintln(stderr, "brain inspect:", err)
+		fmt.Fprintf(stderr, "brain inspect: %s: %v\n", fs.Arg(0), err)
 		return 1
 	}
 	mj, _ := json.MarshalIndent(m, "", "  ")

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/brainrt/brain/host"
 	"github.com/brainrt/brain/host/jshost"
+	"github.com/brainrt/brain/internal/regularfile"
 	"github.com/brainrt/brain/tool"
 )
 
@@ -19,7 +20,7 @@ import (
 // artifactRuntime reads the runtime field of the manifest at path; the
 // host that loads the artifact then reads the whole manifest strictly.
 func artifactRuntime(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := regularfile.Read(path, tool.MaxManifestBytes) // not a FIFO's open, which blocks
 	if err != nil {
 		return "", err
 	}
@@ -51,6 +52,11 @@ func (s *scriptHost) get() (*jshost.Host, error) {
 	return s.h, nil
 }
 
+// isScriptRuntime reports whether an artifact of runtime rt goes to the
+// JavaScript host: js/1, and any other js/N, which that host refuses
+// saying which it runs.
+func isScriptRuntime(rt string) bool { return strings.HasPrefix(rt, "js/") }
+
 // loadArtifact loads the artifact at path through the host its runtime
 // needs.
 func loadArtifact(path string, wasm *host.Host, js *scriptHost) (tool.Attachable, error) {
@@ -58,7 +64,7 @@ func loadArtifact(path string, wasm *host.Host, js *scriptHost) (tool.Attachable
 	if err != nil {
 		return nil, err
 	}
-	if rt == tool.RuntimeJS {
+	if isScriptRuntime(rt) {
 		h, err := js.get()
 		if err != nil {
 			return nil, err

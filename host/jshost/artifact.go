@@ -8,14 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/brainrt/brain/internal/regularfile"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/tool"
 )
@@ -121,7 +120,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 	if !strings.HasSuffix(path, ".tool.json") {
 		return m, nil, fmt.Errorf("%s: an artifact is named <name>.tool.json", path)
 	}
-	b, err := readBounded(path, tool.MaxManifestBytes)
+	b, err := regularfile.Read(path, tool.MaxManifestBytes)
 	if err != nil {
 		return m, nil, err
 	}
@@ -129,7 +128,7 @@ func ReadArtifact(path string) (tool.Manifest, []byte, error) {
 		return m, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	payloadPath := PayloadPath(path)
-	payload, err := readBounded(payloadPath, MaxPayloadBytes)
+	payload, err := regularfile.Read(payloadPath, MaxPayloadBytes)
 	if err != nil {
 		return m, nil, fmt.Errorf("%s: payload: %w", path, err)
 	}
@@ -153,7 +152,11 @@ func DecodeManifest(b []byte) (tool.Manifest, error) {
 	if err := m.Validate(); err != nil {
 		return tool.Manifest{}, err
 	}
-	if m.Runtime != tool.RuntimeJS {
+	switch {
+	case m.Runtime == tool.RuntimeJS:
+	case strings.HasPrefix(m.Runtime, "js/"):
+		return tool.Manifest{}, fmt.Errorf("artifact %q was built for runtime %s; this brain's JavaScript host implements %s: rebuild it with `brain build`, or run it with a brain that implements %s", m.Name, m.Runtime, tool.RuntimeJS, m.Runtime)
+	default:
 		return tool.Manifest{}, fmt.Errorf("manifest %q: runtime %q, want %q: this host runs JavaScript payloads only", m.Name, m.Runtime, tool.RuntimeJS)
 	}
 	if !isIdentity(m.Payload) {
@@ -169,26 +172,6 @@ func isIdentity(s string) bool {
 	}
 	_, err := hex.DecodeString(h)
 	return err == nil && strings.ToLower(h) == h
-}
-
-// readBounded reads a regular file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s has %d bytes, more than the %d allowed", path, fi.Size(), limit)
-	}
-	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // LoadManifest reads an artifact (see [ReadArtifact]) and registers its
