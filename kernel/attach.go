@@ -101,8 +101,13 @@ func (e *Environment) provision(ctx context.Context, a Attachment) (*attached, p
 		}
 	}
 	e.mu.RUnlock()
-	if dup {
-		return nil, protocol.CodeConflict, fmt.Errorf("a tool named %q is already attached; detach it first", m.Name)
+	switch {
+	case dup:
+		return nil, protocol.CodeConflict, alreadyAttached(m.Name)
+	case session.IsBuiltin(m.Name):
+		// Every session has it already and refuses the registration: the
+		// tool would attach, and then no session could open.
+		return nil, protocol.CodeConflict, fmt.Errorf("%q is the name of a capability every session has built in, which no tool replaces: give the tool another name", m.Name)
 	}
 	if len(missing) > 0 {
 		return nil, protocol.CodeUnavailable, fmt.Errorf("requires %v, which this environment does not provide (provides %v)", missing, e.providesSorted())
@@ -181,13 +186,18 @@ func (e *Environment) providesSorted() []string {
 	return out
 }
 
+// alreadyAttached is the refusal of a second tool of one name.
+func alreadyAttached(name string) error {
+	return fmt.Errorf("a tool named %q is already attached: an environment attaches a name once (a config lists it once, in tools: or in artifacts:)", name)
+}
+
 // install adds a provisioned tool and registers it in every exposed
 // session; if a session refuses it, it is not attached.
 func (e *Environment) install(name string, at *attached) (protocol.Code, error) {
 	e.mu.Lock()
 	if _, dup := e.tools[name]; dup {
 		e.mu.Unlock()
-		return protocol.CodeConflict, fmt.Errorf("a tool named %q is already attached; detach it first", name)
+		return protocol.CodeConflict, alreadyAttached(name)
 	}
 	e.tools[name] = at
 	sessions := slices.Clone(e.sessions)

@@ -114,6 +114,10 @@ func TestAttachFailures(t *testing.T) {
 	initPanics := readTool.WithInit(func(context.Context, fsHandles, tool.None) error { panic("init exploded") })
 	badManifest := tool.New(tool.Spec{Name: "bad", Description: "d", InputSchema: json.RawMessage(`{"type":7}`)},
 		func(ctx *tool.Context[tool.None, tool.None], in struct{}) (string, error) { return "", nil })
+	// A probe's artifact of this name attached, and then no session could
+	// open: each refused the registration.
+	builtinName := tool.New(tool.Spec{Name: session.CapabilitiesListName, Description: "d"},
+		func(ctx *tool.Context[tool.None, tool.None], in struct{}) (string, error) { return "", nil })
 
 	tests := []struct {
 		name   string
@@ -131,6 +135,7 @@ func TestAttachFailures(t *testing.T) {
 		{"init panics", kernel.Attachment{Tool: initPanics}, protocol.CodeInternal, "init panicked: init exploded"},
 		{"schema does not compile", kernel.Attachment{Tool: badManifest}, protocol.CodeInvalidRequest, "input_schema"},
 		{"no tool", kernel.Attachment{}, protocol.CodeInvalidRequest, "no tool given"},
+		{"a built-in's name", kernel.Attachment{Tool: builtinName}, protocol.CodeConflict, `"__capabilities.list" is the name of a capability every session has built in`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,8 +160,8 @@ func TestAttachFailures(t *testing.T) {
 		e := newEnv(t, nil)
 		e.Attach(context.Background(), kernel.Attachment{Tool: readTool})
 		rec := e.Attach(context.Background(), kernel.Attachment{Tool: readTool})
-		if len(rec.Failures) != 1 || rec.Failures[0].Code != protocol.CodeConflict {
-			t.Errorf("receipt = %+v, want one conflict", rec)
+		if len(rec.Failures) != 1 || rec.Failures[0].Code != protocol.CodeConflict || !strings.Contains(rec.Failures[0].Reason, "a config lists it once") {
+			t.Errorf("receipt = %+v, want one conflict saying a name attaches once", rec)
 		}
 	})
 	t.Run("not set up", func(t *testing.T) {

@@ -456,6 +456,10 @@ var capabilitiesList = sync.OnceValue(func() *registration {
 		logKey: "capability:framework:" + c.Name, rev: rev}
 })
 
+// IsBuiltin reports whether name is a capability every session has built
+// in (origin framework), which no peer and no tool can register.
+func IsBuiltin(name string) bool { return name == CapabilitiesListName }
+
 // registerBuiltins installs __capabilities.list (origin framework), which
 // no peer can register, replace or deregister.
 func (s *Session) registerBuiltins() {
