@@ -22,8 +22,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/kernel"
+	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/store"
+	"github.com/brainrt/brain/tool"
 )
 
 // runCLI runs brain with args and returns the exit code and both outputs.
@@ -127,8 +131,8 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestServePortClash: a port in use fails the start (exit 1) before any
-// token, tokens file or workspace is created.
+// TestServePortClash: a port in use fails the start (exit 1), saying what
+// to do, before any token, tokens file or workspace is created.
 func TestServePortClash(t *testing.T) {
 	t.Chdir(t.TempDir())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -137,7 +141,7 @@ func TestServePortClash(t *testing.T) {
 	}
 	defer l.Close()
 	code, stdout, stderr := runCLI(t, "serve", "--addr", l.Addr().String(), "--data", "data")
-	if code != 1 || !strings.Contains(stderr, "brain serve: listen on "+l.Addr().String()+": bind: address already in use") {
+	if code != 1 || !strings.Contains(stderr, "brain serve: listen on "+l.Addr().String()+": bind: address already in use (another process has this port — a brain serve still running? — or give another with --addr)") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 	if strings.Contains(stdout, "token") {
@@ -275,4 +279,40 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	pool = x509.NewCertPool()
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
+}
+
+type hintFS struct{ FS handle.FS }
+type hintBindings struct {
+	Token string `json:"token"`
+}
+
+// TestAttachHints: an attach that lacks a handle or a binding value says
+// how to give it — brain run's flag, or the config's key — from the
+// kernel's own refusals.
+func TestAttachHints(t *testing.T) {
+	e := kernel.New(nil)
+	if rec := e.Setup(context.Background()); len(rec.Failures) > 0 {
+		t.Fatal(rec.Failures)
+	}
+	defer e.Close()
+	needsFS := tool.New(tool.Spec{Name: "needs.fs", Description: "d"},
+		func(*tool.Context[hintFS, tool.None], struct{}) (string, error) { return "", nil })
+	needsToken := tool.New(tool.Spec{Name: "needs.token", Description: "d"},
+		func(*tool.Context[tool.None, hintBindings], struct{}) (string, error) { return "", nil })
+	rec := e.Attach(context.Background(), kernel.Attachment{Tool: needsFS}, kernel.Attachment{Tool: needsToken})
+	if len(rec.Failures) != 2 {
+		t.Fatalf("failures: %+v", rec.Failures)
+	}
+	want := map[string][2]string{
+		"needs.fs":    {"--grants FILE", "the config's grants: file"},
+		"needs.token": {"--binding NAME=JSON", "the config's bindings:"},
+	}
+	for _, f := range rec.Failures {
+		if run, serve := attachHint(f, true), attachHint(f, false); !strings.Contains(run, want[f.Name][0]) || !strings.Contains(serve, want[f.Name][1]) {
+			t.Errorf("%s (%s): hints %q and %q", f.Name, f.Reason, run, serve)
+		}
+	}
+	if h := attachHint(kernel.Failure{Code: protocol.CodeInternal, Reason: "init: boom"}, true); h != "" {
+		t.Errorf("a failure without a plain remedy got a hint: %q", h)
+	}
 }

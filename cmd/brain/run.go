@@ -105,6 +105,9 @@ workspace that does not load, 2 for bad usage.`,
 	if !rec.OK() {
 		f := rec.Failures[0]
 		out = protocol.Fail(f.Code, "attach %s: %s", f.Name, f.Reason)
+		if h := attachHint(f, true); h != "" {
+			fmt.Fprintln(stderr, "brain run:", h) // stdout is the outcome alone
+		}
 	} else {
 		out = env.Invoke(ctx, art.Manifest().Name, kernel.Call{Input: json.RawMessage(*input)})
 	}

@@ -102,7 +102,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	}
 	l, err := net.Listen("tcp", a.addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", a.addr, unwrapOp(err))
+		return fmt.Errorf("listen on %s: %w%s", a.addr, unwrapOp(err), inUseHint(err, "--addr"))
 	}
 	defer l.Close()
 	warnPlaintext(logger, l.Addr(), tlsConfig != nil)
@@ -413,14 +413,37 @@ func buildEnvironment(ctx context.Context, cfg *serveConfig, data string, logger
 	return env, cleanup, nil
 }
 
-// attachError lists every failure of an attach receipt, one per line.
+// attachError lists every failure of an attach receipt, one per line,
+// each with what to change in the config when that is plain.
 func attachError(rec kernel.AttachReceipt, total int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "attach: %d of %d tools failed", len(rec.Failures), total)
 	for _, f := range rec.Failures {
 		fmt.Fprintf(&b, "\n  %s: %s: %s", f.Name, f.Code, f.Reason)
+		if h := attachHint(f, false); h != "" {
+			fmt.Fprintf(&b, " (%s)", h)
+		}
 	}
 	return errors.New(b.String())
+}
+
+// attachHint says how to give an attach what it lacked — a handle the
+// grants do not provide, a binding without a value — in brain run's
+// flags or a config's keys; "" for other failures.
+func attachHint(f kernel.Failure, forRun bool) string {
+	switch {
+	case f.Code == protocol.CodeUnavailable && strings.Contains(f.Reason, "which this environment does not provide"):
+		if forRun {
+			return "grant it with --grants FILE, a grants file with a section for each handle: docs/grants.md; examples/grants.yaml grants them all"
+		}
+		return "grant it in the config's grants: file, a section for each handle: docs/grants.md"
+	case f.Code == protocol.CodeInvalidInput && strings.Contains(f.Reason, "has no value"):
+		if forRun {
+			return "give it with --binding NAME=JSON"
+		}
+		return "give it in the config's bindings: under the tool's name: docs/serve.md"
+	}
+	return ""
 }
 
 func toolList(env *kernel.Environment) []string {

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/brainrt/brain/console"
@@ -55,13 +56,22 @@ func consoleAddress(flag, kernelAddr string) string {
 }
 
 // listenConsole opens the console's listener; "" and "off" mean none.
+// inUseHint is what to do when a listener's port is taken, for a listen
+// error; "" for any other.
+func inUseHint(err error, flag string) string {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return ""
+	}
+	return " (another process has this port — a brain serve still running? — or give another with " + flag + ")"
+}
+
 func listenConsole(addr string, tlsConfig *tls.Config) (net.Listener, error) {
 	if addr == "" || addr == "off" {
 		return nil, nil
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s (--console-addr): %w", addr, unwrapOp(err))
+		return nil, fmt.Errorf("listen on %s (--console-addr): %w%s", addr, unwrapOp(err), inUseHint(err, "--console-addr"))
 	}
 	if tlsConfig != nil {
 		l = tls.NewListener(l, tlsConfig)
