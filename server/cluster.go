@@ -120,10 +120,11 @@ var ErrLeaseLost = errors.New("this node no longer owns the session")
 // this node or another. The session's in-memory events after durable are
 // thrown away with it.
 //
-// A user invocation's ack names a call whose first event the session
-// emits a moment later: the ack waits until that event is stored
-// (admits), so that a peer never holds the id of a call a new owner would
-// not know.
+// A user invocation's ack names a call: it waits until the call's first
+// event is stored (admits), so that a peer never holds the id of a call a
+// new owner would not know. session.Start returns only once that event is
+// in the journal, on every node kind, so the wait is a guard that finds
+// it stored.
 type fencedJournal struct {
 	j        session.Journal
 	lease    Lease

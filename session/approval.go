@@ -70,6 +70,7 @@ func canonicalInput(input []byte) (json.RawMessage, error) {
 // requestLocked publishes the current approval request of c.
 func (s *Session) requestLocked(c *call) {
 	c.requested = true
+	defer c.firstEventOutLocked() // the request is the first event of a call that needs approval
 	s.emitLocked(entry{typ: protocol.TypeApprovalRequested, owner: &c.reg.owner, msg: &protocol.ApprovalRequested{
 		CallID: c.id, Name: c.name, Input: c.input, Invoker: c.invoker, InputDigest: c.digest, Revision: c.reg.rev, Detached: c.detached,
 	}})

@@ -46,6 +46,9 @@ func (s *Session) emitLocked(e entry) {
 	if e.call != nil && e.owner == nil {
 		e.owner = &e.call.reg.owner
 	}
+	if c := e.call; c != nil && c.emitted != nil { // its first event: Start waits for it
+		defer c.firstEventOutLocked() // after the journal and the log, or a refusal
+	}
 	if j := s.opts.Journal; j != nil {
 		seq := s.events.last + 1
 		e.msg = e.message() // made once: the log keeps it for its subscribers

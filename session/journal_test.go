@@ -250,3 +250,41 @@ func TestJournaledLogKeepsNoFinishedCall(t *testing.T) {
 	}
 	t.Fatal("a finished call is still reachable from its journaled session")
 }
+
+// TestInvokeAckAfterItsCallIsJournaled: the ack of a user's
+// capability_invoke comes once the call's first event — capability_invoked,
+// or approval_requested — is in the journal, and its seq is at or after
+// it: a kill right after the ack leaves no acknowledged call that a
+// restart does not know. The ack had come first (the call started on a
+// goroutine of its own), and a probe's kill -9 lost 0–7 acknowledged
+// calls a session.
+func TestInvokeAckAfterItsCallIsJournaled(t *testing.T) {
+	for _, approval := range []bool{false, true} {
+		t.Run(fmt.Sprint("approval ", approval), func(t *testing.T) {
+			j := &memJournal{}
+			s := session.New("acked", &session.Options{Journal: j})
+			c := jClientCap("ui.open", approval)
+			c.Audience = []protocol.Audience{protocol.AudienceUser}
+			if err := s.Register(session.Client, c); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				reply := s.HandleFrame(session.Client, &protocol.Frame{ID: fmt.Sprint("i", i), Msg: &protocol.CapabilityInvoke{Name: "ui.open", Input: json.RawMessage(`{}`)}})
+				ack, ok := reply.Msg.(*protocol.Ack)
+				if !ok {
+					t.Fatalf("reply %+v", reply.Msg)
+				}
+				var first uint64
+				for _, e := range j.events(t) { // what a restart would read, as the ack leaves
+					if protocol.CallIDOf(e.Msg) == ack.CallID {
+						first = e.Seq
+						break
+					}
+				}
+				if first == 0 || first > reply.Seq {
+					t.Fatalf("call %d: its first journaled event is at seq %d (0: none), the ack's seq %d", i, first, reply.Seq)
+				}
+			}
+		})
+	}
+}
