@@ -73,11 +73,11 @@ type call struct {
 	detached         bool // made by Start: nobody waits in the kernel, the outcome is an event
 	// emitted, for a call made by Start, is closed once the call's first
 	// event is in the log (and so in the journal): Start returns then.
-	emitted chan struct{}
-	finished         bool
-	unjournaled      bool             // finished in memory only: the journal was closed (a stop), so it stays pending in the store
-	lastProgress     time.Time        // when the last capability_progress was passed on (progress.go)
-	outcome          protocol.Outcome // read without the lock only after done is closed
+	emitted      chan struct{}
+	finished     bool
+	unjournaled  bool             // finished in memory only: the journal was closed (a stop), so it stays pending in the store
+	lastProgress time.Time        // when the last capability_progress was passed on (progress.go)
+	outcome      protocol.Outcome // read without the lock only after done is closed
 	// The invoker's context and the withdrawal of what its approval hook
 	// was told (invoker.go): kept to tell it of a re-issued request.
 	askCtx      context.Context
