@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
 )
@@ -18,10 +19,13 @@ import (
 // TestStopAnswersMCPRequests: a stop waits for an MCP POST being answered
 // (within its bound) before it closes the journals, and refuses one that
 // arrives meanwhile unserved (503 with Brain-Not-Served), which a
-// forwarding node sends to the session's next owner.
+// forwarding node sends to the session's next owner; a WebSocket open
+// before the stop starts nothing new meanwhile (a probe's clients had
+// kept starting calls until the stop's bound).
 func TestStopAnswersMCPRequests(t *testing.T) {
 	const modelToken = "model-token-0123456789"
-	tokens, err := server.NewTokens(server.Token{Token: modelToken, Side: "model", Tenant: "t"})
+	tokens, err := server.NewTokens(server.Token{Token: modelToken, Side: "model", Tenant: "t"},
+		server.Token{Token: clientToken, Side: "client", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +64,9 @@ func TestStopAnswersMCPRequests(t *testing.T) {
 		answered <- body
 	}()
 	testutil.Recv(t, entered, "the POST being answered")
+	f := &fixture{t: t, srv: hs}
+	ws := f.dial(clientToken, "d1", "")
+	ws.until(ofType(protocol.TypeSnapshot))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopped := make(chan struct{})
@@ -85,6 +92,10 @@ func TestStopAnswersMCPRequests(t *testing.T) {
 	if resp, body := post(); resp == nil || resp.StatusCode != http.StatusServiceUnavailable ||
 		resp.Header.Get("Brain-Not-Served") == "" || !strings.Contains(body, "the node is stopping") {
 		t.Fatalf("a POST during the stop: %v %s", resp, body)
+	}
+	ws.send("reg", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("late.cap", false)}})
+	if r, ok := ws.reply("reg").Msg.(*protocol.ErrorReply); !ok || r.Code != protocol.CodeUnavailable || !strings.Contains(r.Message, "the node is stopping") {
+		t.Fatalf("a registration during the stop: %+v", r)
 	}
 	select {
 	case <-stopped:

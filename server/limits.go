@@ -130,10 +130,16 @@ type journals struct {
 
 // Admit reports whether session s may take new work: nil, or a
 // quota_exceeded error when its journal has reached
-// Limits.JournalBytesPerSession. The WebSocket endpoint asks before every
-// capability_register, capability_invoke and turn_start; the MCP endpoint
-// should ask before every tools/call (mcpbridge.ServerOptions.Admit).
+// Limits.JournalBytesPerSession, or unavailable once the node is stopping
+// (a connection open before the stop could otherwise start calls until
+// its end, and the stop's drain waited for them to its bound). The
+// WebSocket endpoint asks before every capability_register,
+// capability_invoke and turn_start; the MCP endpoint should ask before
+// every tools/call (mcpbridge.ServerOptions.Admit).
 func (m *Manager) Admit(s *session.Session) *protocol.Error {
+	if m.halting.Load() {
+		return protocol.Errorf(protocol.CodeUnavailable, "the node is stopping: nothing new starts here; reconnect (in a cluster, another node takes the session) and send it again")
+	}
 	if m.journals.limit < 0 {
 		return nil
 	}

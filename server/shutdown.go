@@ -43,6 +43,7 @@ var ErrStopping = errors.New("the node is stopping")
 func (m *Manager) Stop(ctx context.Context) {
 	m.mu.Lock()
 	m.stopping = true
+	m.halting.Store(true)
 	m.mu.Unlock()
 	for {
 		running, answering := m.busy() // cluster_drain.go
