@@ -360,6 +360,21 @@ func TestTokensFile(t *testing.T) {
 			t.Fatal("the existing client token was lost")
 		}
 	})
+	t.Run("a misspelt key is refused, not dropped", func(t *testing.T) {
+		// Dropped, "tenat" had left the token a tenant of its own, and the
+		// next rewrite of the file erased the typo.
+		dir := t.TempDir()
+		body := `{"tokens":[{"token":"client-token-0123456789","side":"client","tenat":"acme"}]}`
+		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := server.LoadOrCreateTokens(dir); err == nil || !strings.Contains(err.Error(), `unknown field "tenat"`) || !strings.Contains(err.Error(), "keys are token, side, name, tenant and app") {
+			t.Fatalf("err = %v, want the unknown key named", err)
+		}
+		if raw, _ := os.ReadFile(filepath.Join(dir, "tokens.json")); string(raw) != body {
+			t.Fatalf("the refused file was rewritten:\n%s", raw)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		tok  server.Token

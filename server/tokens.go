@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"unicode"
 
@@ -285,9 +287,20 @@ func parseTokens(path string, b []byte) ([]Token, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s is readable by others (mode %v): chmod 600 it", path, fi.Mode().Perm())
 	}
+	// Strict: a misspelt key ("tenat") was dropped, and the token went to
+	// a tenant of its own — another tenant than meant — while brain's next
+	// rewrite of the file erased the typo.
 	var f tokenFile
-	if err := json.Unmarshal(b, &f); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		if strings.Contains(err.Error(), "unknown field") {
+			return nil, fmt.Errorf("%s: %w (a token's keys are token, side, name, tenant and app, in an object under \"tokens\")", path, err)
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: data after the tokens object", path)
 	}
 	if err := checkTokens(f.Tokens); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
