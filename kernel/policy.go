@@ -37,7 +37,7 @@ type Policy struct {
 	// session makes it. It is a trust decision — the tool is trusted not
 	// to keep one session's data where another's calls can read it — that
 	// saves instantiating the tool once per session. Unset, instances are
-	// per session (docs/security.md, "Artifact state").
+	// per session (docs/security.md, "Artifacts (WebAssembly)", "State stays in its session").
 	ShareInstances *bool
 }
 

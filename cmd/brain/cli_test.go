@@ -102,6 +102,7 @@ func TestUsageErrors(t *testing.T) {
 		{"run bad input", []string{"run", "a.tool.json", "--input", "{nope"}, "--input is not JSON"},
 		{"build no -o", []string{"build", "./x"}, "-o DIR is required"},
 		{"tls half", []string{"serve", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{"negative shutdown timeout", []string{"serve", "--shutdown-timeout", "-1s"}, "--shutdown-timeout and --hibernate take a duration of 0 or more"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

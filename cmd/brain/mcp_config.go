@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // mcpHosts are the hosts brain mcp-config writes for, each with where its
@@ -21,6 +22,13 @@ var mcpHosts = []struct {
 	{"claude-desktop", "claude_desktop_config.json (Settings, Developer, Edit Config); Claude Desktop launches stdio servers only, so it runs brain mcp --url"},
 	{"cursor", "~/.cursor/mcp.json, or the project's .cursor/mcp.json; Cursor expands ${env:BRAIN_TOKEN}"},
 	{"vscode", "the workspace's .vscode/mcp.json; VS Code asks for the token once (an input) and keeps it in its secret storage"},
+}
+
+// transientExecutable reports whether exe is a binary `go run` built: it
+// runs from a go-build directory — of the build cache, which Go trims, or
+// of the temporary directory, which it removes when the run ends.
+func transientExecutable(exe string) bool {
+	return strings.Contains(exe, string(filepath.Separator)+"go-build")
 }
 
 // runMCPConfig is `brain mcp-config`: the configuration block an MCP host
@@ -44,6 +52,12 @@ the block is printed on stderr.`,
 	}
 	if code, ok := noArgs(stderr, "mcp-config", fs.Args()); !ok {
 		return code
+	}
+	if *host == "" {
+		return usageError(stderr, "mcp-config", "--host is required: claude-code, claude-desktop, cursor or vscode")
+	}
+	if *sessionID == "" {
+		return usageError(stderr, "mcp-config", "--session is required: the session the host joins")
 	}
 	endpoint, err := sessionMCPEndpoint(*kernelURL, *sessionID)
 	if err != nil {
@@ -75,6 +89,9 @@ the block is printed on stderr.`,
 			if exe, err = os.Executable(); err != nil {
 				exe = "brain"
 			}
+			if transientExecutable(exe) {
+				fmt.Fprintf(stderr, "brain mcp-config: warning: this brain runs from %s, a build of `go run` in a directory Go cleans out: the host could not start it later. Install brain (`go install ./cmd/brain`) and run mcp-config from there, or pass --brain with the path of a brain that stays\n", exe)
+			}
 		}
 		tf := *tokenFile
 		if tf == "" {
@@ -83,11 +100,12 @@ the block is printed on stderr.`,
 		if abs, err := filepath.Abs(tf); err == nil {
 			tf = abs // the host starts brain in a directory of its own
 		}
+		if _, err := os.Stat(tf); err != nil {
+			fmt.Fprintf(stderr, "brain mcp-config: warning: the token file %s does not exist yet: put the kernel's model token in it, alone, readable by you only (docs/agent.md, \"MCP hosts\")\n", tf)
+		}
 		block = map[string]any{"mcpServers": map[string]any{*name: map[string]any{
 			"command": exe, "args": []string{"mcp", "--url", *kernelURL, "--session", *sessionID, "--token-file", tf},
 		}}}
-	case "":
-		return usageError(stderr, "mcp-config", "--host is required: claude-code, claude-desktop, cursor or vscode")
 	default:
 		return usageError(stderr, "mcp-config", "--host %q: want claude-code, claude-desktop, cursor or vscode", *host)
 	}

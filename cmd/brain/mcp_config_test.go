@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -69,6 +70,26 @@ func TestMCPConfigInDocs(t *testing.T) {
 		if !seen[h] {
 			t.Errorf("docs/mcp.md shows no block for %s", h)
 		}
+	}
+}
+
+// TestMCPConfigWarnings: a Claude Desktop block naming a brain `go run`
+// built (which Go cleans out) or a token file not made yet is printed
+// with a warning saying what to do; a missing --session is named as such.
+func TestMCPConfigWarnings(t *testing.T) {
+	if !transientExecutable("/root/.cache/go-build/5a/5a50-d/brain") || !transientExecutable("/tmp/go-build123/b001/exe/brain") || transientExecutable("/usr/local/bin/brain") {
+		t.Fatal("transientExecutable does not tell go run's builds from an installed brain")
+	}
+	var out, errb bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "model-token")
+	if code := run(context.Background(), []string{"mcp-config", "--host", "claude-desktop", "--session", "demo", "--brain", "/usr/local/bin/brain", "--token-file", missing}, &out, &errb); code != exitOK ||
+		!strings.Contains(errb.String(), "warning: the token file "+missing+" does not exist yet") || strings.Contains(errb.String(), "go run") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"mcp-config", "--host", "cursor"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "--session is required") {
+		t.Fatalf("no --session: exit %d, stderr %q", code, errb.String())
 	}
 }
 

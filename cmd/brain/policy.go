@@ -27,7 +27,7 @@ type policyConfig struct {
 	DisplayName      string   `yaml:"displayName"`
 	PromptFragment   string   `yaml:"promptFragment"`
 	// ShareInstances lets the tool's instances serve every session: a
-	// trust decision (docs/security.md, "Artifact state").
+	// trust decision (docs/security.md, "Artifacts (WebAssembly)", "State stays in its session").
 	ShareInstances *bool `yaml:"shareInstances"`
 }
 

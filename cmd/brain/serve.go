@@ -43,7 +43,7 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	nodeID := fs.String("node-id", "", "run as this node of a cluster sharing --nats (docs/cluster.md)")
 	advertise := fs.String("advertise", "", "cluster: this node's URL for the other nodes (default: http(s)://--addr)")
 	leaseTTL := fs.Duration("lease-ttl", 0, "cluster: session lease TTL, the same on every node (default 20s)")
-	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "on SIGTERM, stop within this long: running tools get until then to finish; calls awaiting approvals or peers are left for the next start")
+	shutdownTimeout := fs.Duration("shutdown-timeout", defaultShutdownTimeout, "on SIGINT or SIGTERM, stop within this long: running tools get until then to finish; calls awaiting approvals or peers are left for the next start")
 	config := fs.String("config", "", "environment config (docs/serve.md); default: the example tools over ./workspace")
 	idle := fs.Duration("hibernate", 10*time.Minute, "drop sessions idle this long from memory (they wake on the next message)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS and WSS with this PEM certificate (chain) file; needs --tls-key")
@@ -67,6 +67,9 @@ the tokens file and prints the tokens. SIGINT or SIGTERM stop it gracefully.`,
 	a := serveArgs{addr: *addr, data: *data, nats: *natsURL, config: *config, idle: *idle, tlsCert: *tlsCert, tlsKey: *tlsKey, consoleAddr: *consoleAddr}
 	a.nodeID, a.advertise, a.leaseTTL = *nodeID, *advertise, *leaseTTL // serve_cluster.go
 	a.shutdownTimeout = *shutdownTimeout
+	if *shutdownTimeout < 0 || *idle < 0 {
+		return usageError(stderr, "serve", "--shutdown-timeout and --hibernate take a duration of 0 or more (0: the default), not %v", min(*shutdownTimeout, *idle))
+	}
 	if err := checkClusterFlags(a); err != nil {
 		return usageError(stderr, "serve", "%v", err)
 	}
