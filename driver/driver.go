@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,7 +130,7 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 			if reply != nil && reply.Text != "" {
 				_ = s.AppendMessage(turn, protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text})
 			}
-			return protocol.TurnError, fmt.Errorf("model step %d: %w", step, err)
+			return protocol.TurnError, fmt.Errorf("model step %d: %w%s", step, err, unreachableHint(err))
 		}
 		msg := protocol.ChatMessage{Role: protocol.RoleAssistant, Text: reply.Text, Usage: reply.Usage, DurationMs: took.Milliseconds()}
 		calls := make([]pendingCall, len(reply.ToolCalls))
@@ -175,6 +176,19 @@ func (d *Driver) Run(ctx context.Context, s *session.Session, turn int) (protoco
 		}
 	}
 	return protocol.TurnStepLimit, fmt.Errorf("the model was still calling tools after %d steps (the step limit)", d.opts.MaxSteps)
+}
+
+// unreachableHint says what to check when nothing answered at the model
+// API's address (a local model server not started, a wrong port); "" for
+// other failures.
+func unreachableHint(err error) string {
+	// Read from the text too: the provider's error is rebuilt, its key
+	// redacted (redact.go), and the *net.OpError is not kept.
+	var oe *net.OpError
+	if !(errors.As(err, &oe) && oe.Op == "dial") && !strings.Contains(err.Error(), ": dial tcp ") {
+		return ""
+	}
+	return " (nothing answers at the model API's address: is the model server running, at that address? It is the config's model.url, or brain chat's --model-url)"
 }
 
 // conversation is what a turn sends the model: the session's

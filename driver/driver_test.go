@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -635,5 +636,25 @@ func TestFailedStepKeepsItsText(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != "Hel" {
 		t.Fatalf("assistant messages %q, want the streamed %q", got, "Hel")
+	}
+}
+
+// TestUnreachableModelSaysWhatToCheck: a model API nothing answers at (a
+// local model server not started) ends the turn with the address and
+// what to check, not a bare "connection refused".
+func TestUnreachableModelSaysWhatToCheck(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	m, err := driver.NewOpenAI(driver.ProviderOptions{BaseURL: "http://" + addr + "/v1", APIKey: "k", Model: "m", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason, err := driver.New(m, nil).Turn(testutil.Context(t), session.New("unreachable", nil), "hi")
+	if reason != protocol.TurnError || err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "is the model server running") {
+		t.Fatalf("turn ended %s: %v", reason, err)
 	}
 }
