@@ -73,9 +73,9 @@ type Manager struct {
 
 	mu       sync.Mutex
 	live     map[string]*managed
-	stopping bool // Stop or Close was called: no session is opened (shutdown.go)
+	stopping bool        // Stop or Close was called: no session is opened (shutdown.go)
 	halting  atomic.Bool // stopping, read without the lock: no new work is admitted (Admit)
-	requests int  // requests a stop waits for: MCP POSTs being answered (cluster_drain.go)
+	requests int         // requests a stop waits for: MCP POSTs being answered (cluster_drain.go)
 
 	inbox inbox // pending approvals across sessions, for the console
 
