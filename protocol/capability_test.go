@@ -199,6 +199,10 @@ func TestValidateNameHidden(t *testing.T) {
 		"a\xffb":      "must be UTF-8",
 		"a\u3000b":    "U+3000",
 		"a\U000e0001": "U+E0001",
+		"a\u034fb":    "U+034F",
+		"a\u3164b":    "U+3164",
+		"a\ufffeb":    "U+FFFE",
+		"a\ufe0fb":    "U+FE0F",
 	} {
 		if err := protocol.ValidateName(name); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+q: %v, want an error naming %s", name, err, want)

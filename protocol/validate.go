@@ -46,10 +46,15 @@ func ValidateName(name string) error {
 }
 
 // hiddenRune reports whether r may not be in a name: a space, control or
-// format character — invisible, or changing how the characters around it
-// are shown — or U+FFFD.
+// format character, another character Unicode says to show as nothing
+// (default ignorable: the combining grapheme joiner, the Hangul fillers,
+// variation selectors), a noncharacter (U+FFFE) — invisible, or changing
+// how the characters around it are shown — or U+FFFD.
 func hiddenRune(r rune) bool {
-	return r == utf8.RuneError || unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Zs)
+	return r == utf8.RuneError || unicode.IsSpace(r) || unicode.IsControl(r) ||
+		unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Zs,
+			unicode.Other_Default_Ignorable_Code_Point, // shown as nothing: U+034F, U+115F, U+3164, U+FFA0, …
+			unicode.Variation_Selector, unicode.Noncharacter_Code_Point)
 }
 
 // Validate checks what the wire types alone decide about a capability: a

@@ -463,6 +463,7 @@ func TestWatchTokensSeesEveryChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the file after chmod 600", func() bool { return accepted("token-bbbbbbbbbbbbbbbbbbbb") })
+	waitFor("the log that the refusal is over", func() bool { return strings.Contains(logs.String(), "tokens file read again") })
 	if accepted("token-aaaaaaaaaaaaaaaaaaaa") {
 		t.Fatal("the revoked token is still accepted after chmod 600")
 	}

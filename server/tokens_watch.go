@@ -75,8 +75,12 @@ func WatchTokens(ctx context.Context, tokens *Tokens, path string, interval time
 			}
 			continue
 		}
+		if lastErr != "" { // the refusal logged is over: say so
+			log.Info("tokens file read again: its tokens are in use", slog.String("path", path), slog.Int("tokens", len(list)))
+		} else {
+			log.Debug("tokens read", slog.String("path", path), slog.Int("tokens", len(list)))
+		}
 		failed, lastErr, applied = false, "", data
-		log.Debug("tokens read", slog.String("path", path), slog.Int("tokens", len(list)))
 	}
 }
 

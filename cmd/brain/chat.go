@@ -411,6 +411,10 @@ func (c *chat) piped(ctx context.Context) int {
 		return exitOK
 	}
 	end, final, err := c.turn(ctx, msg, false)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(c.stderr, "brain chat: interrupted: the turn was cancelled")
+		return exitFail
+	}
 	if err != nil {
 		fmt.Fprintln(c.stderr, "brain chat:", err)
 		return exitFail
@@ -471,11 +475,12 @@ func (c *chat) repl(ctx context.Context, banner string) int {
 			continue
 		}
 		end, _, err := c.turn(ctx, line, true)
+		if err != nil && ctx.Err() != nil {
+			fmt.Fprintln(c.stderr, "brain chat: interrupted: the turn was cancelled")
+			return exitOK
+		}
 		if err != nil {
 			fmt.Fprintln(c.stderr, "brain chat:", err)
-			if ctx.Err() != nil {
-				return exitOK
-			}
 			continue
 		}
 		if end.Reason != protocol.TurnCompleted {

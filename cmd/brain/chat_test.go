@@ -416,8 +416,8 @@ func TestChatRemoteWithoutModel(t *testing.T) {
 		t.Fatalf("chat exited %d before its hint:\n%s", code, stderr)
 	}
 	interrupt()
-	if code := <-exited; code != exitFail {
-		t.Fatalf("interrupted chat: exit %d, want %d:\n%s", code, exitFail, stderr)
+	if code := <-exited; code != exitFail || !strings.Contains(stderr.String(), "interrupted: the turn was cancelled") {
+		t.Fatalf("interrupted chat: exit %d, want %d and what happened:\n%s", code, exitFail, stderr)
 	}
 	// The cancel is sent as chat leaves; its turn_ended follows.
 	p := dialPeer(t, ctx, addr, client, "nomodel", "?after=0")
