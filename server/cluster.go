@@ -254,6 +254,34 @@ func restoredUpTo(j session.Journal, events []session.Event) {
 	}
 }
 
+// journalGate is what a connection asks before it shows a peer an event
+// or a reply (ws.go): whether the journal holds the session up to a seq.
+// A clustered session's is its fencedJournal; a session on a node of its
+// own, with a store, its countingJournal (limits.go, failedAt).
+type journalGate interface {
+	shows(seq uint64) bool
+	admits(r *protocol.Frame) bool
+	closeCause() *closeError
+}
+
+// gateOf returns session s's journalGate, or nil for a session without a
+// store.
+func (m *Manager) gateOf(s *session.Session) journalGate {
+	m.journals.mu.Lock()
+	cj := m.journals.by[s]
+	m.journals.mu.Unlock()
+	switch {
+	case cj == nil:
+		return nil
+	case cj.onFail != nil:
+		return cj
+	}
+	if f, ok := cj.j.(*fencedJournal); ok {
+		return f
+	}
+	return nil
+}
+
 // fenceOf returns session s's fenced journal, or nil when s is not a
 // clustered session of this manager.
 func (m *Manager) fenceOf(s *session.Session) *fencedJournal {
@@ -322,33 +350,43 @@ func (m *Manager) watchLease(e *managed) {
 		if le, ok := e.lease.(interface{ Err() error }); ok && why == nil {
 			why = le.Err()
 		}
-		cause := leaveCause(why) // storefault.go: a code and a reason, never a bare drop
-		m.mu.Lock()
-		mine := m.live[e.id] == e
-		if mine {
-			delete(m.live, e.id)
-		}
-		conns := make([]*conn, 0, len(e.conns))
-		for c := range e.conns {
-			conns = append(conns, c)
-		}
-		m.mu.Unlock()
-		for _, c := range conns {
-			c.cancel(cause)
-		}
-		if !mine {
-			return
-		}
-		m.journals.untrack(e.s)
-		if m.opts.Release != nil {
-			m.opts.Release(e.s)
-		}
-		attrs := []any{slog.String("session", e.id), slog.Int("connections", len(conns))}
-		if why != nil {
-			attrs = append(attrs, slog.String("error", why.Error()))
-		}
-		m.log.Warn("session lease lost: no longer serving it", attrs...)
+		m.leave(e, why, "session lease lost: no longer serving it")
 	}()
+}
+
+// leave stops serving e's session, for why (nil: its lease was released
+// or lapsed): it leaves memory, and its connections close with a code and
+// a reason (leaveCause), so that peers reconnect — to this node, which
+// restores the session from its journal, or in a cluster to its next
+// owner. Released sessions (hibernation, deletion) have left already:
+// their connections are closed, nothing else is done.
+func (m *Manager) leave(e *managed, why error, what string) {
+	cause := leaveCause(why) // storefault.go: a code and a reason, never a bare drop
+	m.mu.Lock()
+	mine := m.live[e.id] == e
+	if mine {
+		delete(m.live, e.id)
+	}
+	conns := make([]*conn, 0, len(e.conns))
+	for c := range e.conns {
+		conns = append(conns, c)
+	}
+	m.mu.Unlock()
+	for _, c := range conns {
+		c.cancel(cause)
+	}
+	if !mine {
+		return
+	}
+	m.journals.untrack(e.s)
+	if m.opts.Release != nil {
+		m.opts.Release(e.s)
+	}
+	attrs := []any{slog.String("session", e.id), slog.Int("connections", len(conns))}
+	if why != nil {
+		attrs = append(attrs, slog.String("error", why.Error()))
+	}
+	m.log.Warn(what, attrs...)
 }
 
 // dropLease releases e's lease, if it has one.

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +79,19 @@ type countingJournal struct {
 	j      session.Journal
 	sized  sizedJournal // nil: count in Append
 	bytes  atomic.Int64 // at restore, plus appends when sized is nil
+
+	// On a node of its own (no lease: a cluster's fencedJournal does this
+	// with its lease), the first append that fails — the store cannot
+	// write (its disk is full, say) — fails the journal: failedAt is that
+	// event's seq, every later append is refused (a later one that went
+	// through would leave a gap in the journal), the session's
+	// connections show nothing from it on (journalGate), and onFail stops
+	// serving the session, which the next connection restores from what
+	// the journal holds. A probe's client had been shown an event that a
+	// restart no longer had.
+	failedAt atomic.Uint64
+	failErr  atomic.Pointer[error]
+	onFail   func(error) // nil: failures are the fencedJournal's (a cluster)
 }
 
 // sizedJournal is a journal that reports the bytes it stored.
@@ -94,13 +109,38 @@ func (c *countingJournal) Append(e session.Event) error {
 	if c.closed.Load() {
 		return session.ErrJournalClosed
 	}
+	if at := c.failedAt.Load(); at != 0 {
+		return fmt.Errorf("event %d: the session's journal failed at event %d: the session is being loaded again from what its journal holds", e.Seq, at)
+	}
 	if err := c.j.Append(e); err != nil {
+		if tl := (*session.EventTooLargeError)(nil); c.onFail != nil && !errors.As(err, &tl) && !errors.Is(err, session.ErrJournalClosed) &&
+			c.failedAt.CompareAndSwap(0, e.Seq) {
+			c.failErr.Store(&err)
+			go c.onFail(err)
+		}
 		return err
 	}
 	if c.sized == nil {
 		c.bytes.Add(eventBytes(e))
 	}
 	return nil
+}
+
+// The journalGate of a session on a node of its own (see failedAt).
+
+func (c *countingJournal) shows(seq uint64) bool {
+	at := c.failedAt.Load()
+	return at == 0 || seq < at
+}
+
+func (c *countingJournal) admits(r *protocol.Frame) bool { return c.shows(r.Seq) }
+
+func (c *countingJournal) closeCause() *closeError {
+	var err error
+	if p := c.failErr.Load(); p != nil {
+		err = *p
+	}
+	return leaveCause(err)
 }
 
 // total returns the bytes the session's journal holds.

@@ -260,6 +260,14 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 			}
 		}
 		cj = newCountingJournal(m.fence(e, j))
+		if e.lease == nil {
+			cj.onFail = func(err error) {
+				<-e.ready // failed while opening: the open's error says so
+				if e.err == nil {
+					m.leave(e, err, "session journal append failed: no longer serving it; its next connection loads it again from its journal")
+				}
+			}
+		}
 		opts.Journal = cj
 		if r, ok := j.(session.EventReader); ok {
 			opts.History = r // the session keeps its latest events in memory, and reads the older back

@@ -159,8 +159,8 @@ func (c *wsConn) open(ctx context.Context, cancel context.CancelCauseFunc, after
 	srv, s, p, conn := c.srv, c.s, c.peer, c.conn
 	c.ctx, c.cancel, c.done, c.closed = ctx, cancel, ctx.Done(), done
 	srv.conns.add(p.Side, 1)
-	s.Attach(p)                           // the session knows the peer is here to answer its calls
-	c.fence = srv.opts.Manager.fenceOf(s) // cluster.go
+	s.Attach(p)                          // the session knows the peer is here to answer its calls
+	c.fence = srv.opts.Manager.gateOf(s) // cluster.go
 	c.subs = make(chan *session.Subscription, 1)
 	c.sub = c.subscribe(after)
 	c.snapshotDue = after == nil
@@ -346,9 +346,10 @@ type wsConn struct {
 	snapshotDue bool
 	writers     sync.WaitGroup
 
-	// fence, in a cluster, is the session's journal: a peer is shown no
-	// event and sent no reply the journal has not stored (cluster.go).
-	fence *fencedJournal
+	// fence is the session's journal: a peer is shown no event and sent
+	// no reply the journal has not stored (cluster.go, journalGate); nil
+	// without a store.
+	fence journalGate
 
 	done      <-chan struct{} // the connection's end (its context's Done)
 	delivered atomic.Uint64   // the last seq of the log the writer has written (or filtered out)
@@ -517,8 +518,9 @@ func (c *wsConn) reply(id *string, err *protocol.Error) {
 }
 
 func (c *wsConn) send(f *protocol.Frame) {
-	// In a cluster, no reply before the journal has stored what it
-	// acknowledges (cluster.go; keep this gate: TestClusterLoad).
+	// No reply before the journal has stored what it acknowledges
+	// (cluster.go, journalGate; keep this gate: TestClusterLoad,
+	// TestSingleNodeJournalFailure).
 	if c.fence != nil && !c.fence.admits(f) {
 		c.cancel(c.fence.closeCause())
 		return
@@ -786,8 +788,9 @@ gather:
 // writer's buffer (valid until the next encoding), or nil when the peer
 // does not see it.
 func (c *wsConn) encodeEvent(ev session.Event) []byte {
-	// In a cluster, no event the journal has not stored; the connection
-	// ends (cluster.go; keep this gate: TestClusterLoad).
+	// No event the journal has not stored; the connection ends
+	// (cluster.go, journalGate; keep this gate: TestClusterLoad,
+	// TestSingleNodeJournalFailure).
 	if c.fence != nil && !c.fence.shows(ev.Seq) {
 		c.cancel(c.fence.closeCause())
 		return nil

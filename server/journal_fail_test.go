@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"errors"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/server"
+	"github.com/brainrt/brain/session"
+)
+
+// TestSingleNodeJournalFailure: on a node of its own, an event the store
+// refuses (its disk full) is shown to nobody: the session's connections
+// close with 1013 and the store's sentence, without that event or the
+// reply to the command that caused it, and the next connection finds the
+// session as its journal holds it, carrying on with no gap in its seqs. A
+// probe's client had been shown seq 308 of a session that, restarted,
+// ended at 307.
+func TestSingleNodeJournalFailure(t *testing.T) {
+	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &faultStore{failStore: failStore{events: map[string][]session.Event{}}}
+	mgr := server.NewManager(server.ManagerOptions{Store: st}) // no lease: a node of its own
+	hs := httptest.NewServer(server.New(server.Options{Tokens: tokens, Manager: mgr}))
+	t.Cleanup(hs.Close)
+	n := &node{id: "solo", url: hs.URL}
+	stored := func() []session.Event {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return append([]session.Event(nil), st.events["s"]...)
+	}
+
+	c := dialNode(t, n, "s", "", 5*time.Second)
+	c.until(ofType(protocol.TypeSnapshot))
+	c.send("r1", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.one", false)}})
+	c.until(func(f *protocol.Frame) bool { return f.Ref == "r1" })
+	before := stored()
+	last := before[len(before)-1].Seq
+
+	const full = "the store cannot write: no space left on its disk"
+	st.failWith(&storeDown{full})
+	c.send("r2", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.two", false)}})
+	for {
+		f, err := c.next()
+		if err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.StatusTryAgainLater || ce.Reason != full {
+				t.Fatalf("the connection ended with %v, want 1013 %q", err, full)
+			}
+			break
+		}
+		if f.Seq > last || f.Ref == "r2" {
+			t.Fatalf("the peer was shown what the journal does not hold: seq %d %s (ref %q); the journal ends at %d", f.Seq, f.Msg.MessageType(), f.Ref, last)
+		}
+	}
+	st.failWith(nil)
+
+	// Reconnected after the last seq it saw: the session as its journal
+	// holds it, and its next event follows that seq.
+	c2 := dialNode(t, n, "s", "?after=0", 5*time.Second)
+	c2.send("r3", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.two", false)}})
+	ack := c2.until(func(f *protocol.Frame) bool { return f.Ref == "r3" })
+	if _, ok := ack.Msg.(*protocol.Ack); !ok {
+		t.Fatalf("registering again: %+v", ack.Msg)
+	}
+	after := stored()
+	for i, e := range after {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("the journal has seq %d at %d: a gap or a repeat", e.Seq, i+1)
+		}
+	}
+	if len(after) <= len(before) {
+		t.Fatalf("nothing was journaled after the failure: %d events", len(after))
+	}
+}
