@@ -113,10 +113,8 @@ func (c *countingJournal) Append(e session.Event) error {
 		return fmt.Errorf("event %d: the session's journal failed at event %d: the session is being loaded again from what its journal holds", e.Seq, at)
 	}
 	if err := c.j.Append(e); err != nil {
-		if tl := (*session.EventTooLargeError)(nil); c.onFail != nil && !errors.As(err, &tl) && !errors.Is(err, session.ErrJournalClosed) &&
-			c.failedAt.CompareAndSwap(0, e.Seq) {
-			c.failErr.Store(&err)
-			go c.onFail(err)
+		if c.onFail != nil {
+			c.failed(e.Seq, err)
 		}
 		return err
 	}
@@ -124,6 +122,19 @@ func (c *countingJournal) Append(e session.Event) error {
 		c.bytes.Add(eventBytes(e))
 	}
 	return nil
+}
+
+// failed fails the journal at seq for err, unless err leaves it as it
+// was (an event refused for its size, a stop) or it failed already. Its
+// own function: err's address, kept, would otherwise make every Append
+// allocate it.
+func (c *countingJournal) failed(seq uint64, err error) {
+	var tl *session.EventTooLargeError
+	if errors.As(err, &tl) || errors.Is(err, session.ErrJournalClosed) || !c.failedAt.CompareAndSwap(0, seq) {
+		return
+	}
+	c.failErr.Store(&err)
+	go c.onFail(err)
 }
 
 // The journalGate of a session on a node of its own (see failedAt).
