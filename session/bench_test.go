@@ -66,6 +66,27 @@ func benchInvoke(b *testing.B, h session.Handler) {
 	}
 }
 
+// BenchmarkUserInvokeAck: a user's capability_invoke of an agent-side
+// echo, as a client sends it, to its ack — which comes once the call's
+// first event is in the log (session.Start); the call runs on.
+func BenchmarkUserInvokeAck(b *testing.B) {
+	// The calls end on goroutines of their own, behind the acks: room for
+	// all of them, so that none is refused for the pending calls' quota.
+	s := session.New("bench", &session.Options{MaxPendingCalls: 1 << 24})
+	c := echoCapability("echo")
+	c.Audience = []protocol.Audience{protocol.AudienceUser}
+	if err := s.RegisterAgent(c, rawEcho); err != nil {
+		b.Fatal(err)
+	}
+	f := &protocol.Frame{ID: "i", Msg: &protocol.CapabilityInvoke{Name: "echo", Input: echoInput}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := s.HandleFrame(session.Client, f); r.Msg.MessageType() != protocol.TypeAck {
+			b.Fatalf("%+v", r.Msg)
+		}
+	}
+}
+
 // BenchmarkRegister1000: registering 1000 distinct capabilities, one call
 // each, into a fresh session (schemas compiled every time).
 func BenchmarkRegister1000(b *testing.B) {
