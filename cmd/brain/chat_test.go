@@ -277,18 +277,7 @@ func TestChatRemote(t *testing.T) {
 		t.Fatalf("the second turn did not carry the conversation: %s", r)
 	}
 	// The conversation is readable over HTTP; reading creates no session.
-	get := func(id string) (int, map[string]any) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/sessions/"+id+"/conversation", nil)
-		req.Header.Set("Authorization", "Bearer "+token[1])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
-	}
+	get := func(id string) (int, map[string]any) { return getConversation(t, ctx, addr, token[1], id) }
 	status, body := get("remote")
 	msgs, _ := body["messages"].([]any)
 	if status != 200 || body["turn"] != float64(2) || body["running"] != false || len(msgs) != 6 {
@@ -337,6 +326,22 @@ func TestChatServeKilledMidTurn(t *testing.T) {
 	if r := m.request(1); !strings.Contains(r, "think hard") || !strings.Contains(r, "are you back?") {
 		t.Fatalf("the turn after the restart lacks the conversation: %s", r)
 	}
+}
+
+// getConversation reads session id's conversation from the kernel at addr
+// with token: the status and the body.
+func getConversation(t *testing.T, ctx context.Context, addr, token, id string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/sessions/"+id+"/conversation", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
 }
 
 // hintWatch is a chat's stderr that reports when a line containing want
@@ -388,15 +393,7 @@ func TestChatRemoteWithoutModel(t *testing.T) {
 	chatQuietHint = 50 * time.Millisecond
 	t.Cleanup(func() { chatQuietHint = oldHint })
 	conversation := func() map[string]any {
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/sessions/nomodel/conversation", nil)
-		req.Header.Set("Authorization", "Bearer "+client)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&body)
+		_, body := getConversation(t, ctx, addr, client, "nomodel")
 		return body
 	}
 
