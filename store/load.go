@@ -196,7 +196,7 @@ func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([
 		case !b.found && batches == 0:
 			return []session.Event{}, 0, nil // never stored, or deleted
 		case !b.found:
-			return nil, 0, fmt.Errorf("direct get: the events after stream sequence %d are gone (deleted while loading?)", next-1)
+			return nil, 0, fmt.Errorf("direct get: the events after stream sequence %d are gone: %s", next-1, missingWhy)
 		case b.pending < b.sent:
 			return nil, 0, fmt.Errorf("direct get: a batch of %d ends with %d pending, fewer than it sent: the server counts pending messages differently than this store expects", b.sent, b.pending)
 		}
@@ -214,7 +214,7 @@ func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([
 		}
 	}
 	if uint64(len(events)) < total {
-		return nil, 0, fmt.Errorf("direct get: %d of %d events missing (deleted while loading?)", total-uint64(len(events)), total)
+		return nil, 0, fmt.Errorf("direct get: %d of %d events missing: %s", total-uint64(len(events)), total, missingWhy)
 	}
 	return events, last, nil
 }
@@ -357,7 +357,7 @@ func (s *Store) load(ctx context.Context, subj string) ([]session.Event, error) 
 		}
 		if got == 0 {
 			// The session was deleted or trimmed while loading.
-			return nil, fmt.Errorf("fetch: %d events missing (deleted while loading?)", pending-uint64(len(events)))
+			return nil, fmt.Errorf("fetch: %d events missing: %s", pending-uint64(len(events)), missingWhy)
 		}
 		if s.loadHook != nil && uint64(len(events)) < pending {
 			s.loadHook()
@@ -437,3 +437,10 @@ func (s *Store) ephemeralConsumer(ctx context.Context, bound func(context.Contex
 		}
 	}, nil
 }
+
+// missingWhy says what can make a session's events go missing while it
+// loads: a probe's flipped byte in a file block was reported as a
+// deletion only, and named nothing an operator could check.
+const missingWhy = "the session was deleted while it loaded, or the store lost them — a damaged file block " +
+	"(the NATS server's log says so: look for \"corrupt\" or \"checksum\"), files removed from its directory; " +
+	"restore the data directory from a backup, or delete the session"

@@ -195,7 +195,7 @@ func TestLoadDeletedWhileLoading(t *testing.T) {
 		}
 	})
 	got, err := st.Load(ctx(t), "s")
-	if err == nil || !strings.Contains(err.Error(), "deleted while loading") {
+	if err == nil || !strings.Contains(err.Error(), "deleted while it loaded, or the store lost them") {
 		t.Fatalf("Load = %v, %v; want an error saying the session was deleted while loading", seqs(got), err)
 	}
 	if got := load(t, st, "s"); len(got) != 0 {
