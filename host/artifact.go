@@ -109,7 +109,8 @@ func (a *Artifact) Provision(ctx context.Context, hs tool.Handles, bindings map[
 	if err != nil {
 		return nil, fmt.Errorf("bindings: %w", err)
 	}
-	p := &pool{h: a.h, cm: cm, bindings: bj, sem: make(chan struct{}, a.h.opts.PoolSize), name: a.m.Name, payload: a.m.Payload}
+	p := &pool{h: a.h, cm: cm, bindings: bj, sem: make(chan struct{}, a.h.opts.PoolSize), name: a.m.Name, payload: a.m.Payload,
+		running: map[string]int{}}
 	first, err := p.newInstance(ctx, newCallState(ctx, hs, nil))
 	if err != nil {
 		return nil, err

@@ -42,7 +42,9 @@ type Options struct {
 	// MemoryLimitMiB bounds each instance's linear memory. Default 128.
 	MemoryLimitMiB int
 	// PoolSize bounds the instances per attached artifact running calls
-	// at once, and so its concurrent calls. Default 4.
+	// at once, and so its concurrent calls — except that a call of a
+	// session with none running never waits behind other sessions': it
+	// takes one of 3 × PoolSize extra slots when all are held. Default 4.
 	PoolSize int
 	// IdleInstances bounds the idle instances kept per attached artifact
 	// between calls, across sessions: an instance serves one session, so

@@ -47,9 +47,11 @@ type pool struct {
 	sem      chan struct{} // one token per instance in use or being made
 
 	mu       sync.Mutex
-	idle     []*instance // used by a session (instance.session), least recently used first
-	fresh    []*instance // initialised, never used by any session
-	inUse    int         // instances holding a slot: running a call or being made
+	idle     []*instance    // used by a session (instance.session), least recently used first
+	fresh    []*instance    // initialised, never used by any session
+	inUse    int            // instances holding a slot: running a call or being made
+	running  map[string]int // session → the slots its calls hold
+	extra    int            // slots held beyond sem's (acquireSlot)
 	discards uint64
 	closed   bool
 }
@@ -69,6 +71,7 @@ type instance struct {
 	lin    *linearMemory // its memory, if outside the Go heap (memory.go)
 
 	session string // the session whose calls it serves; set when it leaves fresh
+	extra   bool   // its call holds one of the pool's extra slots (acquireSlot)
 }
 
 func (in *instance) wake() { in.once.Do(func() { close(in.abort) }) }
@@ -197,23 +200,68 @@ func decodeOutcome(raw []byte) (protocol.Outcome, error) {
 	return out, nil
 }
 
-// get returns an idle instance of session, a fresh one, or makes one,
-// waiting while PoolSize calls are running. A new instance is initialised
-// with st's handles, within the call's context.
-func (p *pool) get(ctx context.Context, st *callState, session string) (*instance, error) {
+// extraSlots is how many calls beyond PoolSize a pool runs for sessions
+// that had none running (acquireSlot), as a multiple of PoolSize.
+const extraSlots = 3
+
+// acquireSlot takes a slot for a call of session: one of PoolSize, or —
+// when they are all held and session holds none — one of extraSlots ×
+// PoolSize more. One session's calls (stuck until their deadline, say)
+// so never keep another session's first call waiting: a probe's four
+// sleeping calls of one session held every other tenant's call of that
+// tool until their 60 s deadline.
+func (p *pool) acquireSlot(ctx context.Context, session string) (extra bool, err error) {
 	select {
 	case p.sem <- struct{}{}: // a free slot: ctx.Done is not asked for (it may allocate)
 	default:
+		p.mu.Lock()
+		if p.running[session] == 0 && p.extra < extraSlots*cap(p.sem) && !p.closed {
+			p.extra++
+			p.running[session]++
+			p.mu.Unlock()
+			return true, nil
+		}
+		p.mu.Unlock()
 		select {
 		case p.sem <- struct{}{}:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	p.running[session]++
+	p.mu.Unlock()
+	return false, nil
+}
+
+// releaseSlotLocked gives back a slot acquireSlot gave session's call.
+// p.mu is held (the receive does not block: the slot's token is in sem).
+func (p *pool) releaseSlotLocked(session string, extra bool) {
+	if n := p.running[session] - 1; n > 0 {
+		p.running[session] = n
+	} else {
+		delete(p.running, session)
+	}
+	if extra {
+		p.extra--
+	} else {
 		<-p.sem
+	}
+}
+
+// get returns an idle instance of session, a fresh one, or makes one,
+// waiting while PoolSize calls are running (unless session has none
+// running: acquireSlot). A new instance is initialised with st's handles,
+// within the call's context.
+func (p *pool) get(ctx context.Context, st *callState, session string) (*instance, error) {
+	extra, err := p.acquireSlot(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.releaseSlotLocked(session, extra)
+		p.mu.Unlock()
 		return nil, errf(protocol.CodeUnavailable, "the tool %q was detached", p.name)
 	}
 	p.inUse++
@@ -235,24 +283,23 @@ func (p *pool) get(ctx context.Context, st *callState, session string) (*instanc
 		if !in.lin.acquire() { // Host.Close closed it
 			p.mu.Lock()
 			p.inUse--
+			p.releaseSlotLocked(session, extra)
 			p.mu.Unlock()
-			<-p.sem
 			return nil, errf(protocol.CodeUnavailable, "the host of %q was closed", p.name)
 		}
+		in.extra = extra
 		return in, nil
 	}
-	in, err := p.newInstance(ctx, st)
-	if err == nil {
-		in.session = session
-	}
+	in, err = p.newInstance(ctx, st)
 	if err != nil {
 		p.mu.Lock()
 		p.inUse--
 		p.discards++
+		p.releaseSlotLocked(session, extra)
 		p.mu.Unlock()
-		<-p.sem
 		return nil, err
 	}
+	in.session, in.extra = session, extra
 	return in, nil
 }
 
@@ -261,6 +308,7 @@ func (p *pool) put(in *instance) {
 	var evicted *instance
 	p.mu.Lock()
 	p.inUse--
+	p.releaseSlotLocked(in.session, in.extra)
 	if p.closed {
 		evicted = in
 	} else {
@@ -274,7 +322,6 @@ func (p *pool) put(in *instance) {
 	if evicted != nil {
 		_ = evicted.mod.Close(context.Background())
 	}
-	<-p.sem
 }
 
 // EndSession closes the idle instances of session id: it left the
@@ -308,8 +355,8 @@ func (p *pool) discard(in *instance) {
 	p.mu.Lock()
 	p.inUse--
 	p.discards++
+	p.releaseSlotLocked(in.session, in.extra)
 	p.mu.Unlock()
-	<-p.sem
 }
 
 // Invoke runs one call on an instance of the pool. The handles of the call
