@@ -204,7 +204,8 @@ func decodeOutcome(raw []byte) (protocol.Outcome, error) {
 // that had none running (acquireSlot), as a multiple of PoolSize.
 const extraSlots = 3
 
-// acquireSlot takes a slot for a call of session: one of PoolSize, or —
+// acquireSlot takes a slot for a call of session: one of PoolSize (which
+// get then counts in running), or —
 // when they are all held and session holds none — one of extraSlots ×
 // PoolSize more. One session's calls (stuck until their deadline, say)
 // so never keep another session's first call waiting: a probe's four
@@ -228,10 +229,7 @@ func (p *pool) acquireSlot(ctx context.Context, session string) (extra bool, err
 			return false, ctx.Err()
 		}
 	}
-	p.mu.Lock()
-	p.running[session]++
-	p.mu.Unlock()
-	return false, nil
+	return false, nil // counted in running by get, under the lock it takes anyway
 }
 
 // releaseSlotLocked gives back a slot acquireSlot gave session's call.
@@ -259,6 +257,9 @@ func (p *pool) get(ctx context.Context, st *callState, session string) (*instanc
 		return nil, err
 	}
 	p.mu.Lock()
+	if !extra {
+		p.running[session]++
+	}
 	if p.closed {
 		p.releaseSlotLocked(session, extra)
 		p.mu.Unlock()
