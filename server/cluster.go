@@ -350,18 +350,18 @@ func (m *Manager) watchLease(e *managed) {
 		if le, ok := e.lease.(interface{ Err() error }); ok && why == nil {
 			why = le.Err()
 		}
-		m.leave(e, why, "session lease lost: no longer serving it")
+		m.leave(e, why, leaveCause(why), "session lease lost: no longer serving it")
 	}()
 }
 
 // leave stops serving e's session, for why (nil: its lease was released
-// or lapsed): it leaves memory, and its connections close with a code and
-// a reason (leaveCause), so that peers reconnect — to this node, which
-// restores the session from its journal, or in a cluster to its next
-// owner. Released sessions (hibernation, deletion) have left already:
-// their connections are closed, nothing else is done.
-func (m *Manager) leave(e *managed, why error, what string) {
-	cause := leaveCause(why) // storefault.go: a code and a reason, never a bare drop
+// or lapsed): it leaves memory, and its connections close with cause (a
+// code and a reason, never a bare drop: storefault.go), so that peers
+// reconnect — to this node, which restores the session from its journal,
+// or in a cluster to its next owner. Released sessions (hibernation,
+// deletion) have left already: their connections are closed, nothing else
+// is done.
+func (m *Manager) leave(e *managed, why error, cause *closeError, what string) {
 	m.mu.Lock()
 	mine := m.live[e.id] == e
 	if mine {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,15 @@ func TestSingleNodeJournalFailure(t *testing.T) {
 	if len(after) <= len(before) {
 		t.Fatalf("nothing was journaled after the failure: %d events", len(after))
 	}
+
+	// A failure the store does not explain: 1012, the session loaded
+	// again (a single node has no other node to move it to).
+	c3 := dialNode(t, n, "s", "", 5*time.Second)
+	c3.until(ofType(protocol.TypeSnapshot))
+	st.failWith(errors.New("store: append: i/o error"))
+	c3.send("r4", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.three", false)}})
+	if code, reason := closedWith(t, c3); code != websocket.StatusServiceRestart || !strings.Contains(reason, "loaded again") {
+		t.Fatalf("closed with %d %q, want 1012 saying the session is loaded again", code, reason)
+	}
+	st.failWith(nil)
 }

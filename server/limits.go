@@ -151,7 +151,7 @@ func (c *countingJournal) closeCause() *closeError {
 	if p := c.failErr.Load(); p != nil {
 		err = *p
 	}
-	return leaveCause(err)
+	return reloadCause(err)
 }
 
 // total returns the bytes the session's journal holds.

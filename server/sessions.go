@@ -264,7 +264,7 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 			cj.onFail = func(err error) {
 				<-e.ready // failed while opening: the open's error says so
 				if e.err == nil {
-					m.leave(e, err, "session journal append failed: no longer serving it; its next connection loads it again from its journal")
+					m.leave(e, err, reloadCause(err), "session journal append failed: no longer serving it; its next connection loads it again from its journal")
 				}
 			}
 		}

@@ -78,6 +78,19 @@ func closeCause(cause error) (*closeError, bool) {
 // node (its lease was taken, or given up after its journal failed).
 const movedReason = "the session moves to another node: reconnect with ?after="
 
+// reloadCause ends the connections of a session on a node of its own
+// whose journal failed: 1013 and the store's sentence when it says what is
+// wrong, else 1012 saying the session is loaded again (not, as in a
+// cluster, that it moves to another node).
+func reloadCause(err error) *closeError {
+	if msg, ok := storeFaultOf(err); ok {
+		return newCloseError(websocket.StatusTryAgainLater, msg)
+	}
+	return errReloaded
+}
+
+var errReloaded = newCloseError(websocket.StatusServiceRestart, "the session's journal failed: reconnect with ?after= and it is loaded again from what its journal holds")
+
 // errUnjournaled ends a connection whose session's journal failed.
 var errUnjournaled = newCloseError(websocket.StatusServiceRestart, movedReason)
 
