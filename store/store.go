@@ -336,6 +336,12 @@ const headerRoom = 1 << 10
 // event is shown that could not be stored.
 func (s *Store) MaxEventBytes() int { return s.maxEvent }
 
+// Created returns when the sessions' stream was created — by this Open,
+// or by an earlier one that left it in the store. A caller that
+// remembers it can tell a store made anew (its directory deleted) from
+// the one it had.
+func (s *Store) Created() time.Time { return s.stream.CachedInfo().Created }
+
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)

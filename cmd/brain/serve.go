@@ -174,6 +174,11 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		return fmt.Errorf("open the session store: %w", err)
 	}
 	defer st.Close()
+	if a.nats == "" { // the embedded store, in the data directory (storeid.go)
+		if err := checkStoreID(a.data, st.Created(), logger); err != nil {
+			return err
+		}
+	}
 	scheme := "http"
 	if tlsConfig != nil {
 		scheme = "https"

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The embedded store keeps the sessions under <data>/nats. A data
+// directory whose nats/ was deleted, or whose stream's files were, opened
+// as a fresh store without a word: an operator's probe saw a client
+// resume ?after=603 into a new session at seq 3. So the data directory
+// remembers when its store's stream was created (store.id), and a start
+// that finds a stream created since says so, loudly, and once.
+
+// storeIDFile is the data directory's record of its store.
+const storeIDFile = "store.id"
+
+// checkStoreID compares the stream's creation time with the one the data
+// directory recorded: it records it when there is no record, and logs an
+// error when the stream is newer than the record (the store was made
+// anew), then records the new one so that the next start is quiet.
+func checkStoreID(dataDir string, created time.Time, logger *slog.Logger) error {
+	path := filepath.Join(dataDir, storeIDFile)
+	stamp := created.UTC().Format(time.RFC3339Nano)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("%s: %w", path, err)
+	default:
+		was := strings.TrimSpace(string(b))
+		if was == stamp {
+			return nil
+		}
+		logger.Error("the session store was made anew: the sessions this data directory held are not in it",
+			slog.String("store", filepath.Join(dataDir, "nats")), slog.String("created", stamp), slog.String("was_created", was),
+			slog.String("what_to_do", "if nats/ was deleted or damaged, stop brain and restore the data directory from a backup (docs/operations.md, \"Backups\"); if starting afresh was meant, nothing: "+storeIDFile+" now names the new store"))
+	}
+	if err := os.WriteFile(path, []byte(stamp+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record the session store: %w", err)
+	}
+	return nil
+}
