@@ -51,3 +51,9 @@ func SetWriterStarts(t interface{ Cleanup(func()) }, f func(replies func() int))
 	writerStarts.Store(&f)
 	t.Cleanup(func() { writerStarts.Store(nil) })
 }
+
+// SetJournalFaultFor makes /readyz report a single node's journal failure
+// for d instead of 30 s, for the test's duration (storefault.go).
+func SetJournalFaultFor(t interface{ Cleanup(func()) }, d time.Duration) {
+	setTunable(t, journalFaultFor, d)
+}

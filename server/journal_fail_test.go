@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,6 +24,9 @@ import (
 // probe's client had been shown seq 308 of a session that, restarted,
 // ended at 307.
 func TestSingleNodeJournalFailure(t *testing.T) {
+	// /readyz says so for a while after the failure (below): long enough
+	// for the test's next request, whatever the machine's load.
+	server.SetJournalFaultFor(t, 30*time.Second)
 	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +66,15 @@ func TestSingleNodeJournalFailure(t *testing.T) {
 		}
 	}
 	st.failWith(nil)
+	// The node says it, as a load balancer asks (it had stayed ready while
+	// a full disk refused every append).
+	if code, body := readyz(t, hs.URL); code != http.StatusServiceUnavailable || !strings.Contains(body, full) {
+		t.Fatalf("/readyz after the failure: %d %s", code, body)
+	}
+	server.SetJournalFaultFor(t, 0) // past it: ready again
+	if code, body := readyz(t, hs.URL); code != http.StatusOK {
+		t.Fatalf("/readyz once the failure is past: %d %s", code, body)
+	}
 
 	// Reconnected after the last seq it saw: the session as its journal
 	// holds it, and its next event follows that seq.
@@ -90,4 +104,16 @@ func TestSingleNodeJournalFailure(t *testing.T) {
 		t.Fatalf("closed with %d %q, want 1012 saying the session is loaded again", code, reason)
 	}
 	st.failWith(nil)
+}
+
+// readyz is GET /readyz on the server at url: the status and the body.
+func readyz(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

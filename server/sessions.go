@@ -75,7 +75,10 @@ type Manager struct {
 	live     map[string]*managed
 	stopping bool        // Stop or Close was called: no session is opened (shutdown.go)
 	halting  atomic.Bool // stopping, read without the lock: no new work is admitted (Admit)
-	requests int         // requests a stop waits for: MCP POSTs being answered (cluster_drain.go)
+	// journalFault is the latest journal append the store refused on a
+	// node of its own (storefault.go, handleReady).
+	journalFault atomic.Pointer[journalFault]
+	requests     int // requests a stop waits for: MCP POSTs being answered (cluster_drain.go)
 
 	inbox inbox // pending approvals across sessions, for the console
 
@@ -262,6 +265,7 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 		cj = newCountingJournal(m.fence(e, j))
 		if e.lease == nil {
 			cj.onFail = func(err error) {
+				m.journalFault.Store(&journalFault{err: err, at: time.Now()})
 				<-e.ready // failed while opening: the open's error says so
 				if e.err == nil {
 					m.leave(e, err, reloadCause(err), "session journal append failed: no longer serving it; its next connection loads it again from its journal")

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -112,12 +113,37 @@ func storeUnavailable(w http.ResponseWriter, msg string) {
 	httpError(w, http.StatusServiceUnavailable, "unavailable", msg)
 }
 
+// journalFault is a journal append the store refused on a node of its
+// own. For journalFaultFor after the latest one, /readyz is 503 with what
+// the store said: a full disk had left it 200 while every session's
+// appends failed. A store that fails on, fails each session reloaded, and
+// so keeps the node not ready; one that recovers is ready again once the
+// time has passed without a failure.
+type journalFault struct {
+	err error
+	at  time.Time
+}
+
+func (f *journalFault) message() string {
+	if msg, ok := storeFaultOf(f.err); ok {
+		return msg
+	}
+	return "the session store refused to store an event (" + f.err.Error() + "); sessions whose journal failed are loaded again from the store on their next connection"
+}
+
+// journalFaultFor: see journalFault.
+var journalFaultFor = newTunable(30 * time.Second)
+
 // handleReady is GET /readyz: 200 while this node can serve sessions, 503
 // unavailable with the reason while it stops or its store cannot serve
 // (Options.Ready). Unauthenticated, like /healthz: a load balancer asks.
 func (srv *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	if srv.opts.Manager.isStopping() {
 		storeUnavailable(w, ErrStopping.Error())
+		return
+	}
+	if f := srv.opts.Manager.journalFault.Load(); f != nil && time.Since(f.at) < journalFaultFor.get() {
+		storeUnavailable(w, f.message())
 		return
 	}
 	if f := srv.opts.Ready; f != nil {
