@@ -244,7 +244,7 @@ func (m *Manager) connect(ctx context.Context, id string, side session.PeerSide,
 	c := &conn{side: side, cancel: cancel, delivered: delivered}
 	m.mu.Lock()
 	e := m.live[id]
-	stopping := m.stopping
+	stopping := m.stopping.Load()
 	if e != nil && !stopping {
 		e.conns[c] = struct{}{}
 		e.users++

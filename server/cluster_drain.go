@@ -25,7 +25,7 @@ import "sync"
 func (m *Manager) enterRequest() (func(), bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.stopping {
+	if m.stopping.Load() {
 		return nil, false
 	}
 	m.requests++

@@ -188,7 +188,7 @@ type journals struct {
 // capability_invoke and turn_start; the MCP endpoint should ask before
 // every tools/call (mcpbridge.ServerOptions.Admit).
 func (m *Manager) Admit(s *session.Session) *protocol.Error {
-	if m.halting.Load() {
+	if m.stopping.Load() {
 		return protocol.Errorf(protocol.CodeUnavailable, "the node is stopping: nothing new starts here; reconnect (in a cluster, another node takes the session) and send it again")
 	}
 	if m.journals.limit < 0 {

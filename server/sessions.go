@@ -71,10 +71,13 @@ type Manager struct {
 	opts ManagerOptions
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	live     map[string]*managed
-	stopping bool        // Stop or Close was called: no session is opened (shutdown.go)
-	halting  atomic.Bool // stopping, read without the lock: no new work is admitted (Admit)
+	mu   sync.Mutex
+	live map[string]*managed
+	// stopping: Stop or Close was called: no session is opened, and no
+	// new work is admitted (shutdown.go, Admit). Set with mu held; read
+	// with it where the read must be ordered with live, without it in
+	// Admit, on every frame.
+	stopping atomic.Bool
 	// journalFault is the latest journal append the store refused on a
 	// node of its own (storefault.go, handleReady).
 	journalFault atomic.Pointer[journalFault]
@@ -167,7 +170,7 @@ func (m *Manager) acquire(ctx context.Context, id string, create bool) (s *sessi
 		return nil, nil, false, fmt.Errorf("invalid session id %q: use 1 to 128 of A-Z a-z 0-9 _ -", id)
 	}
 	m.mu.Lock()
-	if m.stopping {
+	if m.stopping.Load() {
 		m.mu.Unlock()
 		return nil, nil, false, ErrStopping
 	}

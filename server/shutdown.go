@@ -42,8 +42,7 @@ var ErrStopping = errors.New("the node is stopping")
 // [Manager.Close] after the other requests (MCP) have ended.
 func (m *Manager) Stop(ctx context.Context) {
 	m.mu.Lock()
-	m.stopping = true
-	m.halting.Store(true)
+	m.stopping.Store(true)
 	m.mu.Unlock()
 	for {
 		running, answering := m.busy() // cluster_drain.go
@@ -85,7 +84,7 @@ func (m *Manager) Stop(ctx context.Context) {
 // cluster, is released within ctx. Release errors are returned joined.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
-	m.stopping = true
+	m.stopping.Store(true)
 	entries := make([]*managed, 0, len(m.live))
 	for id, e := range m.live {
 		select {

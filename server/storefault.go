@@ -157,8 +157,4 @@ func (srv *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 }
 
 // isStopping reports whether a stop has begun (shutdown.go).
-func (m *Manager) isStopping() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stopping
-}
+func (m *Manager) isStopping() bool { return m.stopping.Load() }

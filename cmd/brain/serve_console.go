@@ -55,7 +55,6 @@ func consoleAddress(flag, kernelAddr string) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
-// listenConsole opens the console's listener; "" and "off" mean none.
 // inUseHint is what to do when a listener's port is taken, for a listen
 // error; "" for any other.
 func inUseHint(err error, flag string) string {
@@ -65,6 +64,7 @@ func inUseHint(err error, flag string) string {
 	return " (another process has this port — a brain serve still running? — or give another with " + flag + ")"
 }
 
+// listenConsole opens the console's listener; "" and "off" mean none.
 func listenConsole(addr string, tlsConfig *tls.Config) (net.Listener, error) {
 	if addr == "" || addr == "off" {
 		return nil, nil
