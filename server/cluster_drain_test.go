@@ -67,6 +67,11 @@ func TestStopAnswersMCPRequests(t *testing.T) {
 	f := &fixture{t: t, srv: hs}
 	ws := f.dial(clientToken, "d1", "")
 	ws.until(ofType(protocol.TypeSnapshot))
+	s, drop, err := mgr.Lookup(context.Background(), "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopped := make(chan struct{})
@@ -96,6 +101,12 @@ func TestStopAnswersMCPRequests(t *testing.T) {
 	ws.send("reg", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("late.cap", false)}})
 	if r, ok := ws.reply("reg").Msg.(*protocol.ErrorReply); !ok || r.Code != protocol.CodeUnavailable || !strings.Contains(r.Message, "the node is stopping") {
 		t.Fatalf("a registration during the stop: %+v", r)
+	}
+	// The MCP request being answered goes on: its tools/call is admitted
+	// (refused, it reached a forwarding node's caller as the call's
+	// outcome, and TestServeClusterFaults failed).
+	if perr := mgr.Admit(s); perr != nil {
+		t.Fatalf("Admit during the stop, as the MCP endpoint asks: %v", perr)
 	}
 	select {
 	case <-stopped:

@@ -181,16 +181,11 @@ type journals struct {
 
 // Admit reports whether session s may take new work: nil, or a
 // quota_exceeded error when its journal has reached
-// Limits.JournalBytesPerSession, or unavailable once the node is stopping
-// (a connection open before the stop could otherwise start calls until
-// its end, and the stop's drain waited for them to its bound). The
-// WebSocket endpoint asks before every capability_register,
-// capability_invoke and turn_start; the MCP endpoint should ask before
-// every tools/call (mcpbridge.ServerOptions.Admit).
+// Limits.JournalBytesPerSession. The WebSocket endpoint asks before every
+// capability_register, capability_invoke and turn_start (admitFrame); the
+// MCP endpoint should ask before every tools/call
+// (mcpbridge.ServerOptions.Admit).
 func (m *Manager) Admit(s *session.Session) *protocol.Error {
-	if m.stopping.Load() {
-		return protocol.Errorf(protocol.CodeUnavailable, "the node is stopping: nothing new starts here; reconnect (in a cluster, another node takes the session) and send it again")
-	}
 	if m.journals.limit < 0 {
 		return nil
 	}
@@ -204,6 +199,21 @@ func (m *Manager) Admit(s *session.Session) *protocol.Error {
 		return quotaError("session %s has journaled %d bytes, its limit of %d (limits.journal_bytes_per_session): it takes no new registrations or calls; delete it or start another", s.ID(), n, m.journals.limit)
 	}
 	return nil
+}
+
+// admitFrame is Admit for a WebSocket's command that starts new work:
+// once the node is stopping it is refused too. A connection outlives the
+// request that opened it, and one open before the stop had started calls
+// until the stop's bound, which they outlived. An HTTP request needs no
+// such check: a stopping node refuses it unserved, or, when it was being
+// answered as the stop began (an MCP POST), answers it, as the stop waits
+// for it (the MCP endpoint's Admit must not refuse it: its caller, a
+// forwarding node, would take the refusal for the call's outcome).
+func (m *Manager) admitFrame(s *session.Session) *protocol.Error {
+	if m.stopping.Load() {
+		return protocol.Errorf(protocol.CodeUnavailable, "the node is stopping: nothing new starts here; reconnect (in a cluster, another node takes the session) and send it again")
+	}
+	return m.Admit(s)
 }
 
 // JournalBytes returns the bytes of events journaled for s, 0 without a

@@ -73,10 +73,10 @@ type Manager struct {
 
 	mu   sync.Mutex
 	live map[string]*managed
-	// stopping: Stop or Close was called: no session is opened, and no
-	// new work is admitted (shutdown.go, Admit). Set with mu held; read
-	// with it where the read must be ordered with live, without it in
-	// Admit, on every frame.
+	// stopping: Stop or Close was called: no session is opened, and a
+	// WebSocket starts no new work (shutdown.go, admitFrame). Set with mu
+	// held; read with it where the read must be ordered with live, without
+	// it on every frame.
 	stopping atomic.Bool
 	// journalFault is the latest journal append the store refused on a
 	// node of its own (storefault.go, handleReady).

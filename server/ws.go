@@ -494,7 +494,7 @@ func (c *wsConn) readFrame() bool {
 	}
 	switch f.Msg.(type) {
 	case *protocol.CapabilityRegister, *protocol.CapabilityInvoke, *protocol.TurnStart: // new work; results, decisions and endings go through
-		if perr := c.srv.opts.Manager.Admit(c.s); perr != nil {
+		if perr := c.srv.opts.Manager.admitFrame(c.s); perr != nil {
 			c.reply(&f.ID, perr)
 			return true
 		}
