@@ -305,9 +305,11 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request, s *session.
 		defer done()
 	}
 	if end := connEnd(r.Context()); end != nil {
-		// The GET that holds the session's event stream open lives as long
-		// as a WebSocket does: it ends when its token is revoked
-		// (withTokenEnd), where each POST is refused from then on.
+		// A request held open — the GET of the session's event stream, a
+		// POST whose call waits — lives as long as a WebSocket does: it
+		// ends when its token is revoked (withTokenEnd), and the call of a
+		// POST ended so is cancelled (mcpbridge: the caller went away);
+		// each request after is refused.
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
 		defer endWith(end, cancel)()

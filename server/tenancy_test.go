@@ -36,20 +36,26 @@ const (
 // approval that counts its runs.
 type tenantKernel struct {
 	*fixture
-	runs *atomic.Int32
+	runs   *atomic.Int32
+	tokens *server.Tokens
+}
+
+// tenantTokens are a tenantKernel's tokens.
+func tenantTokens() []server.Token {
+	return []server.Token{
+		{Token: tenantAClient, Side: "client", Tenant: "a"},
+		{Token: tenantAModel, Side: "model", Tenant: "a"},
+		{Token: tenantAApp, Side: "app", App: "cal", Tenant: "a"},
+		{Token: tenantBClient, Side: "client", Tenant: "b"},
+		{Token: tenantBModel, Side: "model", Tenant: "b"},
+		{Token: tenantBApp, Side: "app", App: "cal", Tenant: "b"},
+		{Token: tenantOps, Side: "operator", Name: "ada"},
+	}
 }
 
 func newTenantKernel(t *testing.T) *tenantKernel {
 	t.Helper()
-	tokens, err := server.NewTokens(
-		server.Token{Token: tenantAClient, Side: "client", Tenant: "a"},
-		server.Token{Token: tenantAModel, Side: "model", Tenant: "a"},
-		server.Token{Token: tenantAApp, Side: "app", App: "cal", Tenant: "a"},
-		server.Token{Token: tenantBClient, Side: "client", Tenant: "b"},
-		server.Token{Token: tenantBModel, Side: "model", Tenant: "b"},
-		server.Token{Token: tenantBApp, Side: "app", App: "cal", Tenant: "b"},
-		server.Token{Token: tenantOps, Side: "operator", Name: "ada"},
-	)
+	tokens, err := server.NewTokens(tenantTokens()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +74,7 @@ func newTenantKernel(t *testing.T) *tenantKernel {
 	t.Cleanup(func() { _ = mcpH.Close() })
 	ts := httptest.NewServer(server.New(server.Options{Tokens: tokens, Manager: mgr, MCP: mcpH.Endpoint}))
 	t.Cleanup(ts.Close)
-	return &tenantKernel{fixture: &fixture{t: t, srv: ts, mgr: mgr}, runs: runs}
+	return &tenantKernel{fixture: &fixture{t: t, srv: ts, mgr: mgr}, runs: runs, tokens: tokens}
 }
 
 // mcpAs connects an MCP client to session id with token, or returns the

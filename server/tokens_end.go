@@ -73,11 +73,12 @@ func (t *Tokens) revokeEnds(list []Token) (ended []context.CancelCauseFunc) {
 }
 
 // withTokenEnd gives a request that stays open — a WebSocket handshake,
-// the GET of an MCP session's event stream — its bearer token's end,
+// the GET of an MCP session's event stream, a POST whose tools/call waits
+// for its result or a person's approval — its bearer token's end,
 // unless it has an end already (a console sign-in's, which ends with its
 // operator token too).
 func (srv *Server) withTokenEnd(r *http.Request) *http.Request {
-	stays := isWebSocketHandshake(r) || r.Method == http.MethodGet && r.Pattern == mcpPattern
+	stays := isWebSocketHandshake(r) || r.Pattern == mcpPattern
 	if !stays || connEnd(r.Context()) != nil || srv.opts.Tokens == nil {
 		return r
 	}

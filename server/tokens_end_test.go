@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
@@ -104,4 +105,62 @@ func TestRevokedTokenEndsItsSockets(t *testing.T) {
 	}
 	closed("the operator's approvals socket", approvals)
 	closed("the client's socket, its tenant changed", keptConn.conn)
+}
+
+// TestRevokedModelTokenEndsItsParkedCall: a model token removed from
+// tokens.json while its MCP call waits for approval has that call end,
+// cancelled: the POST's request stays open as a socket does, and ends
+// with its token. Before, the parked call went on waiting and ran once a
+// client approved it — a removed model's call, run after its removal.
+func TestRevokedModelTokenEndsItsParkedCall(t *testing.T) {
+	k := newTenantKernel(t)
+	ctx := testutil.Context(t)
+	a := k.dial(tenantAClient, "alice", "")
+	a.until(func(f *protocol.Frame) bool { return f.Msg.MessageType() == protocol.TypeSnapshot })
+	// A client without the standalone stream (the GET), which MCP makes
+	// optional: the call's own POST is all it holds open.
+	c := mcp.NewClient(&mcp.Implementation{Name: "revoked-model", Version: "1"}, nil)
+	model, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: k.srv.URL + "/v1/sessions/alice/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{tenantAModel}}, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	ended := make(chan error, 1)
+	// The caller waits for as long as it takes: the call must end because
+	// its token did, not because its caller gave up.
+	patient, giveUp := context.WithCancel(context.Background())
+	t.Cleanup(giveUp)
+	go func() {
+		r, err := model.CallTool(patient, &mcp.CallToolParams{Name: "fs.write", Arguments: map[string]any{"path": "x"}})
+		if err == nil && !r.IsError {
+			err = errors.New("the call succeeded")
+		}
+		ended <- err
+	}()
+	req := a.until(func(f *protocol.Frame) bool { return f.Msg.MessageType() == protocol.TypeApprovalRequested }).Msg.(*protocol.ApprovalRequested)
+
+	// Tenant a's model token is removed; the others stay as they were.
+	var kept []server.Token
+	for _, tok := range tenantTokens() {
+		if tok.Token != tenantAModel {
+			kept = append(kept, tok)
+		}
+	}
+	if err := k.tokens.Replace(kept); err != nil {
+		t.Fatal(err)
+	}
+	out := a.until(func(f *protocol.Frame) bool { return f.Msg.MessageType() == protocol.TypeCapabilityOutcome }).Msg.(*protocol.CapabilityOutcome)
+	if out.CallID != req.CallID || out.Outcome.Err == nil || out.Outcome.Err.Code != protocol.CodeCancelled {
+		t.Fatalf("the parked call's outcome: %+v, want %s cancelled", out, req.CallID)
+	}
+	testutil.Recv(t, ended, "the removed model's CallTool")
+	// The client's approval, too late, runs nothing.
+	a.send("late", &protocol.CapabilityApprove{CallID: req.CallID, Decision: protocol.DecisionApproved, DecidedBy: "alice", InputDigest: req.InputDigest})
+	if r := a.reply("late"); r.Msg.MessageType() != protocol.TypeError {
+		t.Fatalf("the approval after the call ended: %+v, want an error", r.Msg)
+	}
+	if n := k.runs.Load(); n != 0 {
+		t.Fatalf("the removed model's call ran %d times", n)
+	}
 }
