@@ -89,6 +89,8 @@ func TestRegisterValidation(t *testing.T) {
 		{"inputSchema too large", bad(func(c *protocol.Capability) {
 			c.InputSchema = json.RawMessage(`{"description":"` + strings.Repeat("x", session.MaxSchemaBytes) + `"}`)
 		}), "more than"},
+		{"inputSchema nested too deep", bad(func(c *protocol.Capability) { c.InputSchema = nestedSchema(5000) }), "nests more than 128 levels deep"},
+		{"outputSchema nested too deep", bad(func(c *protocol.Capability) { c.OutputSchema = nestedSchema(session.MaxSchemaDepth) }), "outputSchema: schema nests more than"},
 		{"outputSchema false", bad(func(c *protocol.Capability) { c.OutputSchema = json.RawMessage(`false`) }), "outputSchema: must be a JSON object"},
 		{"outputSchema unknown type", bad(func(c *protocol.Capability) { c.OutputSchema = json.RawMessage(`{"type":"nope"}`) }), "outputSchema:"},
 		{"outputSchema not JSON", bad(func(c *protocol.Capability) { c.OutputSchema = json.RawMessage(`{]`) }), "outputSchema:"},
@@ -784,5 +786,28 @@ func TestRegisterErrorCutsTheName(t *testing.T) {
 	wantErrCode(t, err, protocol.CodeInvalidRequest)
 	if msg := err.Error(); len(msg) > 1024 || !strings.Contains(msg, strings.Repeat("n", protocol.MaxNameBytes)+"…\"") {
 		t.Errorf("a 100 KiB name's error is %d bytes (%.200q), want the name cut to %d bytes", len(msg), msg, protocol.MaxNameBytes)
+	}
+}
+
+// nestedSchema is an array schema whose items nest levels-1 times: its
+// JSON nests levels+1 deep ({"type":"object"} at the bottom).
+func nestedSchema(levels int) json.RawMessage {
+	return json.RawMessage(strings.Repeat(`{"type":"array","items":`, levels) + `{"type":"object"}` + strings.Repeat("}", levels))
+}
+
+// TestSchemaDepthBound: a schema as deep as MaxSchemaDepth compiles;
+// brackets inside strings count for nothing. One 5,000 levels deep, which
+// held a core for minutes, is refused before it is compiled.
+func TestSchemaDepthBound(t *testing.T) {
+	for _, raw := range []json.RawMessage{
+		nestedSchema(session.MaxSchemaDepth - 1),
+		json.RawMessage(`{"type":"object","description":"` + strings.Repeat("[{", 4000) + `"}`),
+	} {
+		if _, err := session.CompileSchema(raw); err != nil {
+			t.Errorf("%.60s…: %v, want it compiled", raw, err)
+		}
+	}
+	if _, err := session.CompileSchema(nestedSchema(5000)); err == nil || !strings.Contains(err.Error(), "$ref") {
+		t.Errorf("5,000 levels: %v, want refused, saying to use $ref", err)
 	}
 }
