@@ -455,9 +455,7 @@ func (srv *Server) handleCreateSession(w http.ResponseWriter, r *http.Request, p
 	}
 	var err error
 	if len(strings.TrimSpace(string(data))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
+		if err := decodeStrict(data, &body); err != nil {
 			httpError(w, http.StatusBadRequest, "invalid_request", `the body is {"id": "<session id>"} or empty (a generated id): `+err.Error())
 			return
 		}

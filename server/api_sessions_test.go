@@ -375,6 +375,16 @@ func TestTokensFile(t *testing.T) {
 			t.Fatalf("the refused file was rewritten:\n%s", raw)
 		}
 	})
+	t.Run("data after the tokens object is refused", func(t *testing.T) {
+		dir := t.TempDir()
+		body := `{"tokens":[{"token":"client-token-0123456789","side":"client"}]}}`
+		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := server.LoadOrCreateTokens(dir); err == nil || !strings.Contains(err.Error(), "1 bytes after the JSON value") {
+			t.Fatalf("err = %v, want the stray brace refused", err)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		tok  server.Token

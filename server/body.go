@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,4 +50,21 @@ func readBody(w http.ResponseWriter, r *http.Request, max int, code, tooLarge st
 		httpError(w, http.StatusRequestEntityTooLarge, code, tooLarge)
 	}
 	return nil, false
+}
+
+// decodeStrict decodes the one JSON value data holds into v, refusing a
+// key v has no field for and anything but white space after the value: a
+// body of two objects was taken for its first (a probe's POST
+// /v1/sessions of {"id":"a"}{"id":"b"} made session a), and a tokens.json
+// ending in a stray brace was read as if it did not.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+		return fmt.Errorf("%d bytes after the JSON value (%.20q): send one value", len(rest), rest)
+	}
+	return nil
 }

@@ -146,6 +146,7 @@ func (srv *Server) withSession(admit admitFunc, h sessionHandler) http.HandlerFu
 		}
 		r = srv.withTokenEnd(r) // its socket closes if the token is revoked (tokens_end.go)
 		s, release, err := srv.opts.Manager.AcquireAs(r.Context(), pr, id, create == createAlways)
+		joined := create == createAlways // asked to create the session if it never existed
 		if create == createIfInitialize && errors.Is(err, ErrNotFound) {
 			// Read the body only now: a request for a session that
 			// exists (or that another node owns, forwarded unread) is
@@ -156,9 +157,17 @@ func (srv *Server) withSession(admit admitFunc, h sessionHandler) http.HandlerFu
 			}
 			if r.Header.Get("Mcp-Session-Id") == "" && isInitialize(body) {
 				s, release, err = srv.opts.Manager.AcquireAs(r.Context(), pr, id, true)
+				joined = true
 			}
 		}
 		switch {
+		case joined && !pr.Operator() && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrDeleted)):
+			// A join creates a session that never existed, so one refused
+			// names an id that is taken: another tenant's session, or a
+			// deleted one (whose tenant was not kept). Both are told
+			// alike, so that no tenant learns which ids another deleted.
+			httpError(w, http.StatusNotFound, "not_found", "no session "+id+" for this token: the id is another tenant's, or its session was deleted (a deleted session's id is used again only by POST /v1/sessions); choose another id")
+			return
 		case r.Pattern == mcpPattern && errors.Is(err, ErrNotFound):
 			httpError(w, http.StatusNotFound, "not_found", "no session "+id+": an MCP client's initialize (a POST without Mcp-Session-Id) starts it")
 			return

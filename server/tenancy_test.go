@@ -241,6 +241,13 @@ func TestExplicitCreate(t *testing.T) {
 	if status, body := k.post("/v1/sessions", tenantAClient, `{"id":"c1","x":1}`); status != http.StatusBadRequest {
 		t.Fatalf("an unknown field: %d %s, want 400", status, body)
 	}
+	// Two objects were taken for the first (a probe's), making c2.
+	if status, body := k.post("/v1/sessions", tenantAClient, `{"id":"c2"} {"id":"c3"}`); status != http.StatusBadRequest || !strings.Contains(body, "after the JSON value") {
+		t.Fatalf("two objects: %d %s, want 400", status, body)
+	}
+	if status, _ := k.get("GET", "/v1/sessions/c2", tenantAClient); status != http.StatusNotFound {
+		t.Fatalf("the refused create made c2: %d", status)
+	}
 	status, body = k.post("/v1/sessions", tenantAClient, ``)
 	var gen struct{ ID string }
 	if err := json.Unmarshal([]byte(body), &gen); status != http.StatusCreated || err != nil || len(gen.ID) < 32 {
@@ -346,5 +353,19 @@ func TestDeleteIsFinal(t *testing.T) {
 	}
 	if status, _ := k.dialStatusQuery(tenantAClient, "doomed", ""); status != http.StatusNotFound {
 		t.Fatalf("a reconnect to the deleted session: %d, want 404", status)
+	}
+	// Another tenant joining the deleted id, and one joining a live
+	// session of tenant a, are told alike: no tenant learns which ids
+	// another deleted (a probe was told "session zz-y was deleted").
+	k.dial(tenantAClient, "alive", "").until(ofType(protocol.TypeSnapshot))
+	_, deleted := k.dialStatusQuery(tenantBClient, "doomed", "")
+	_, others := k.dialStatusQuery(tenantBClient, "alive", "")
+	if deleted != strings.ReplaceAll(others, "alive", "doomed") || !strings.Contains(deleted, "another tenant's, or its session was deleted") {
+		t.Fatalf("tenant b joining a deleted id: %s; joining tenant a's: %s — want the same answer", deleted, others)
+	}
+	for _, id := range []string{"doomed", "alive"} {
+		if status, body := k.post("/v1/sessions/"+id+"/mcp", tenantBModel, initializeBody); status != http.StatusNotFound || !strings.Contains(body, "another tenant's, or its session was deleted") {
+			t.Errorf("tenant b's MCP initialize of %s: %d %s, want the same answer", id, status, body)
+		}
 	}
 }

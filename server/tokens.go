@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -291,16 +290,11 @@ func parseTokens(path string, b []byte) ([]Token, error) {
 	// a tenant of its own — another tenant than meant — while brain's next
 	// rewrite of the file erased the typo.
 	var f tokenFile
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := decodeStrict(b, &f); err != nil {
 		if strings.Contains(err.Error(), "unknown field") {
 			return nil, fmt.Errorf("%s: %w (a token's keys are token, side, name, tenant and app, in an object under \"tokens\")", path, err)
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s: data after the tokens object", path)
 	}
 	if err := checkTokens(f.Tokens); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
