@@ -182,7 +182,7 @@ func TestCallTimeoutMsIsANumber(t *testing.T) {
 // changes how its neighbours are shown, nor U+FFFD — what a lone
 // surrogate decodes to, so that "x\ud800" and "x\udc00" would be one name.
 func TestValidateNameHidden(t *testing.T) {
-	for _, name := range []string{"fs.read", "github:search", "café", "fs.reаd" /* Cyrillic а: visible, allowed */, "日本.検索"} {
+	for _, name := range []string{"fs.read", "github:search", "café", "café", "ui.Привет", "日本.検索", "ui.检索search", "αβγ.δ"} {
 		if err := protocol.ValidateName(name); err != nil {
 			t.Errorf("%+q refused: %v", name, err)
 		}
@@ -203,6 +203,10 @@ func TestValidateNameHidden(t *testing.T) {
 		"a\u3164b":    "U+3164",
 		"a\ufffeb":    "U+FFFE",
 		"a\ufe0fb":    "U+FE0F",
+		// Look-alikes: a word with letters of two scripts drawn alike.
+		"fs.re\u0430d":      `the word "reаd" mixes Latin and Cyrillic letters`,
+		"ui.\u03bfpen.x":    `the word "οpen" mixes Greek and Latin letters`,
+		"ui.x\u0430\u0301b": `mixes Latin and Cyrillic`,
 	} {
 		if err := protocol.ValidateName(name); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+q: %v, want an error naming %s", name, err, want)

@@ -42,7 +42,57 @@ func ValidateName(name string) error {
 		}
 		return fmt.Errorf("must not contain %U, a space, control or format character", r)
 	}
+	if word, a, b, ok := mixedScriptWord(name); ok {
+		return fmt.Errorf("the word %q mixes %s and %s letters, as a look-alike of another name does (fs.reаd with a Cyrillic а); write each word in one script", word, a, b)
+	}
 	return nil
+}
+
+// lookAlikeScripts are the scripts whose letters pass for each other's:
+// Latin a, Cyrillic а and Greek α are drawn alike, and so are many more.
+var lookAlikeScripts = []struct {
+	name  string
+	table *unicode.RangeTable
+}{
+	{"Latin", unicode.Latin}, {"Cyrillic", unicode.Cyrillic}, {"Greek", unicode.Greek},
+	{"Armenian", unicode.Armenian}, {"Cherokee", unicode.Cherokee},
+}
+
+// mixedScriptWord finds a word of name (a run of letters and marks) with
+// letters of two lookAlikeScripts, and names them. A name may use several
+// scripts, one a word (ui.Привет); a word that mixes them is how a
+// spoofed name is made. Scripts that are not drawn alike (Han and Latin)
+// may mix.
+func mixedScriptWord(name string) (word, a, b string, ok bool) {
+	start, first := -1, -1
+	for i, r := range name + "." {
+		if unicode.IsLetter(r) || unicode.Is(unicode.M, r) {
+			if start < 0 {
+				start, first = i, -1
+			}
+			for k, sc := range lookAlikeScripts {
+				if unicode.Is(sc.table, r) {
+					if first < 0 {
+						first = k
+					} else if first != k {
+						end := i + utf8.RuneLen(r)
+						for end < len(name) {
+							r2, n := utf8.DecodeRuneInString(name[end:])
+							if !unicode.IsLetter(r2) && !unicode.Is(unicode.M, r2) {
+								break
+							}
+							end += n
+						}
+						return name[start:end], lookAlikeScripts[first].name, sc.name, true
+					}
+					break
+				}
+			}
+			continue
+		}
+		start = -1
+	}
+	return "", "", "", false
 }
 
 // hiddenRune reports whether r may not be in a name: a space, control or

@@ -165,6 +165,25 @@ func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registrati
 	return r, nil
 }
 
+// caseTwinLocked returns a name registered in the session, or another of
+// the batch regs (inBatch), that differs from name only in case, or "": FS.READ beside the
+// kernel's fs.read is a name a model or a person takes for the other (a
+// tenant's probe registered it). brain build refuses such names within an
+// artifact for the same reason. s.mu is held.
+func (s *Session) caseTwinLocked(name string, regs []*registration) (other string, inBatch bool) {
+	for other := range s.caps {
+		if other != name && strings.EqualFold(other, name) {
+			return other, false
+		}
+	}
+	for _, r := range regs {
+		if other := r.def[0].Name; other != name && strings.EqualFold(other, name) {
+			return other, true
+		}
+	}
+	return "", false
+}
+
 // commit installs prepared registrations after checking names against the
 // batch and the session, and emits one capability_register event.
 func (s *Session) commit(regs []*registration) error {
@@ -195,11 +214,19 @@ func (s *Session) commit(regs []*registration) error {
 		}
 		if !ok {
 			added++
+			if other, inBatch := s.caseTwinLocked(name, regs); other != "" {
+				undo := fmt.Sprintf("deregister %q first", other)
+				if inBatch {
+					undo = "register one of them"
+				}
+				return &RegisterError{Name: name, Code: protocol.CodeConflict,
+					Err: fmt.Errorf("the name differs from %q only in case: a model or a person could take one for the other; choose another name, or %s", other, undo)}
+			}
 		}
 	}
 	if n := s.userCapsLocked(); n+added > s.opts.MaxCapabilities {
 		return &RegisterError{Name: regs[0].def[0].Name, Code: protocol.CodeQuotaExceeded,
-			Err: fmt.Errorf("the session has %d capabilities and this adds %d, over its limit of %d (MaxCapabilities); deregister some first", n, added, s.opts.MaxCapabilities)}
+			Err: fmt.Errorf("the session has %d capabilities of its peers (its built-in ones aside) and this registration adds %d, over its limit of %d (MaxCapabilities); deregister some first", n, added, s.opts.MaxCapabilities)}
 	}
 	var fresh []*registration // added or replaced: the event's
 	changed := false          // a definition was added or replaced: a new revision

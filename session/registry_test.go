@@ -811,3 +811,25 @@ func TestSchemaDepthBound(t *testing.T) {
 		t.Errorf("5,000 levels: %v, want refused, saying to use $ref", err)
 	}
 }
+
+// TestRegisterRefusesCaseTwins: a name that differs from one in the
+// session only in case is refused, naming the other (a tenant's probe put
+// FS.READ beside the kernel's fs.read); the session is unchanged.
+func TestRegisterRefusesCaseTwins(t *testing.T) {
+	s := session.New("test", nil)
+	if err := s.Register(session.Client, clientCap("fs.read")); err != nil {
+		t.Fatal(err)
+	}
+	before := state(t, s)
+	err := s.Register(session.Client, clientCap("FS.READ"))
+	wantRejected(t, s, before, err, "FS.READ", protocol.CodeConflict, `differs from "fs.read" only in case`)
+	err = s.Register(session.Client, clientCap("ui.Pick"), clientCap("ui.pick"))
+	wantRejected(t, s, before, err, "ui.Pick", protocol.CodeConflict, `differs from "ui.pick" only in case`)
+	// Deregistered, the other case is free.
+	if err := s.Deregister(session.Client, "fs.read"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(session.Client, clientCap("FS.READ")); err != nil {
+		t.Fatalf("after the deregistration: %v", err)
+	}
+}
