@@ -290,14 +290,28 @@ const (
 	clients                  // operators and clients
 )
 
+// unauthenticated answers a request without a valid token: 401, saying
+// where the token goes (a probe's ?token= on an API request was told only
+// of the header).
+func unauthenticated(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
+	msg := "a valid token is required (Authorization: Bearer <token>)"
+	switch {
+	case r.URL.Query().Has("token") && !isWebSocketHandshake(r):
+		msg += "; ?token= is taken by WebSocket connections only, where a browser cannot set the header"
+	case r.Header.Get("Authorization") != "" && bearerToken(r) == "":
+		msg += "; the Authorization header holds no Bearer token"
+	}
+	httpError(w, http.StatusUnauthorized, "unauthorized", msg)
+}
+
 // authenticated wraps h with authentication; a principal the endpoint is
 // not for is refused with 403 forbidden.
 func (srv *Server) authenticated(for_ who, h func(w http.ResponseWriter, r *http.Request, pr Principal)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		pr, ok := srv.authenticate(r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
-			httpError(w, http.StatusUnauthorized, "unauthorized", "a valid token is required (Authorization: Bearer <token>)")
+			unauthenticated(w, r)
 			return
 		}
 		side := pr.Peer.Side

@@ -174,33 +174,38 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMisdirectedRequest, "forbidden", "this console does not answer to the host "+strconv.Quote(r.Host)+": reach it by an IP address or localhost, or add the name to console.hosts in the serve config")
 		return
 	}
-	if !c.originOK(r) {
-		httpError(w, http.StatusForbidden, "forbidden", "cross-origin request refused: the Origin header must be this console's own")
+	if why := c.originRefused(r); why != "" {
+		httpError(w, http.StatusForbidden, "forbidden", "cross-origin request refused: "+why)
 		return
 	}
 	c.mux.ServeHTTP(w, r)
 }
 
-// originOK applies the Origin check: a request that changes state (any
+// originRefused applies the Origin check: a request that changes state (any
 // method but GET and HEAD) or upgrades to a WebSocket must carry an Origin
 // equal to the console's own scheme://host, and any request that carries
 // an Origin at all must carry that one. A browser's request to the
 // console's API (/console/, /v1/) must also not say it came from another
 // origin (Sec-Fetch-Site: a page on another port of this host is
-// "same-site", not "same-origin").
-func (c *Console) originOK(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" && o != ownOrigin(r) {
-		return false
+// "same-site", not "same-origin"). It returns why a request is refused,
+// naming the header, or "".
+func (c *Console) originRefused(r *http.Request) string {
+	own := ownOrigin(r)
+	if o := r.Header.Get("Origin"); o != "" && o != own {
+		return "the Origin header is " + o + ", and must be this console's own, " + own
 	}
 	if strings.HasPrefix(r.URL.Path, "/v1/") || strings.HasPrefix(r.URL.Path, "/console/") {
 		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-			return false
+			return "Sec-Fetch-Site is " + site + ": the console's API answers its own pages only (same-origin)"
 		}
 	}
 	if !isWebSocketHandshake(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		return true
+		return ""
 	}
-	return r.Header.Get("Origin") == ownOrigin(r)
+	if r.Header.Get("Origin") == "" {
+		return "a request that changes something (or opens a WebSocket) must carry an Origin header, this console's own: " + own
+	}
+	return ""
 }
 
 // ownOrigin is the console's origin as the request reached it.
@@ -405,10 +410,34 @@ func (c *Console) signedIn(r *http.Request, csrf string) (session.Peer, bool) {
 	return p, true
 }
 
+// notSignedIn answers a request signedIn refused, saying which of its
+// parts was missing or wrong (a probe, holding a good cookie without the
+// CSRF token, was told only to sign in).
+func (c *Console) notSignedIn(w http.ResponseWriter, r *http.Request, csrf string, upgrade bool) {
+	msg := "sign in with an operator token"
+	_, err := r.Cookie(consoleCookie)
+	cl, open := c.claims(r)
+	switch {
+	case err != nil && r.Header.Get("Authorization") != "":
+		msg = "the console takes no bearer token (use the kernel's own listener for one): sign in with an operator token"
+	case err != nil:
+		// No sign-in cookie: the message above.
+	case !open:
+		msg = "your sign-in ended (it expired, was signed out, or its operator token was removed): sign in again"
+	case !c.keys.csrfOK(cl.id, csrf) && upgrade:
+		msg = "the sign-in's CSRF token is missing or wrong: offer the subprotocols " + wsProtocol + " and " + wsCSRFPrefix + "<token>, with the token /console/signin gave"
+	case !c.keys.csrfOK(cl.id, csrf):
+		msg = "the sign-in's CSRF token is missing or wrong: send it in the " + csrfHeader + " header, as /console/signin gave it"
+	default:
+		msg = "this sign-in's token is no longer an operator token: sign in again"
+	}
+	httpError(w, http.StatusUnauthorized, "unauthorized", msg)
+}
+
 func (c *Console) handleMe(w http.ResponseWriter, r *http.Request) {
 	p, ok := c.signedIn(r, r.Header.Get(csrfHeader))
 	if !ok {
-		httpError(w, http.StatusUnauthorized, "unauthorized", "sign in with an operator token")
+		c.notSignedIn(w, r, r.Header.Get(csrfHeader), false)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": p.Name, "model": c.opts.Model, "frameOrigins": c.frameOrigins(r),
@@ -442,7 +471,7 @@ func (c *Console) handleAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	p, ok := c.signedIn(r, csrf)
 	if !ok {
-		httpError(w, http.StatusUnauthorized, "unauthorized", "sign in with an operator token")
+		c.notSignedIn(w, r, csrf, upgrade)
 		return
 	}
 	ctx := context.WithValue(r.Context(), consolePeerKey{}, p)

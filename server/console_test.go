@@ -407,6 +407,44 @@ func TestConsoleAPIAndOrigin(t *testing.T) {
 		}
 	})
 
+	t.Run("a refusal names what was missing or wrong", func(t *testing.T) {
+		// A probe holding a good cookie without the CSRF token was told
+		// only to sign in, and a Sec-Fetch-Site refusal blamed an Origin
+		// header it had not sent.
+		for _, tc := range []struct {
+			what, csrf, want string
+		}{
+			{"no CSRF token", "-", "CSRF token is missing or wrong: send it in the X-Brain-Csrf header"},
+			{"a wrong CSRF token", "nope", "CSRF token is missing or wrong"},
+		} {
+			if code, body := op.do("GET", "/v1/sessions", "", tc.csrf); code != http.StatusUnauthorized || !strings.Contains(body, tc.want) {
+				t.Errorf("%s: %d %s, want 401 saying %q", tc.what, code, body, tc.want)
+			}
+		}
+		for _, tc := range []struct {
+			hdr  http.Header
+			want string
+		}{
+			{http.Header{"Authorization": {"Bearer " + operatorToken}}, "the console takes no bearer token"},
+			{http.Header{"Sec-Fetch-Site": {"same-site"}}, "Sec-Fetch-Site is same-site:"},
+			{http.Header{"Origin": {"http://127.0.0.1:1"}}, "the Origin header is http://127.0.0.1:1,"},
+		} {
+			req, _ := http.NewRequestWithContext(testutil.Context(t), "GET", ts.URL+"/v1/sessions", nil)
+			for k, v := range tc.hdr {
+				req.Header[k] = v
+			}
+			resp, err := ts.Client().Do(req) // no cookie
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), tc.want) {
+				t.Errorf("GET with %v: %d %s, want it to say %q", tc.hdr, resp.StatusCode, body, tc.want)
+			}
+		}
+	})
+
 	t.Run("a request from another origin is refused, even with the CSRF token", func(t *testing.T) {
 		for _, hdr := range []http.Header{
 			{"Origin": {"http://127.0.0.1:1"}},                     // another port: another origin

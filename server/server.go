@@ -131,8 +131,7 @@ func (srv *Server) withSession(admit admitFunc, h sessionHandler) http.HandlerFu
 	return func(w http.ResponseWriter, r *http.Request) {
 		pr, ok := srv.authenticate(r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
-			httpError(w, http.StatusUnauthorized, "unauthorized", "a valid token is required (Authorization: Bearer <token>)")
+			unauthenticated(w, r)
 			return
 		}
 		id := r.PathValue("id")

@@ -241,6 +241,10 @@ func TestExplicitCreate(t *testing.T) {
 	if status, body := k.post("/v1/sessions", tenantAClient, `{"id":"c1","x":1}`); status != http.StatusBadRequest {
 		t.Fatalf("an unknown field: %d %s, want 400", status, body)
 	}
+	// The token in the query, as a WebSocket takes it, is told where it goes.
+	if status, body := k.get("GET", "/v1/sessions?token="+tenantAClient, ""); status != http.StatusUnauthorized || !strings.Contains(body, "?token= is taken by WebSocket connections only") {
+		t.Fatalf("?token= on the API: %d %s, want 401 saying where it goes", status, body)
+	}
 	// Two objects were taken for the first (a probe's), making c2.
 	if status, body := k.post("/v1/sessions", tenantAClient, `{"id":"c2"} {"id":"c3"}`); status != http.StatusBadRequest || !strings.Contains(body, "after the JSON value") {
 		t.Fatalf("two objects: %d %s, want 400", status, body)
