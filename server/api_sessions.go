@@ -215,6 +215,11 @@ func (m *Manager) Delete(ctx context.Context, id string) (cancelled int, err err
 		c.cancel(ErrDeleted)
 	}
 	release()
+	// Its journal closes before the store forgets it: what the session
+	// does from here on (a turn that ends as it is cancelled, a timer)
+	// is not stored, where the store would refuse it as a fault of its
+	// own (a probe's delete during a turn made /readyz 503 for 30 s).
+	m.journals.untrack(s)
 	m.dropLease(e) // cluster.go
 	if e != nil && m.opts.Release != nil {
 		m.opts.Release(s)

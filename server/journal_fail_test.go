@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
 	"github.com/brainrt/brain/session"
@@ -116,4 +118,41 @@ func readyz(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// deletingStore is a faultStore whose Delete makes every later append
+// fail, as the store's does for a session it no longer holds.
+type deletingStore struct{ faultStore }
+
+func (st *deletingStore) Delete(context.Context, string) error {
+	st.failWith(errors.New("wrong last sequence: the session's events were deleted"))
+	return nil
+}
+
+// TestDeleteIsNoJournalFault: what a deleted session does after its
+// delete (a turn that ends as it is cancelled, a timer) is not stored and
+// is no fault of the store's: the node stays ready. A probe's delete
+// during a running turn logged "journal append failed" twice, and the
+// first failure made /readyz 503 for 30 s.
+func TestDeleteIsNoJournalFault(t *testing.T) {
+	server.SetJournalFaultFor(t, 30*time.Second)
+	st := &deletingStore{faultStore{failStore: failStore{events: map[string][]session.Event{}}}}
+	mgr := server.NewManager(server.ManagerOptions{Store: st})
+	hs := httptest.NewServer(server.New(server.Options{Manager: mgr}))
+	t.Cleanup(hs.Close)
+	s, release, err := mgr.Acquire(testutil.Context(t), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if _, err := mgr.Delete(testutil.Context(t), "s"); err != nil {
+		t.Fatal(err)
+	}
+	// The deleted session's object emits an event after the delete.
+	if err := s.Register(session.Client, clientCap("ui.late", false)); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(t, hs.URL); code != http.StatusOK {
+		t.Fatalf("/readyz after a delete: %d %s, want 200", code, body)
+	}
 }
