@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -115,6 +116,10 @@ func (s *Session) awaitApproval(ctx context.Context, c *call) bool {
 	case <-ctx.Done():
 		out := contextOutcome(ctx, 0)
 		out.Err.Message = "the caller went away while the call awaited approval; it did not run"
+		var tc *turnCancelled
+		if errors.As(context.Cause(ctx), &tc) { // the model loop's turn: say who ended it
+			out.Err.Message = tc.Error() + " while the call awaited approval; it did not run"
+		}
 		s.finish(c, out)
 	}
 	return false

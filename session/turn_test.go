@@ -151,6 +151,30 @@ func TestTurnRunner(t *testing.T) {
 			t.Fatalf("turn_ended %+v, want cancelled naming the reason", e)
 		}
 	})
+	t.Run("cancelled while its call awaits approval", func(t *testing.T) {
+		// The call's outcome says the turn was cancelled and why, where it
+		// said "the caller went away" (the console's probe cancelled it).
+		s := session.New("test", nil)
+		if err := s.Register(session.Client, jClientCap("c.ask", true)); err != nil {
+			t.Fatal(err)
+		}
+		s.SetTurnRunner(func(ctx context.Context, s *session.Session, turn int) (protocol.TurnReason, error) {
+			s.Invoke(ctx, protocol.AudienceLLM, "c.ask", json.RawMessage(`{}`))
+			return protocol.TurnError, ctx.Err()
+		})
+		sub := watch(t, s)
+		if _, err := s.StartTurn(session.Client, "hello"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor[*protocol.ApprovalRequested](t, sub, nil)
+		if err := s.CancelTurn("cancelled from the console by ada"); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := waitFor[*protocol.CapabilityOutcome](t, sub, nil)
+		if want := "the turn was cancelled: cancelled from the console by ada while the call awaited approval; it did not run"; out.Outcome.Err == nil || out.Outcome.Err.Message != want {
+			t.Fatalf("the call's outcome %+v, want %q", out.Outcome, want)
+		}
+	})
 	t.Run("panics", func(t *testing.T) {
 		s := session.New("test", nil)
 		s.SetTurnRunner(func(context.Context, *session.Session, int) (protocol.TurnReason, error) { panic("boom") })
