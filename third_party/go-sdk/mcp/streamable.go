@@ -242,6 +242,15 @@ type StreamableHTTPOptions struct {
 	// and nothing in the body is dispatched. The SDK reads a numeric id as
 	// a float64, so it would answer an id such as 1.5 under another (1).
 	CheckBody func(body []byte) (reply []byte)
+
+	// KeepAlive (BRAIN PATCH) is how long an SSE response to a POST may
+	// go without writing before it writes a comment (": keep-alive"):
+	// its headers go out with the first, and an idle timeout of the
+	// client's or a proxy's does not end a response whose request waits
+	// long (a call awaiting a person's approval). Node's fetch gives up
+	// after 300 s without headers, and again without a body chunk. 0 is
+	// 15 s; negative writes none.
+	KeepAlive time.Duration
 }
 
 // DefaultMaxRequestBodyBytes is the default value used for
@@ -455,6 +464,7 @@ func (h *StreamableHTTPHandler) serveStateless(w http.ResponseWriter, req *http.
 		logger:                      h.opts.Logger,
 		shouldPropagateCancellation: info.usesNewProtocol && (info.isSubscriptionsListen || h.opts.PropagateRequestCancellation),
 		checkBody:                   h.opts.CheckBody, // BRAIN PATCH
+		keepAlive:                   h.opts.KeepAlive, // BRAIN PATCH
 	}
 
 	session, err := connectStreamable(req.Context(), server, transport, info.opts)
@@ -691,6 +701,7 @@ func (h *StreamableHTTPHandler) serveStatefulPOST(w http.ResponseWriter, req *ht
 		jsonResponse: h.opts.JSONResponse,
 		logger:       h.opts.Logger,
 		checkBody:    h.opts.CheckBody, // BRAIN PATCH
+		keepAlive:    h.opts.KeepAlive, // BRAIN PATCH
 	}
 
 	// Sessions without a session ID (GetSessionID returned "") are ephemeral:
@@ -867,6 +878,8 @@ type StreamableServerTransport struct {
 
 	// checkBody is [StreamableHTTPOptions.CheckBody] (BRAIN PATCH).
 	checkBody func([]byte) []byte
+	// keepAlive is [StreamableHTTPOptions.KeepAlive] (BRAIN PATCH).
+	keepAlive time.Duration
 
 	// connection is non-nil if and only if the transport has been connected.
 	connection *streamableServerConn
@@ -885,6 +898,7 @@ func (t *StreamableServerTransport) Connect(ctx context.Context) (Connection, er
 		logger:                      ensureLogger(t.logger), // see #556: must be non-nil
 		shouldPropagateCancellation: t.shouldPropagateCancellation,
 		checkBody:                   t.checkBody, // BRAIN PATCH
+		keepAlive:                   t.keepAlive, // BRAIN PATCH
 		incoming:                    make(chan jsonrpc.Message, 10),
 		done:                        make(chan struct{}),
 		streams:                     make(map[string]*stream),
@@ -926,6 +940,7 @@ type streamableServerConn struct {
 	shouldPropagateCancellation bool
 
 	checkBody func([]byte) []byte // BRAIN PATCH: see [StreamableHTTPOptions.CheckBody]
+	keepAlive time.Duration       // BRAIN PATCH: see [StreamableHTTPOptions.KeepAlive]
 
 	logger *slog.Logger
 
@@ -1850,6 +1865,16 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 		}
 	}
 
+	// BRAIN PATCH: a response that waits long writes a comment now and
+	// then ([StreamableHTTPOptions.KeepAlive]).
+	if useSSE && c.keepAlive >= 0 {
+		every := c.keepAlive
+		if every == 0 {
+			every = defaultKeepAlive
+		}
+		defer stream.keepAlive(every)()
+	}
+
 	// Publish incoming messages.
 	for _, msg := range incoming {
 		select {
@@ -1868,6 +1893,40 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 
 	c.hangResponse(req.Context(), done)
 	c.cancelAbandoned(req.Context(), stream.id, done) // BRAIN PATCH
+}
+
+// defaultKeepAlive is [StreamableHTTPOptions.KeepAlive]'s default (BRAIN
+// PATCH).
+const defaultKeepAlive = 15 * time.Second
+
+// keepAlive (BRAIN PATCH) writes an SSE comment to the stream's response
+// every so often, for as long as the response is open, until stop is
+// called. An SSE client skips comments.
+func (s *stream) keepAlive(every time.Duration) (stop func()) {
+	var (
+		t       *time.Timer
+		stopped bool
+	)
+	s.mu.Lock()
+	t = time.AfterFunc(every, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if stopped || s.done == nil || s.w == nil || s.pendingJSONMessages != nil {
+			return
+		}
+		if _, err := io.WriteString(s.w, ": keep-alive\n\n"); err != nil {
+			return
+		}
+		_ = http.NewResponseController(s.w).Flush()
+		t.Reset(every)
+	})
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		stopped = true
+		s.mu.Unlock()
+		t.Stop()
+	}
 }
 
 // cancelAbandoned (BRAIN PATCH) cancels the requests of a POST whose client
@@ -3018,6 +3077,7 @@ func (h *StreamableHTTPHandler) restoreSession(req *http.Request, sessionID stri
 		jsonResponse: h.opts.JSONResponse,
 		logger:       h.opts.Logger,
 		checkBody:    h.opts.CheckBody,
+		keepAlive:    h.opts.KeepAlive,
 	}
 	var sessInfo *sessionInfo
 	connectOpts := &ServerSessionOptions{
