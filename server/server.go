@@ -168,7 +168,7 @@ func (srv *Server) withSession(admit admitFunc, h sessionHandler) http.HandlerFu
 			httpError(w, http.StatusNotFound, "not_found", "no session "+id+" for this token: the id is another tenant's, or its session was deleted (a deleted session's id is used again only by POST /v1/sessions); choose another id")
 			return
 		case r.Pattern == mcpPattern && errors.Is(err, ErrNotFound):
-			httpError(w, http.StatusNotFound, "not_found", "no session "+id+": an MCP client's initialize (a POST without Mcp-Session-Id) starts it")
+			httpError(w, http.StatusNotFound, "not_found", "no session "+id+": an MCP client's initialize (a POST without Mcp-Session-Id) starts it, unless its id is another tenant's or its session was deleted")
 			return
 		case pr.Peer.Side == session.SideOperator && errors.Is(err, ErrNotFound):
 			httpError(w, http.StatusNotFound, "not_found", "no session "+id+": an operator joins sessions that exist; a client's connection, or POST /v1/sessions, creates one")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,6 +49,11 @@ The model token comes from $BRAIN_TOKEN or --token-file.`,
 		return code
 	}
 	if *kernelURL != "" || *sessionID != "" {
+		local := false
+		fs.Visit(func(f *flag.Flag) { local = local || f.Name == "config" || f.Name == "data" })
+		if local {
+			return usageError(stderr, "mcp", "--config and --data serve tools here, and --url bridges to a kernel that serves them: give one or the other")
+		}
 		return runMCPBridge(ctx, *kernelURL, *sessionID, *tokenFile, stdout, stderr)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -119,8 +125,17 @@ func sessionMCPEndpoint(base, id string) (string, error) {
 		return "", fmt.Errorf("--session %q: use 1 to 128 of A-Z a-z 0-9 _ -", id)
 	}
 	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return "", fmt.Errorf("--url %q: want the kernel's http or https URL, such as http://127.0.0.1:7777", base)
+	case u.User != nil:
+		// Never echo it: it holds a secret.
+		return "", errors.New("--url holds a user or password: give the model token by --token-file or $BRAIN_TOKEN, never in the URL")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", fmt.Errorf("--url %q: the kernel's URL takes no query or fragment, such as http://127.0.0.1:7777", base)
+	case strings.Contains(u.Path, "/v1/"):
+		// The session's endpoint, pasted from serve's banner or a config.
+		return "", fmt.Errorf("--url %q is a path of the kernel's API: give the kernel's URL alone (%s://%s) and the session by --session", base, u.Scheme, u.Host)
 	}
 	return strings.TrimRight(u.String(), "/") + "/v1/sessions/" + id + "/mcp", nil
 }

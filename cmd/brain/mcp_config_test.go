@@ -102,10 +102,19 @@ func TestMCPConfigRefused(t *testing.T) {
 		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "ftp://x"},
 		{"mcp", "--url", "http://127.0.0.1:7777"},
 		{"mcp", "--session", "demo"},
+		// What the MCP probe's URLs became: the path inside a fragment, the
+		// endpoint twice, a password copied into a host's config.
+		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://127.0.0.1:7777/?x=1#f"},
+		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://127.0.0.1:7777/v1/sessions/demo/mcp"},
+		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://user:secret-pw@127.0.0.1:7777"},
+		{"mcp", "--url", "http://127.0.0.1:7777", "--session", "demo", "--config", "brain.yaml"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != exitUsage || out.Len() != 0 {
 			t.Errorf("brain %v: exit %d, stdout %q, stderr %q; want usage error", args, code, out.String(), errb.String())
+		}
+		if strings.Contains(errb.String(), "secret-pw") {
+			t.Errorf("brain %v printed the URL's password: %s", args, errb.String())
 		}
 	}
 }
