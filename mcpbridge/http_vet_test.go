@@ -156,3 +156,19 @@ type errorReply struct {
 		Message string `json:"message"`
 	} `json:"error"`
 }
+
+// TestUnknownProtocolVersionRefusedAsJSONRPC: a request whose
+// Mcp-Protocol-Version this server does not speak gets a JSON-RPC error
+// naming the versions it does, where the SDK wrote plain text listing
+// 2026-07-28, which a stateful endpoint then refuses (MCP probe).
+func TestUnknownProtocolVersionRefusedAsJSONRPC(t *testing.T) {
+	f := newFixture(t)
+	url, cs := serveAndConnect(t, f.s)
+	resp := postMCP(t, url, cs.ID(), "1999-01-01", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	body, _ := io.ReadAll(resp.Body)
+	var reply errorReply
+	if err := json.Unmarshal(body, &reply); resp.StatusCode != http.StatusBadRequest || err != nil || reply.Error.Code != -32600 ||
+		!strings.Contains(reply.Error.Message, `"1999-01-01"`) || !strings.Contains(reply.Error.Message, "2025-06-18") || strings.Contains(reply.Error.Message, "2026-07-28") {
+		t.Fatalf("an unknown version: %s %s, want 400, -32600 naming the versions served (not 2026-07-28)", resp.Status, body)
+	}
+}

@@ -386,7 +386,12 @@ func (h *StreamableHTTPHandler) ServeHTTP(w http.ResponseWriter, req *http.Reque
 		supportedVersions = supportedProtocolVersions
 	}
 	if protocolVersion != "" && !slices.Contains(supportedVersions, protocolVersion) && protocolVersion < protocolVersion20260728 {
-		http.Error(w, fmt.Sprintf("Bad Request: Unsupported protocol version (supported versions: %s)", strings.Join(supportedVersions, ",")), http.StatusBadRequest)
+		// BRAIN PATCH: a JSON-RPC error, not plain text (which clients take
+		// for a transport failure), naming only the versions this handler
+		// serves (2026-07-28 and later only statelessly).
+		served := slices.DeleteFunc(slices.Clone(supportedVersions), func(v string) bool { return v >= protocolVersion20260728 && !h.opts.Stateless })
+		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: fmt.Sprintf("unsupported %s %q: this server speaks %s", protocolVersionHeader, protocolVersion, strings.Join(served, ", "))})
 		return
 	}
 	req = req.WithContext(context.WithValue(req.Context(), protocolVersionContextKey{}, protocolVersion))
