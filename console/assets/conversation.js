@@ -18,8 +18,9 @@
 // between is read again (?after=), and the calls the snapshot lists as
 // pending are bound to their cards, an approval decidable inline. The kernel's events do not say
 // which tool call a session call serves: a call's first event is bound to
-// the earliest open tool call (made before it, not yet answered) with the
-// same capability and the same input; render props streamed before the
+// the earliest open tool call, in the conversation's order (made before
+// it, not yet answered), with the same capability and the same input — a
+// replayed call never takes a later turn's card; render props streamed before the
 // assistant's message are bound to its first call of that capability. A
 // call nobody made through the model (a palette, an MCP caller) binds to
 // nothing, and stays in the events.
@@ -160,6 +161,7 @@ export class ConversationView {
       }
     }
     if (this.buffer.length) { this.loaded = false; setTimeout(() => this.drain(), 0); return; }
+    for (const t of this.turns.values()) if (t.reason) this.closeTurn(t.n, t.reason);
     if (!this.complete) performance.mark('brain:conversation-complete');
     this.complete = true;
     this.drawState();
@@ -189,7 +191,7 @@ export class ConversationView {
   // waiting (it returns true then); then the calls it lists as pending
   // are bound to their cards.
   catchUp(snap) {
-    const bind = () => this.bindPending(snap.pendingCalls || []);
+    const bind = () => this.bindPending(snap.pendingCalls || [], snap.seq);
     if (snap.seq <= this.readSeq) { bind(); return false; }
     api('GET', `/v1/sessions/${encodeURIComponent(this.sv.id)}/conversation?after=${this.readSeq}`).then((hist) => this.merge(hist)).catch((e) => {
       this.list.append(h('p', { class: 'error' }, 'cannot read the conversation: ', String(e.message || e), ' (reload to see what the events no longer carry)'));
@@ -228,13 +230,12 @@ export class ConversationView {
   // bindPending binds the model's calls a snapshot lists as pending to
   // their cards (the events that would have are gone): one awaiting
   // approval shows the approval, decidable.
-  bindPending(calls) {
+  bindPending(calls, seq) {
     for (const c of calls) {
       if (c.invoker && c.invoker !== 'llm') continue;
       let card = this.byCall.get(c.callId);
       if (!card) {
-        const want = canon(c.input);
-        const i = this.open.findIndex((x) => x.tc.name === c.name && x.inputKey === want);
+        const i = this.openFor(c.name, canon(c.input), seq);
         if (i < 0) continue;
         card = this.open[i];
         this.open.splice(i, 1);
@@ -266,6 +267,7 @@ export class ConversationView {
         this.turn = Math.max(this.turn, m.turn);
         if (m.turn === this.turn) this.running = false;
         this.ensureTurn(m.turn).ended(m);
+        this.closeTurn(m.turn, m.reason);
         if (this.streaming && this.streaming.turn === m.turn) this.endStreaming(m.reason);
         if (this.held && this.held.turn === m.turn) this.drawHeld(m.reason);
         break;
@@ -337,7 +339,7 @@ export class ConversationView {
       const step = { n: t.step, msg, cards: [] };
       t.steps.push(step);
       for (const tc of msg.toolCalls || []) {
-        const card = this.toolCard(n, tc, streamed);
+        const card = this.toolCard(n, tc, streamed, seq);
         step.cards.push(card);
         cards.append(card.el);
       }
@@ -369,22 +371,53 @@ export class ConversationView {
         card.apply(m, 0);
         continue;
       }
-      if (!this.open.includes(card)) this.open.push(card);
+      this.reopen(card);
     }
+  }
+
+  // reopen puts a card among the open ones, which are kept in the order
+  // of the messages that made them (the history is drawn from its end,
+  // and replayed messages open their cards again): "earliest" is the
+  // conversation's order, never the order cards were opened in.
+  reopen(card) {
+    if (this.open.includes(card)) return;
+    let i = this.open.length;
+    while (i > 0 && this.open[i - 1].seq > card.seq) i--;
+    this.open.splice(i, 0, card);
+  }
+
+  // closeTurn closes the cards of turn n, which ended: no call of it can
+  // come any more. One that no call was bound to and no tool message
+  // answered says that no result was recorded (the model reads the
+  // same), rather than wait forever or take a later call's events.
+  closeTurn(n, reason) {
+    for (const c of this.open.filter((x) => x.turn === n)) {
+      this.open.splice(this.open.indexOf(c), 1);
+      if (!c.final && !c.callId) c.unrecorded(n, reason);
+    }
+  }
+
+  // openFor is the index of the earliest open card a call of capability
+  // name with input (canonical) may be: its message came before the
+  // call's event at seq, so a replayed call never binds a card of a
+  // later message (a call of turn 6 to turn 7's card of the same call).
+  openFor(name, want, seq) {
+    return this.open.findIndex((c) => c.tc.name === name && c.inputKey === want && (!seq || !c.seq || c.seq < seq));
   }
 
   // toolCard draws one tool call of an assistant message, adopting a
   // render surface streamed before it.
-  toolCard(n, tc, streamed) {
+  toolCard(n, tc, streamed, seq) {
     const cap = this.sv.caps.get(tc.name);
     const card = new ToolCard(this, n, tc, cap);
+    card.seq = Number(seq) || 0;
     this.byToolCall.set(n + '/' + tc.id, card);
     if (streamed) {
       for (const [callId, p] of streamed.cards) {
         if (p.tc.name === tc.name) { streamed.cards.delete(callId); this.provisional.delete(callId); card.adopt(callId, p); break; }
       }
     }
-    if (!card.callId) this.open.push(card);
+    if (!card.callId) this.reopen(card);
     return card;
   }
 
@@ -450,8 +483,7 @@ export class ConversationView {
         const name = m.name || m.capabilityName;
         const input = m.type === 'render_invoked' ? m.props : m.input;
         if (input === undefined || !this.open.some((c) => c.tc.name === name)) return;
-        const want = canon(input);
-        const i = this.open.findIndex((c) => c.tc.name === name && c.inputKey === want);
+        const i = this.openFor(name, canon(input), seq);
         if (i < 0) return;
         card = this.open[i];
         this.open.splice(i, 1);
@@ -619,6 +651,7 @@ class ToolCard {
     this.cap = cap;
     this.inputKey = canon(tc.input);
     this.callId = '';
+    this.seq = 0; // of the message that made the call
     this.state = 'pending';
     this.surface = null;
     this.digest = '';
@@ -706,6 +739,12 @@ class ToolCard {
     if (i >= 0) this.cv.open.splice(i, 1);
     this.final = msg;
     this.showOutcome(msg.outcome, msg.durationMs);
+  }
+
+  // unrecorded: the turn ended without this call being made or answered.
+  unrecorded(n, reason) {
+    this.setState('error', 'no result');
+    fill(this.outcomeEl, h('div', { class: 'outcome err' }, h('strong', {}, 'no result'), ': no result was recorded for this call: turn ', String(n), ' ', REASONS[reason] || reason, ' before it finished'));
   }
 
   showOutcome(o, ms) {

@@ -1,0 +1,79 @@
+package console_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestConsoleReloadBindsCalls: a reload binds each replayed call to the
+// card of its own turn. Turn 1 calls fs.delete {"path":"old/"} and is
+// rejected with feedback; turn 2 makes the same call, which awaits
+// approval. After a reload turn 2's card still awaits approval, decidable,
+// and turn 1's keeps its rejection and its call page (the replay had
+// bound turn 1's call to turn 2's card, the earliest open one then). Turn
+// 2 is then cancelled while its call awaits approval: no tool message
+// answers it, as after a kernel restart, and a reload shows what the page
+// showed live.
+func TestConsoleReloadBindsCalls(t *testing.T) {
+	m := newScriptModel()
+	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model"})
+	s := k.session("rebind")
+	talkCaps(t, s, nil)
+	t.Cleanup(func() {
+		if _, running := s.CurrentTurn(); running {
+			_ = s.CancelTurn("the test ended")
+		}
+	})
+	b := tab{t, browser(t)}
+	signIn(b, k)
+	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/rebind"))
+	b.until("the conversation, live", `document.querySelector('#conversation .msg-input')?.disabled === false && brainConsole.session()?.conn?.state === 'live'`)
+
+	card := func(n int) string {
+		return fmt.Sprintf(`document.querySelector('.turn[data-turn="%d"] .card.tool')`, n)
+	}
+	awaiting := card(2) + `?.dataset.state === 'awaiting_approval' && ` + card(2) + `.querySelector('.approval:not([hidden]) .approve')?.disabled === false`
+
+	m.steps <- call("d1", "fs.delete", `{"path":"old/"}`)
+	m.steps <- answer("I will not delete it.", nil)
+	b.do("send", chromedp.SendKeys(chromedp.CSS(".msg-input"), "delete old/"), chromedp.KeyEvent("\r"))
+	b.until("turn 1's approval", card(1)+`?.dataset.state === 'awaiting_approval' && !!`+card(1)+`.querySelector('.approval:not([hidden]) .reject')`)
+	b.do("reject with feedback", chromedp.SendKeys(chromedp.CSS(`.turn[data-turn="1"] .card.tool .feedback`), "keep that folder"),
+		chromedp.Click(chromedp.CSS(`.turn[data-turn="1"] .card.tool .reject`)))
+	b.until("turn 1 completed", `document.querySelector('.turn[data-turn="1"]')?.dataset.reason === 'completed'`)
+
+	m.steps <- call("d2", "fs.delete", `{"path":"old/"}`)
+	b.do("send", chromedp.SendKeys(chromedp.CSS(".msg-input"), "delete old/ now"), chromedp.KeyEvent("\r"))
+	b.until("turn 2's approval", awaiting)
+	first := eval[string](b, card(1)+`.dataset.call`)
+	pending := s.Snapshot().PendingCalls
+	if len(pending) != 1 || first == "" || first == pending[0].CallID {
+		t.Fatalf("turn 1's card is bound to %q, the pending calls are %+v", first, pending)
+	}
+	b.do("reload", chromedp.Reload())
+	b.until("the conversation, its events replayed", `brainConsole.session()?.conversation?.complete === true`)
+	b.until("turn 2's card awaits approval after the reload", awaiting)
+	if got := eval[string](b, card(2)+`.dataset.call`); got != pending[0].CallID {
+		t.Errorf("turn 2's card is bound to %q, want its own call %q", got, pending[0].CallID)
+	}
+	if got := eval[string](b, card(1)+`.dataset.call`); got != first {
+		t.Errorf("turn 1's card is bound to %q, want %q", got, first)
+	}
+	if got := eval[string](b, card(1)+`.querySelector('.outcome.err')?.textContent || ''`); got == "" || !strings.Contains(got, "keep that folder") {
+		t.Errorf("turn 1's card reads %q, want its rejection", got)
+	}
+
+	if err := s.CancelTurn("the kernel went away"); err != nil {
+		t.Fatal(err)
+	}
+	b.until("turn 2's card settled", `document.querySelector('.turn[data-turn="2"]')?.dataset.reason === 'cancelled' && `+card(2)+`.dataset.state === 'error'`)
+	live := eval[string](b, `document.querySelector('.conv-list').innerText`)
+	b.do("reload", chromedp.Reload())
+	b.until("the conversation, its events replayed", `brainConsole.session()?.conversation?.complete === true && document.querySelector('.turn[data-turn="2"]')?.dataset.reason === 'cancelled'`)
+	if got := eval[string](b, `document.querySelector('.conv-list').innerText`); got != live {
+		t.Errorf("after the reload the conversation reads:\n%s\nlive it read:\n%s", got, live)
+	}
+}
