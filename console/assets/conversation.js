@@ -74,6 +74,7 @@ export class ConversationView {
     this.streamTurn = 0;         // the turn and last seq of the streamed text
     this.streamSeq = 0;          //   the history carried (its deltas are in it)
     this.lastSeq = 0;            // the last event applied
+    this.snapSeq = 0;            // the last snapshot's seq
     this.turn = 0;
     this.running = false;
     this.messages = 0;
@@ -161,7 +162,7 @@ export class ConversationView {
       }
     }
     if (this.buffer.length) { this.loaded = false; setTimeout(() => this.drain(), 0); return; }
-    for (const t of this.turns.values()) if (t.reason) this.closeTurn(t.n, t.reason);
+    this.settle();
     if (!this.complete) performance.mark('brain:conversation-complete');
     this.complete = true;
     this.drawState();
@@ -175,6 +176,7 @@ export class ConversationView {
     if (!this.loaded) { this.buffer.push(f); return; }
     const was = this.running;
     this.apply(f);
+    this.settle();
     if (this.running !== was || f.msg.type.startsWith('turn_')) this.drawState();
   }
 
@@ -191,6 +193,7 @@ export class ConversationView {
   // waiting (it returns true then); then the calls it lists as pending
   // are bound to their cards.
   catchUp(snap) {
+    this.snapSeq = Math.max(this.snapSeq || 0, snap.seq);
     const bind = () => this.bindPending(snap.pendingCalls || [], snap.seq);
     if (snap.seq <= this.readSeq) { bind(); return false; }
     api('GET', `/v1/sessions/${encodeURIComponent(this.sv.id)}/conversation?after=${this.readSeq}`).then((hist) => this.merge(hist)).catch((e) => {
@@ -384,6 +387,15 @@ export class ConversationView {
     let i = this.open.length;
     while (i > 0 && this.open[i - 1].seq > card.seq) i--;
     this.open.splice(i, 0, card);
+  }
+
+  // settle closes the cards of the turns that ended, once the events up to
+  // the history's seq are applied (before, a replayed call may still bind
+  // one; past a snapshot, they are gone).
+  settle() {
+    if (this.settled || !this.loaded || Math.max(this.lastSeq, this.snapSeq) < this.readSeq) return;
+    this.settled = true;
+    for (const t of this.turns.values()) if (t.reason) this.closeTurn(t.n, t.reason);
   }
 
   // closeTurn closes the cards of turn n, which ended: no call of it can
