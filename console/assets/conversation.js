@@ -36,6 +36,23 @@ const FIRST = 16;
 const CHUNK = 40;
 const DRAIN = 400;
 
+// A scroll event within INTENT_MS of the reader's wheel, touch, key or
+// press on the scroll bar is the reader's (a smooth scroll lasts a few
+// hundred ms); the keys that scroll the page:
+const INTENT_MS = 1000;
+const SCROLL_KEYS = new Set(['PageUp', 'PageDown', 'ArrowUp', 'ArrowDown', 'Home', 'End', ' ']);
+
+// atEnd: the page is scrolled to (within a line of) its end.
+function atEnd() {
+  const d = document.documentElement;
+  return window.scrollY + window.innerHeight >= d.scrollHeight - 40;
+}
+
+// editable: keys typed there edit text, they do not scroll the page.
+function editable(el) {
+  return !!el && (el.isContentEditable || el.tagName === 'TEXTAREA' || el.tagName === 'INPUT' || el.tagName === 'SELECT');
+}
+
 const REASONS = {
   completed: 'completed', step_limit: 'stopped at the step limit', cancelled: 'cancelled',
   error: 'failed', interrupted: 'interrupted by a kernel restart',
@@ -82,18 +99,37 @@ export class ConversationView {
     this.box = this.makeBox();
     this.el = h('section', { class: 'conversation', id: 'conversation' }, this.list, this.box.el);
     // The page scrolls (a phone's own way), the message box sticks to
-    // the bottom; the view follows new messages while the reader is at
-    // the end.
+    // the bottom; the view follows new content while the reader is at
+    // the end. Only the reader decides that: a scroll event is read only
+    // right after the reader scrolled (wheel, touch, scroll keys, the
+    // scroll bar), never one that growth caused (a streamed piece, a
+    // render's frame, a turn laid out as it came into view), which could
+    // arrive with the end already further down; scrolling up leaves the
+    // end at once. While following, every change of the conversation's
+    // size (a ResizeObserver) and of the window's keeps the end in view.
+    this.intent = -Infinity; // when the reader last scrolled
     this.onScroll = () => {
-      // While the history is drawn, the page grows above the view: the
-      // view stays at the end unless the reader moved it.
-      if (!this.el.isConnected || (!this.complete && !this.readerMoved)) return;
-      const d = document.documentElement;
-      this.follow = window.scrollY + window.innerHeight >= d.scrollHeight - 60;
+      if (!this.el.isConnected || performance.now() - this.intent > INTENT_MS) return;
+      this.follow = atEnd();
     };
+    this.onReader = (e) => {
+      if (!this.el.isConnected) return;
+      if (e.type === 'keydown') {
+        if (!SCROLL_KEYS.has(e.key) || editable(e.target)) return;
+        if ((e.key === 'PageUp' || e.key === 'ArrowUp' || e.key === 'Home' || (e.key === ' ' && e.shiftKey)) && window.scrollY > 0) this.follow = false;
+      }
+      if (e.type === 'pointerdown' && !(e.clientX >= document.documentElement.clientWidth || e.target === document.documentElement)) return; // not the scroll bar
+      if (e.type === 'wheel' && e.deltaY < 0 && window.scrollY > 0) this.follow = false;
+      this.intent = performance.now();
+    };
+    this.readerEvents = ['wheel', 'touchmove', 'keydown', 'pointerdown'];
     window.addEventListener('scroll', this.onScroll, { passive: true });
-    this.onReader = () => { this.readerMoved = true; };
-    for (const ev of ['wheel', 'touchmove', 'keydown']) window.addEventListener(ev, this.onReader, { passive: true });
+    for (const ev of this.readerEvents) window.addEventListener(ev, this.onReader, { passive: true });
+    this.onResize = () => { if (this.follow) this.scrollEnd(true); };
+    window.addEventListener('resize', this.onResize, { passive: true });
+    this.sizes = new ResizeObserver(this.onResize);
+    this.sizes.observe(this.list);
+    this.sizes.observe(this.box.el);
   }
 
   // fetch reads the history (GET /v1/sessions/{id}/conversation); the
@@ -533,7 +569,9 @@ export class ConversationView {
 
   stop() {
     window.removeEventListener('scroll', this.onScroll);
-    for (const ev of ['wheel', 'touchmove', 'keydown']) window.removeEventListener(ev, this.onReader);
+    for (const ev of this.readerEvents) window.removeEventListener(ev, this.onReader);
+    window.removeEventListener('resize', this.onResize);
+    this.sizes.disconnect();
   }
 
   // makeBox is the message box: Enter sends, Shift-Enter is a new line,
@@ -628,6 +666,7 @@ export class ConversationView {
   attach(container) {
     fill(container, this.el);
     if (!this.messages && !this.turns.size) this.list.prepend(this.empty);
+    this.follow = true;
     this.scrollEnd(true);
     if (this.box.model) this.box.input.focus();
   }
