@@ -649,8 +649,29 @@ export class ConversationView {
     b.input.focus();
   }
 
+  // end: the session is closed for good (deleted elsewhere): no turn runs
+  // any more and nothing can be sent; the box says why.
+  end(why) {
+    this.closedWhy = why;
+    this.running = false;
+    if (this.streaming) this.endStreaming('');
+    for (const c of this.byCall.values()) c.approval.hidden = true;
+    this.drawState();
+  }
+
   drawState() {
     const b = this.box;
+    if (this.closedWhy) {
+      this.el.dataset.running = 'false';
+      this.el.dataset.closed = 'true';
+      b.input.disabled = b.send.disabled = true;
+      b.cancel.hidden = b.busy.hidden = true;
+      b.send.textContent = 'Send';
+      fill(b.status, 'The session is closed (', this.closedWhy, '): nothing more can be sent. Your text stays in the box.');
+      b.status.dataset.why = 'closed';
+      if (this.onState) this.onState();
+      return;
+    }
     this.el.dataset.running = this.running ? 'true' : 'false';
     b.send.disabled = !b.model || this.running || !!this.sending;
     b.cancel.hidden = !this.running;

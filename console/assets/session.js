@@ -86,7 +86,18 @@ export class SessionView {
     const conn = new SessionConn(this.id, { after });
     this.conn = conn;
     this.ctx.conn = conn;
-    conn.addEventListener('state', (e) => { this.state.textContent = e.detail; this.state.className = 'conn-state ' + e.detail.split(':')[0]; this.drawStats(); });
+    conn.addEventListener('state', (e) => {
+      this.state.textContent = e.detail;
+      this.state.className = 'conn-state ' + e.detail.split(':')[0];
+      this.drawStats();
+      // Closed for good (the session deleted): no turn runs, no call is
+      // pending any more.
+      if (e.detail.startsWith('closed')) {
+        this.pending.clear();
+        this.conversation.end(e.detail.replace(/^closed:\s*/, ''));
+        this.drawStatus();
+      }
+    });
     conn.addEventListener('snapshot', (e) => {
       const m = e.detail.msg;
       this.caps.clear();
