@@ -14,6 +14,43 @@ import (
 	"github.com/brainrt/brain/session"
 )
 
+const para = "a line of the answer\n\na line of the answer\n\na line of the answer\n\na line of the answer\n\n"
+
+// manyTurns runs n turns in s, each answered with a few paragraphs: more
+// than a screen.
+func manyTurns(t *testing.T, s *session.Session, m *scriptModel, n int) {
+	t.Helper()
+	for i := range n {
+		m.steps <- answer(fmt.Sprintf("answer %d\n\n%s", i, para), nil)
+		if _, err := s.StartTurn(session.Operator("ada"), fmt.Sprintf("question %d", i)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.TurnDone():
+		case <-time.After(wait):
+			t.Fatalf("turn %d did not end", i+1)
+		}
+	}
+}
+
+// TestConsoleTraceOpensAtTop: the Trace, newest turn first, opens at its
+// top when the tab is chosen from the conversation's end (it kept the
+// conversation's scroll position, showing its oldest turn).
+func TestConsoleTraceOpensAtTop(t *testing.T) {
+	m := newScriptModel()
+	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model"})
+	s := k.session("trace")
+	manyTurns(t, s, m, 12)
+	b := tab{t, browser(t)}
+	signIn(b, k)
+	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/trace"))
+	b.until("the conversation at its end", `brainConsole.session()?.conversation?.complete === true && window.scrollY > 0 && window.scrollY + window.innerHeight >= document.documentElement.scrollHeight - 2`)
+	// Its address, as a link or the history does it (a click on the tab
+	// scrolls the tab into view first, wherever the page was).
+	b.do("open the Trace", chromedp.Evaluate[chromedp.Void](`location.hash = '#/s/trace/trace'`))
+	b.until("the Trace at its top, the newest turn in view", `document.querySelector('.trace-turn')?.dataset.turn === '12' && window.scrollY === 0`)
+}
+
 // TestConsoleFollowsEnd: the conversation shows its end and keeps it in
 // view. A session opened with a call awaiting approval under many turns
 // shows the approval's buttons above the message box, on a desktop and a
@@ -30,18 +67,7 @@ func TestConsoleFollowsEnd(t *testing.T) {
 			_ = s.CancelTurn("the test ended")
 		}
 	})
-	para := strings.Repeat("a line of the answer\n\n", 6)
-	for i := range 12 {
-		m.steps <- answer(fmt.Sprintf("answer %d\n\n%s", i, para), nil)
-		if _, err := s.StartTurn(session.Operator("ada"), fmt.Sprintf("question %d", i)); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-s.TurnDone():
-		case <-time.After(wait):
-			t.Fatalf("turn %d did not end", i+1)
-		}
-	}
+	manyTurns(t, s, m, 12)
 	m.steps <- call("d1", "fs.delete", `{"path":"old/"}`)
 	if _, err := s.StartTurn(session.Operator("ada"), "delete old/"); err != nil {
 		t.Fatal(err)

@@ -208,6 +208,7 @@ export class SessionView {
     }
     this.callView = null;
     if (!this.ready) { fill(this.el, this.head, h('p', { class: 'muted' }, 'Loading…')); return; }
+    const was = this.tab;
     this.tab = TABS.includes(tab) ? tab : this.defaultTab();
     fill(this.tabsEl, ...TABS.map((t) => h('a', { href: route('s', this.id, t), class: 'tab' + (t === this.tab ? ' sel' : ''), 'aria-current': t === this.tab ? 'page' : null, dataset: { tab: t } }, TAB_LABELS[t])));
     fill(this.el, this.head, this.content);
@@ -228,6 +229,9 @@ export class SessionView {
         fill(this.content, this.eventsTab());
         this.timeline.draw();
     }
+    // A tab opened anew starts at its top (the Trace's newest turn), not
+    // where the previous one was scrolled; the conversation at its end.
+    if (was !== this.tab && this.tab !== 'conversation') window.scrollTo(0, 0);
     this.drawStatus();
   }
 
