@@ -53,7 +53,7 @@ function editable(el) {
   return !!el && (el.isContentEditable || el.tagName === 'TEXTAREA' || el.tagName === 'INPUT' || el.tagName === 'SELECT');
 }
 
-const REASONS = {
+export const REASONS = {
   completed: 'completed', step_limit: 'stopped at the step limit', cancelled: 'cancelled',
   error: 'failed', interrupted: 'interrupted by a kernel restart',
 };
@@ -753,6 +753,41 @@ class ToolCard {
     this.link.hidden = false;
     this.link.setAttribute('href', route('s', this.cv.sv.id, 'call', callId));
     this.cv.byCall.set(callId, this);
+    if (this.final) this.readWait();
+  }
+
+  // askedApproval: the call waited for a person (the capability requires an
+  // approval, or one was requested).
+  askedApproval() {
+    return this.sawApproval || !!(this.cap && this.cap.requiresApproval);
+  }
+
+  // readWait reads, once the call has ended, how long it waited for its
+  // approval (the kernel's timings: approval_requested to
+  // approval_decided), so that the time a person took is not shown as
+  // the tool's. Unknown (timings not kept, the call not bound): waitMs
+  // stays undefined and the duration says the wait is in it.
+  readWait() {
+    if (this.waitAsked || !this.callId || !this.askedApproval() || this.state === 'pending' || this.state === 'running' || this.state === 'awaiting_approval') return;
+    this.waitAsked = true;
+    api('GET', `/v1/sessions/${encodeURIComponent(this.cv.sv.id)}/calls/${encodeURIComponent(this.callId)}`).then((t) => {
+      const at = (k) => { const p = (t.points || []).find((x) => x.kind === k); return p ? Date.parse(p.time) : NaN; };
+      const wait = at('approval_decided') - at('approval_requested');
+      if (!(wait >= 0)) return;
+      this.waitMs = wait;
+      this.el.dataset.waitMs = String(Math.round(wait));
+      if (this.shown) this.showOutcome(...this.shown);
+      this.cv.sv.redrawTrace = true;
+      this.cv.sv.drawStatus();
+    }).catch(() => { /* not kept: the duration says the wait is in it */ });
+  }
+
+  // took is the call's duration as shown: the tool's, the approval's wait
+  // apart when known.
+  took(ms) {
+    if (!ms) return null;
+    if (this.waitMs !== undefined) return h('span', { class: 'muted took' }, ' · ', fmtMs(Math.max(0, ms - this.waitMs)), ' · ', fmtMs(this.waitMs), ' awaiting approval');
+    return h('span', { class: 'muted took' }, ' · ', fmtMs(ms), this.askedApproval() ? ' (approval wait included)' : '');
   }
 
   // adopt takes over a provisional card's call and surface.
@@ -768,10 +803,12 @@ class ToolCard {
     // render only: its state is the tool message's.
     if (this.final && m.type !== 'render_invoked') {
       if (m.type === 'capability_outcome' && this.surface) this.surface.end(m.outcome);
+      if (m.type === 'approval_requested') { this.sawApproval = true; this.readWait(); }
       return;
     }
     switch (m.type) {
       case 'approval_requested':
+        this.sawApproval = true;
         this.digest = m.inputDigest || '';
         this.setState('awaiting_approval', 'awaiting approval');
         this.drawApproval(m);
@@ -822,7 +859,8 @@ class ToolCard {
   showOutcome(o, ms) {
     this.approval.hidden = true;
     if (!o) return;
-    const took = ms ? h('span', { class: 'muted' }, ' · ', fmtMs(ms)) : null;
+    this.shown = [o, ms];
+    const took = this.took(ms);
     if (o.ok) {
       this.setState('ok');
       fill(this.outcomeEl, h('details', { class: 'outcome ok' }, h('summary', {}, h('strong', {}, 'ok'), ' ', h('code', {}, short(o.value, 100)), took), h('pre', {}, json(o.value))));
@@ -831,6 +869,7 @@ class ToolCard {
       this.setState('error', e.code || 'error');
       fill(this.outcomeEl, h('div', { class: 'outcome err' }, h('strong', {}, e.code || 'error'), ': ', e.message || '', took));
     }
+    this.readWait();
   }
 
   drawApproval(m) {

@@ -4,7 +4,7 @@
 // with their durations and outcomes, linked to their call pages. It reads
 // what the conversation view built, and redraws when shown or told.
 import { h, route, fill } from './dom.js';
-import { fmtMs } from './conversation.js';
+import { fmtMs, REASONS } from './conversation.js';
 
 export class TraceView {
   constructor(sv) {
@@ -21,8 +21,8 @@ export class TraceView {
   }
 
   turn(t, cv) {
-    let inTok = 0, outTok = 0, ms = 0, calls = 0;
-    const steps = t.steps.map((s) => {
+    let inTok = 0, outTok = 0, ms = 0, calls = 0, waited = 0;
+    const steps = t.steps.map((s, i) => {
       const u = s.msg.usage;
       if (u) { inTok += u.inputTokens; outTok += u.outputTokens; }
       ms += s.msg.durationMs || 0;
@@ -30,13 +30,16 @@ export class TraceView {
       return h('li', { class: 'trace-step', tabindex: '0', dataset: { step: s.n } },
         h('div', {}, h('strong', {}, 'step ', String(s.n)), ' · model ', s.msg.durationMs ? fmtMs(s.msg.durationMs) : '—',
           u ? [' · ', h('span', { class: 'usage' }, `${u.inputTokens} in / ${u.outputTokens} out`), u.cachedInputTokens ? ` (${u.cachedInputTokens} cached)` : ''] : ' · no usage reported',
-          s.cards.length ? '' : ' · answered'),
+          s.cards.length ? '' : ' · ' + this.stepEnd(t, i)),
         s.cards.length ? h('ul', { class: 'trace-calls' }, s.cards.map((c) => {
           const took = c.final && c.final.durationMs;
-          if (took) ms += took;
+          // The time a person took to decide is not the tool's.
+          const wait = took && c.waitMs !== undefined ? Math.min(took, c.waitMs) : 0;
+          if (took) { ms += took - wait; waited += wait; }
           return h('li', { class: 'trace-call', dataset: { state: c.state } },
             c.callId ? h('a', { href: route('s', cv.sv.id, 'call', c.callId) }, h('code', {}, c.tc.name)) : h('code', {}, c.tc.name),
-            ' · ', took ? fmtMs(took) : c.state === 'pending' || c.state === 'running' || c.state === 'awaiting_approval' ? c.state.replace('_', ' ') : '—',
+            ' · ', took ? fmtMs(took - wait) : c.state === 'pending' || c.state === 'running' || c.state === 'awaiting_approval' ? c.state.replace('_', ' ') : '—',
+            wait ? [' · ', h('span', { class: 'approval-wait' }, fmtMs(wait), ' awaiting approval')] : took && c.askedApproval() ? ' (approval wait included)' : '',
             ' · ', h('span', { class: 'state-' + c.state }, c.stateEl.textContent));
         })) : null);
     });
@@ -44,9 +47,17 @@ export class TraceView {
     return h('section', { class: 'trace-turn', dataset: { turn: t.n } },
       h('h3', {}, 'turn ', String(t.n), ' · ', running ? h('span', { class: 'conn-state reconnecting' }, 'running') : (t.reason || '—'),
         t.error ? h('span', { class: 'muted' }, ' · ', t.error) : null),
-      h('p', { class: 'muted' }, `${plural(t.steps.length, 'step')} · ${plural(calls, 'tool call')} · ${fmtMs(ms) || '0 ms'} in the model and tools · ${inTok} in / ${outTok} out tokens`,
+      h('p', { class: 'muted' }, `${plural(t.steps.length, 'step')} · ${plural(calls, 'tool call')} · ${fmtMs(ms) || '0 ms'} in the model and tools${waited ? ` · ${fmtMs(waited)} awaiting approval` : ''} · ${inTok} in / ${outTok} out tokens`,
         t.startedBy ? ' · started by ' + t.startedBy : ''),
       h('ol', { class: 'trace-steps' }, steps));
+  }
+
+  // stepEnd labels a step that made no call: the model answered, or —
+  // the last step of a turn that ended otherwise (its text kept when it
+  // was cancelled or failed mid-stream) — how the turn ended.
+  stepEnd(t, i) {
+    if (i < t.steps.length - 1 || !t.reason || t.reason === 'completed') return 'answered';
+    return REASONS[t.reason] || t.reason;
   }
 }
 
