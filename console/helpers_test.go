@@ -102,21 +102,26 @@ type kernel struct {
 }
 
 // kernelOptions vary a test kernel: a model the turns run on (its name
-// shown by the console), a data directory for the console's key, and how
-// many events a session keeps for replay (0: 16384).
+// shown by the console), a data directory for the console's key, how
+// many events a session keeps for replay (0: 16384), and the operator
+// token's name ("": ada).
 type kernelOptions struct {
-	model     driver.Model
-	modelName string
-	dir       string
-	logSize   int
+	model        driver.Model
+	modelName    string
+	dir          string
+	logSize      int
+	operatorName string
 }
 
 func newKernel(t *testing.T) *kernel { return newKernelWith(t, kernelOptions{}) }
 
 func newKernelWith(t *testing.T, o kernelOptions) *kernel {
 	t.Helper()
+	if o.operatorName == "" {
+		o.operatorName = "ada"
+	}
 	tokens, err := server.NewTokens(server.Token{Token: clientToken, Side: "client", Name: "web", Tenant: "t"},
-		server.Token{Token: operatorToken, Side: "operator", Name: "ada"},
+		server.Token{Token: operatorToken, Side: "operator", Name: o.operatorName},
 		server.Token{Token: modelToken, Side: "model", Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
@@ -383,5 +388,5 @@ func signIn(b tab, k *kernel) {
 	b.do("open the console", chromedp.Navigate(k.console.URL+"/"))
 	b.until("the sign-in form", `document.querySelector('#token') !== null`)
 	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token"), operatorToken), chromedp.Click(chromedp.CSS(".signin button[type=submit]")))
-	b.until("the operator's name", `document.querySelector('#operator-name')?.textContent === 'ada'`)
+	b.until("the operator's name", `document.querySelector('#operator-name')?.textContent === `+js(k.opts.operatorName))
 }

@@ -71,7 +71,8 @@ async function boot() {
   }
   fill(nav, h('a', { href: '#/sessions' }, 'Sessions'), h('a', { href: '#/approvals', id: 'nav-approvals' }, 'Approvals', inboxCount),
     h('button', { class: 'small', type: 'button', onclick: () => palette.open(), title: 'command palette (Ctrl-K)' }, 'Ctrl-K'));
-  fill(who, h('span', { class: 'who-name' }, 'operator ', h('strong', { id: 'operator-name' }, me.name)), ' ',
+  // The side, then the name — once when the name is the side's default.
+  fill(who, h('span', { class: 'who-name' }, me.name === 'operator' ? null : 'operator ', h('strong', { id: 'operator-name' }, me.name)), ' ',
     h('button', { class: 'small', type: 'button', onclick: async () => { try { await api('POST', '/console/signout'); } catch { /* signed out anyway */ } clearDrafts(); location.hash = ''; signInView('Signed out.'); } }, 'sign out'));
   route();
   // The session's views (and markdown-it, most of the console's bytes)

@@ -334,14 +334,15 @@ export class ConversationView {
     const el = h('section', { class: 'turn', dataset: { turn: n } }, head, body, end);
     t = {
       n, el, body, end, step: 0, steps: [], reason: '', error: '', startedBy: '',
-      started: (m) => { t.startedBy = m.startedBy || ''; fill(head, 'turn ', String(n), m.startedBy ? ' · started by ' + m.startedBy : ''); },
+      started: (m) => { t.startedBy = starter(m.startedBy); fill(head, 'turn ', String(n), t.startedBy ? ' · started by ' + t.startedBy : ''); },
       ended: (m) => {
         t.reason = m.reason;
         t.error = m.error || '';
         end.hidden = false;
         el.dataset.reason = m.reason;
         end.className = 'turn-end reason-' + m.reason;
-        fill(end, h('strong', {}, 'turn ', String(n), ' ', REASONS[m.reason] || m.reason), m.error ? [': ', m.error] : null);
+        const why = endError(m.reason, m.error);
+        fill(end, h('strong', {}, 'turn ', String(n), ' ', REASONS[m.reason] || m.reason), why ? [': ', why] : null);
       },
     };
     this.turns.set(n, t);
@@ -612,7 +613,7 @@ export class ConversationView {
     cancel.addEventListener('click', async () => {
       cancel.disabled = true;
       try {
-        const r = await this.sv.conn.send({ type: 'turn_cancel', reason: 'cancelled from the console by ' + this.sv.me.name });
+        const r = await this.sv.conn.send({ type: 'turn_cancel', reason: 'from the console by ' + this.sv.me.name });
         if (r.msg.type === 'error') fill(status, r.msg.code + ': ' + r.msg.message);
       } catch (e) { fill(status, String(e.message || e)); }
       cancel.disabled = false;
@@ -635,7 +636,7 @@ export class ConversationView {
     this.drawState();
     try {
       const r = await this.sv.conn.send({ type: 'turn_start', message: text });
-      if (r.msg.type === 'error') fill(b.status, r.msg.code + ': ' + r.msg.message);
+      if (r.msg.type === 'error') fill(b.status, refusal(r.msg));
       else {
         if (b.input.value === text) b.input.value = '';
         setDraft(this.sv.id, b.input.value);
@@ -691,6 +692,39 @@ export class ConversationView {
     this.scrollEnd(true);
     if (this.box.model) this.box.input.focus();
   }
+}
+
+// starter is who started a turn as the kernel says it ("operator (ada)"),
+// the name once when it is the side's default ("operator (operator)").
+function starter(s) {
+  const m = /^([a-z]+) \((.*)\)$/.exec(s || '');
+  return m && m[1] === m[2] ? m[1] : s || '';
+}
+
+// endError is a turn_ended's error as its end line says it: the kernel's
+// "the turn was cancelled: <reason>" after "turn 8 cancelled" would say it
+// twice, so only the reason is kept.
+export function endError(reason, error) {
+  const e = error || '';
+  if (reason === 'cancelled' && e.startsWith('the turn was cancelled')) return e.slice('the turn was cancelled'.length).replace(/^:\s*/, '');
+  return e;
+}
+
+// refusal says why a message was not sent, in plain words for a message
+// over the kernel's frame limit (too_large: "frame larger than 1048576
+// bytes"), the kernel's words otherwise.
+function refusal(e) {
+  if (e.code === 'too_large') {
+    const n = Number((/larger than (\d+) bytes/.exec(e.message || '') || [])[1]);
+    return 'not sent: the message is too long' + (n ? ' (the limit is ' + bytes(n) + ' a message)' : '') + '. Your text is kept in the box: shorten it, or split it into several messages.';
+  }
+  return e.code + ': ' + e.message;
+}
+
+function bytes(n) {
+  if (n >= 1 << 20) return +(n / (1 << 20)).toFixed(1) + ' MiB';
+  if (n >= 1 << 10) return +(n / (1 << 10)).toFixed(1) + ' KiB';
+  return n + ' bytes';
 }
 
 // markUnsaved marks a bubble of streamed text that no message followed: the

@@ -4,7 +4,7 @@
 // with their durations and outcomes, linked to their call pages. It reads
 // what the conversation view built, and redraws when shown or told.
 import { h, route, fill } from './dom.js';
-import { fmtMs, REASONS } from './conversation.js';
+import { fmtMs, REASONS, endError } from './conversation.js';
 
 export class TraceView {
   constructor(sv) {
@@ -46,7 +46,7 @@ export class TraceView {
     const running = cv.running && cv.turn === t.n;
     return h('section', { class: 'trace-turn', dataset: { turn: t.n } },
       h('h3', {}, 'turn ', String(t.n), ' · ', running ? h('span', { class: 'conn-state reconnecting' }, 'running') : (t.reason || '—'),
-        t.error ? h('span', { class: 'muted' }, ' · ', t.error) : null),
+        endError(t.reason, t.error) ? h('span', { class: 'muted' }, ' · ', endError(t.reason, t.error)) : null),
       h('p', { class: 'muted' }, `${plural(t.steps.length, 'step')} · ${plural(calls, 'tool call')} · ${fmtMs(ms) || '0 ms'} in the model and tools${waited ? ` · ${fmtMs(waited)} awaiting approval` : ''} · ${inTok} in / ${outTok} out tokens`,
         t.startedBy ? ' · started by ' + t.startedBy : ''),
       h('ol', { class: 'trace-steps' }, steps));
