@@ -390,8 +390,9 @@ func TestConsoleConversation(t *testing.T) {
 		if got := eval[string](b, `document.querySelector('#conversation').textContent`); !strings.Contains(got, jsonText(xssInput)) || !strings.Contains(got, jsonText(xssResult)) {
 			t.Errorf("the hostile input or result is not shown as text")
 		}
-		// A relative or protocol-relative link has no base a peer chose: text.
-		if got := eval[string](b, `String(window.__xss) + ' imgs=' + document.querySelectorAll('main img, main script').length + ' js-links=' + document.querySelectorAll('a[href^="javascript"]').length + ' relative-links=' + document.querySelectorAll('a[href*="invalid"]').length`); got != "undefined imgs=0 js-links=0 relative-links=0" {
+		// A relative or protocol-relative link has no base a peer chose:
+		// text, not an <a> without href that looks like a link.
+		if got := eval[string](b, `String(window.__xss) + ' imgs=' + document.querySelectorAll('main img, main script').length + ' js-links=' + document.querySelectorAll('a[href^="javascript"]').length + ' relative-links=' + document.querySelectorAll('a[href*="invalid"]').length + ' hrefless-links=' + document.querySelectorAll('#conversation a:not([href])').length`); got != "undefined imgs=0 js-links=0 relative-links=0 hrefless-links=0" {
 			t.Fatalf("a payload ran or became an element: %s", got)
 		}
 	})

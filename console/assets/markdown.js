@@ -44,12 +44,13 @@ function build(tokens, root) {
   for (const t of tokens) {
     if (t.type === 'inline') { build(t.children || [], top()); continue; }
     if (t.nesting === 1) {
-      const tag = TAGS.has(t.tag) ? t.tag : 'span';
+      let tag = TAGS.has(t.tag) ? t.tag : 'span';
+      // A link whose target is not kept (relative, //host, javascript:)
+      // is its text: an <a> without href would look like a link.
+      const href = tag === 'a' ? safeHref(t.attrGet('href') || '') : null;
+      if (tag === 'a' && !href) tag = 'span';
       const el = document.createElement(tag);
-      if (tag === 'a') {
-        const href = safeHref(t.attrGet('href') || '');
-        if (href) { el.setAttribute('href', href); el.setAttribute('rel', 'noopener noreferrer'); el.setAttribute('target', '_blank'); }
-      }
+      if (href) { el.setAttribute('href', href); el.setAttribute('rel', 'noopener noreferrer'); el.setAttribute('target', '_blank'); }
       if (tag === 'ol' && t.attrGet('start')) el.setAttribute('start', String(parseInt(t.attrGet('start'), 10) || 1));
       top().append(el);
       stack.push(el);
