@@ -6,7 +6,7 @@
 // page (one approvals feed per sign-in). The session's views (session.js
 // and what it imports, markdown-it among them) are loaded right after the
 // first view, not before it.
-import { h, api, setCsrf, fill, clearDrafts } from './dom.js';
+import { h, api, setCsrf, fill, clearDrafts, onSignedIn } from './dom.js';
 import { sessionsView } from './sessions.js';
 import { approvalsView, ApprovalsFeed } from './approvals.js';
 import { Palette } from './palette.js';
@@ -131,5 +131,7 @@ window.addEventListener('hashchange', () => { route(); });
 // Any 401 of the console's API means the sign-in ended (signed out
 // elsewhere, the token revoked): back to the sign-in form.
 window.addEventListener('brain:signed-out', () => { if (me) signInView('Your sign-in ended: sign in again.'); });
+// A tab left on the sign-in form goes on when another tab signs in.
+onSignedIn(() => { if (!me) boot(); });
 window.addEventListener('unhandledrejection', (e) => { console.error(e.reason); });
 boot();

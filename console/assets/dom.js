@@ -90,6 +90,9 @@ export function fill(el, ...children) { el.replaceChildren(); return append(el, 
 const CSRF_KEY = 'brain.csrf';
 export function csrf() { try { return localStorage.getItem(CSRF_KEY) || ''; } catch { return ''; } }
 export function setCsrf(v) { try { if (v) localStorage.setItem(CSRF_KEY, v); else localStorage.removeItem(CSRF_KEY); } catch { /* storage off */ } }
+// onSignedIn calls f when another tab of this console signs in (its CSRF
+// token lands in the shared localStorage: a storage event here).
+export function onSignedIn(f) { window.addEventListener('storage', (e) => { if (e.key === CSRF_KEY && e.newValue) f(); }); }
 
 // The drafts: what a person typed in a session's message box and has not
 // sent, kept in this tab's sessionStorage under brain.draft.<session id>
