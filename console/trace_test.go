@@ -44,7 +44,9 @@ func TestConsoleTraceApprovalWait(t *testing.T) {
 		return &driver.Reply{Text: "half an answer"}, ctx.Err()
 	}
 	b.do("send", chromedp.SendKeys(chromedp.CSS(".msg-input"), "talk"), chromedp.KeyEvent("\r"))
-	b.until("streaming", `document.querySelector('.turn[data-turn="2"] .msg.assistant.streaming')?.textContent.includes('half an answer')`)
+	// The box is laid out for the running turn (its line under the box
+	// shown) before Cancel is clicked where it is.
+	b.until("streaming", `document.querySelector('.turn[data-turn="2"] .msg.assistant.streaming')?.textContent.includes('half an answer') && document.querySelector('#box-busy')?.hidden === false`)
 	b.do("cancel", chromedp.Click(chromedp.CSS(".msg-box .cancel")))
 	b.until("turn 2 cancelled", `document.querySelector('.turn[data-turn="2"]')?.dataset.reason === 'cancelled'`)
 

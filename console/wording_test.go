@@ -40,7 +40,7 @@ func TestConsoleWording(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	b.do("send", chromedp.SendKeys(chromedp.CSS(".msg-input"), "hello"), chromedp.KeyEvent("\r"))
-	b.until("Cancel", `document.querySelector('.msg-box .cancel')?.hidden === false`)
+	b.until("Cancel, the box laid out for the running turn", `document.querySelector('.msg-box .cancel')?.hidden === false && document.querySelector('#box-busy')?.hidden === false && document.querySelector('.turn[data-turn="1"] .msg.assistant.streaming') !== null`)
 	b.do("cancel", chromedp.Click(chromedp.CSS(".msg-box .cancel")))
 	b.until("turn 1's end, said once", `document.querySelector('.turn[data-turn="1"] .turn-end')?.textContent === 'turn 1 cancelled: from the console by operator'`)
 	b.until("who started it, once", `document.querySelector('.turn[data-turn="1"] .turn-head')?.textContent === 'turn 1 · started by operator'`)
