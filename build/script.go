@@ -272,7 +272,7 @@ func describe(ctx context.Context, payload []byte) (tool.Manifest, error) {
 		if err != nil {
 			return err
 		}
-		if _, err := q.EvalBytecode(code); err != nil {
+		if err := vm.EvalModule(code); err != nil {
 			return err
 		}
 		v, err := q.Eval(describePost, quickjs.EvalGlobal)

@@ -190,6 +190,9 @@ func TestBuildScriptsErrors(t *testing.T) {
 		{name: "two files, one name", files: map[string]string{"a.tool.js": handWritten(`"t.same"`, `[]`, `() => 1`), "b.tool.js": handWritten(`"t.same"`, `[]`, `() => 2`)}, msg: `b.tool.js: the tool "t.same" is also defined by `},
 		{name: "a good tool, then a bad one", files: map[string]string{"a.tool.js": handWritten(`"t.a"`, `[]`, `() => 1`), "b.tool.js": `throw new Error("at load")`}, msg: "at load"},
 		{name: "loops forever", files: map[string]string{"a.tool.js": `for (;;) {}`}, msg: "deadline"},
+		{name: "top-level await never settles", files: map[string]string{"a.tool.js": `await new Promise(() => {});`}, msg: "evaluate the bundle: the module's top-level await never settled"},
+		{name: "top-level await never settles, tool defined", files: map[string]string{"a.tool.js": handWritten(`"t.a"`, `[]`, `() => 1`) + `await new Promise(() => {});`}, msg: "top-level await never settled"},
+		{name: "top-level await rejects", files: map[string]string{"a.tool.js": `await Promise.reject(new Error("later"));`}, msg: "evaluate the bundle: Error: later"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

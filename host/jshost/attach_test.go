@@ -41,6 +41,7 @@ func TestAttachFailures(t *testing.T) {
 		{name: "init throws", p: payload{name: "t.init", src: register + `register({ name: "t.init", requires: [], init() { const e = new Error("no credentials"); e.code = "unauthorized"; throw e }, run() {} });`}, code: "unauthorized", msg: "init: no credentials"},
 		{name: "init rejects", p: payload{name: "t.initasync", src: register + `register({ name: "t.initasync", requires: [], async init() { throw new Error("later") }, run() {} });`}, code: protocol.CodeInternal, msg: "later"},
 		{name: "module loops forever", p: payload{name: "t.loop", src: `for (;;) {}`}, code: protocol.CodeTimeout, msg: "deadline"},
+		{name: "top-level await never settles", p: payload{name: "t.tla", src: register + `register({ name: "t.tla", requires: [], run: () => 1 }); await new Promise(() => {});`}, code: protocol.CodeInvalidRequest, msg: "evaluate the payload's module: the module's top-level await never settled"},
 		{name: "module imports", p: payload{name: "t.import", src: `import fs from "fs"; export default fs;`}, code: protocol.CodeInvalidRequest, msg: "fs"},
 	}
 	for _, tc := range tests {
@@ -91,6 +92,11 @@ func TestAttachFailures(t *testing.T) {
 		if _, err := h.LoadManifest(path); err == nil || !strings.Contains(err.Error(), `runtime "wasm/2", want "js/1"`) {
 			t.Fatalf("LoadManifest = %v", err)
 		}
+	})
+	t.Run("top-level await that settles", func(t *testing.T) {
+		p := payload{name: "t.tlaok", src: register + `const v = await Promise.resolve(2); register({ name: "t.tlaok", requires: [], run: () => v });`}
+		attach(t, env, h, p.write(t, dir), nil)
+		wantOutcome(t, env.Invoke(context.Background(), "t.tlaok", kernel.Call{Input: json.RawMessage(`{}`)}), `2`, "", "")
 	})
 	t.Run("bindings and init", func(t *testing.T) {
 		p := payload{name: "t.bound", bindings: map[string]string{"token": `{"type":"string"}`}, src: register + `

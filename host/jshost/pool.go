@@ -95,7 +95,7 @@ func (p *pool) newInstance(ctx context.Context, hs tool.Handles, progress func(t
 		if _, err := q.Eval("delete globalThis."+hostFunc+"; delete globalThis."+hostIsProxy, quickjs.EvalGlobal); err != nil {
 			return err
 		}
-		if _, err := q.EvalBytecode(p.code); err != nil {
+		if err := vm.EvalModule(p.code); err != nil {
 			return err
 		}
 		out, err := in.dispatch.Call(quickjs.UndefinedValue, "seal", "")

@@ -241,7 +241,12 @@ type Error struct {
 	Value string
 	// Stack is the thrown error's stack, when it has one.
 	Stack string
+
+	err error // what Unwrap gives: a sentinel of this package, or nil
 }
+
+// Unwrap returns the sentinel behind e ([ErrAwaitNeverSettled]), if any.
+func (e *Error) Unwrap() error { return e.err }
 
 func (e *Error) Error() string {
 	switch e.Kind {
@@ -417,6 +422,9 @@ func (v *VM) classify(ctx context.Context, err error) error {
 	var je *Error
 	if errors.As(err, &je) {
 		return je
+	}
+	if errors.Is(err, ErrAwaitNeverSettled) {
+		return &Error{Kind: Thrown, Name: "Error", Message: err.Error(), Value: err.Error(), err: ErrAwaitNeverSettled}
 	}
 	var qe *quickjs.Error
 	if !errors.As(err, &qe) {
