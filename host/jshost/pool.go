@@ -66,7 +66,11 @@ func (in *instance) close() { in.vm.Close() }
 func (p *pool) newInstance(ctx context.Context, hs tool.Handles, progress func(tool.Progress)) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.h.opts.InitTimeout)
 	defer cancel()
-	vm, err := jsvm.New(jsvm.Limits{MemoryBytes: int64(p.h.opts.MemoryLimitMiB) << 20})
+	// OutOfMemoryStops: running out of memory ends the call too_large
+	// (and drops the realm) even when the script catches the engine's
+	// error, as docs/tools-typescript.md says; a realm whose allocation
+	// failed part-way through is not trusted with the next call.
+	vm, err := jsvm.New(jsvm.Limits{MemoryBytes: int64(p.h.opts.MemoryLimitMiB) << 20, OutOfMemoryStops: true})
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
@@ -334,6 +338,10 @@ func (in *instance) run(ctx context.Context, p *pool, op, arg string) (json.RawM
 		return nil, protocol.Errorf(protocol.CodeToolError, "the tool %q threw null", p.m.Name)
 	case t.Name == "InternalError" && t.Message == "stack overflow":
 		return nil, p.engineError(ctx, &jsvm.Error{Kind: jsvm.Stack})
+	case t.Name == "RangeError" && t.Code == "" && jsvm.SizeLimit(t.Name+": "+t.Message):
+		// A size beyond the engine's own bounds, refused before any
+		// allocation: too_large, as the js handle has it.
+		return nil, protocol.Errorf(protocol.CodeTooLarge, "the tool %q went past a size limit of the engine: %s: %s", p.m.Name, t.Name, t.Message)
 	case t.Name == "CapabilityError" && t.Code != "":
 		// A handle's error the tool did not catch: as a Go tool that
 		// returns it, the code and "<handle> <op>: <message>".

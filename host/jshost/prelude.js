@@ -491,6 +491,14 @@
       }
       return stringify(r);
     } catch (e) {
+      // The engine's own limits, met while encoding (a result nested
+      // past the call stack, or too large for the memory), are the
+      // outcome's as when the tool meets them itself: too_large.
+      let limit = "";
+      try {
+        if (e !== null && typeof e === "object" && e.name === "InternalError" && (e.message === "stack overflow" || e.message === "out of memory" || e.message === "string too long")) limit = e.message;
+      } catch (x) {}
+      if (limit !== "") return stringify({ ok: false, thrown: { name: "InternalError", message: limit, code: "", stack: "" } });
       return stringify({ ok: false, thrown: { name: "TypeError", message: "the result cannot be encoded as JSON: " + String(e && e.message), code: "", stack: "" } });
     }
   };

@@ -185,7 +185,10 @@ register({ name: "t.dirty", requires: [], async run(ctx, input) {
 	}
 }
 
-// TestThrown: what a tool throws, as its outcome.
+// TestThrown: what a tool throws, as its outcome. A limit of the engine
+// met while encoding the result (nesting past the call stack) is
+// too_large, as when the tool meets it; so is a size past the engine's
+// own bounds, uncaught (a tool may catch it).
 func TestThrown(t *testing.T) {
 	hs := tool.Handles{}
 	inst := provision(t, &jshost.Options{MemoryLimitMiB: 16}, payload{name: "t.thrown", src: register + `
@@ -197,6 +200,10 @@ register({ name: "t.thrown", requires: [], async run(ctx, input) {
   case "caperr": throw new CapabilityError("denied", "made by the tool");
   case "null": throw null;
   case "big": return "x".repeat(10 << 20);
+  case "deep": { let o = {}; for (let i = 0; i < 100000; i++) o = { o }; return o; }
+  case "cyclic": { const o = {}; o.self = o; return o; }
+  case "typed": return new Uint8Array(2 ** 31).length;
+  case "typedcaught": try { return new Uint8Array(2 ** 31).length; } catch (e) { return String(e); }
   }
 } }, { CapabilityError });`}, hs)
 	tests := []struct {
@@ -207,6 +214,9 @@ register({ name: "t.thrown", requires: [], async run(ctx, input) {
 		{"caperr", "denied", "made by the tool"},
 		{"null", protocol.CodeToolError, `the tool "t.thrown" threw null`},
 		{"big", protocol.CodeTooLarge, "memory limit of 16 MiB"},
+		{"deep", protocol.CodeTooLarge, "call stack limit"},
+		{"cyclic", protocol.CodeToolError, "the result cannot be encoded as JSON"},
+		{"typed", protocol.CodeTooLarge, "size limit of the engine: RangeError: invalid array buffer length"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.kind, func(t *testing.T) {
@@ -215,6 +225,9 @@ register({ name: "t.thrown", requires: [], async run(ctx, input) {
 				t.Fatalf("%+v %s, want %s: %q", out.Err, out.Value, tc.code, tc.msg)
 			}
 		})
+	}
+	if out := invoke(context.Background(), inst, hs, "s", "c", `{"kind":"typedcaught"}`); out.Err != nil || string(out.Value) != `"RangeError: invalid array buffer length"` {
+		t.Fatalf("a size limit caught: %+v %s", out.Err, out.Value)
 	}
 }
 
@@ -326,5 +339,54 @@ register({ name: "t.queue", requires: [], run(ctx, input) {
 	}
 	if o := <-first; o.Err == nil || o.Err.Code != protocol.CodeTimeout {
 		t.Fatalf("the spinning call: %+v %s", o.Err, o.Value)
+	}
+}
+
+// TestOutOfMemoryIsFinal: a tool that catches the engine's out-of-memory
+// error and returns, or goes on, still ends too_large (the realm runs with
+// jsvm.Limits.OutOfMemoryStops), and its realm is dropped: the session's
+// next call starts in a fresh one. A string past the engine's length
+// limit is no failed allocation (the engine's strings are ropes): its
+// error may be caught, as V8's RangeError may.
+func TestOutOfMemoryIsFinal(t *testing.T) {
+	hs := tool.Handles{}
+	inst := provision(t, &jshost.Options{MemoryLimitMiB: 16}, payload{name: "t.oom", src: register + `
+let calls = 0;
+register({ name: "t.oom", requires: [], run(ctx, input) {
+  calls++;
+  switch (input.kind) {
+  case "catch": try { const a = []; for (;;) a.push("x".repeat(1000) + a.length); } catch (e) { return { survived: String(e) }; }
+  case "long": try { let s = "x"; for (;;) s += s; } catch (e) { return String(e); }
+  case "catch2": { const keep = []; try { for (;;) keep.push(new Array(1e5).fill(1)); } catch (e) { keep.length = 0; return { survived: String(e) }; } }
+  case "retry": for (let i = 0; i < 3; i++) { try { const a = []; for (;;) a.push("x".repeat(100) + a.length); } catch (e) {} } return "went on";
+  }
+  return calls;
+} });`}, hs)
+	for _, kind := range []string{"catch", "catch2", "retry"} {
+		t.Run(kind, func(t *testing.T) {
+			session := "s-" + kind
+			if out := invoke(context.Background(), inst, hs, session, "a", `{}`); out.Err != nil || string(out.Value) != "1" {
+				t.Fatalf("first call: %+v %s", out.Err, out.Value)
+			}
+			freed := make(chan struct{})
+			if !jshost.OnRealmClose(inst, session, func() { close(freed) }) {
+				t.Fatal("no realm")
+			}
+			out := invoke(context.Background(), inst, hs, session, "b", `{"kind":"`+kind+`"}`)
+			if out.Err == nil || out.Err.Code != protocol.CodeTooLarge || !strings.Contains(out.Err.Message, "memory limit of 16 MiB") {
+				t.Fatalf("%+v %s, want too_large", out.Err, out.Value)
+			}
+			select {
+			case <-freed:
+			default:
+				t.Fatal("the realm that ran out of memory was kept")
+			}
+			if out := invoke(context.Background(), inst, hs, session, "c", `{}`); out.Err != nil || string(out.Value) != "1" {
+				t.Fatalf("the next call: %+v %s, want 1 (a fresh realm)", out.Err, out.Value)
+			}
+		})
+	}
+	if out := invoke(context.Background(), inst, hs, "s-long", "a", `{"kind":"long"}`); out.Err != nil || string(out.Value) != `"InternalError: string too long"` {
+		t.Fatalf("a string past the length limit, caught: %+v %s", out.Err, out.Value)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -457,4 +458,28 @@ func (v *VM) classify(ctx context.Context, err error) error {
 func (v *VM) nearLimit() bool {
 	h := v.HeapBytes()
 	return h >= 0 && h > v.lim.MemoryBytes-64<<10
+}
+
+// sizeLimits are the RangeErrors the engine throws for a size beyond its
+// own bounds (a string of 2**30 characters, an array of 2**32 elements, an
+// ArrayBuffer of 2**31 bytes, 65 535 arguments), before it tries to
+// allocate.
+var sizeLimits = []string{
+	"RangeError: invalid string length",
+	"RangeError: invalid array length",
+	"RangeError: invalid array buffer length",
+	"RangeError: invalid repeat count",
+	"RangeError: too many arguments in function call",
+}
+
+// SizeLimit reports whether msg, a thrown error as "Name: message", is
+// one the engine throws for a size beyond its own bounds: a host ends a
+// call that did not catch it too_large, as running out of memory does.
+func SizeLimit(msg string) bool {
+	for _, p := range sizeLimits {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -428,32 +428,11 @@ func (rl *realm) thrownError(ctx context.Context, t thrown) error {
 	msg := "an exception whose toString threw"
 	if t.Message != nil {
 		msg = truncate(*t.Message) + position(t.Stack)
-		if sizeLimit(*t.Message) {
+		if jsvm.SizeLimit(*t.Message) {
 			return handle.Errorf(handle.KindJS, opCall, protocol.CodeTooLarge, "%s: %s (a size beyond the engine's limits)", stageText(t.Stage), msg)
 		}
 	}
 	return fail("%s: %s", stageText(t.Stage), msg)
-}
-
-// sizeLimits are the RangeErrors the engine throws for a size beyond its
-// own bounds (a string of 2**30 characters, an array of 2**32 elements,
-// 65 535 arguments), before it tries to allocate: they end a call
-// too_large, as running out of memory does.
-var sizeLimits = []string{
-	"RangeError: invalid string length",
-	"RangeError: invalid array length",
-	"RangeError: invalid array buffer length",
-	"RangeError: invalid repeat count",
-	"RangeError: too many arguments in function call",
-}
-
-func sizeLimit(msg string) bool {
-	for _, p := range sizeLimits {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func stageText(stage string) string {
