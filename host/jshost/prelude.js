@@ -381,6 +381,8 @@
     }),
   };
 
+  const KINDS = Object.keys(makers); // read before any payload code runs
+  const defineProperty = Object.defineProperty;
   let tool = null;
   globalThis[REGISTER] = (t, sdk) => {
     if (tool !== null) throw new Error("the payload defines more than one tool");
@@ -556,6 +558,18 @@
         bindings = freeze(a.bindings || {});
         const hs = {};
         for (const k of a.requires) hs[k] = freeze(makers[k]());
+        // A handle the tool did not declare is not given: reading it says
+        // so, where it would read undefined and fail later with "cannot
+        // read property 'run' of undefined". Not enumerable: the object's
+        // keys are the declared handles.
+        const declared = stringify(a.requires);
+        for (let i = 0; i < KINDS.length; i++) {
+          const k = KINDS[i];
+          if (hs[k] !== undefined) continue;
+          defineProperty(hs, k, { enumerable: false, get() {
+            throw new TypeError("ctx.handles." + k + ': the handle "' + k + '" is not in this tool\'s requires (' + declared + '): add "' + k + '" to requires in tool() to be given it');
+          } });
+        }
         handles = freeze(hs);
         if (typeof tool.init !== "function") return encode(done(null));
         return settle(() => tool.init(context(a)));
