@@ -354,3 +354,59 @@ func ExampleBuildScripts() {
 	// Output:
 	// hello js/1 hello.tool.json hello.mjs
 }
+
+// sdkProject writes a script project of files (name → content) whose
+// node_modules is examples/ts-tools', which has @brainrt/sdk and zod.
+func sdkProject(t testing.TB, files map[string]string) string {
+	t.Helper()
+	npmCI(t, tsProject)
+	nm, err := filepath.Abs(filepath.Join(tsProject, "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeProject(t, files)
+	if err := os.Symlink(nm, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestBuildSDKSchemaErrors: a schema tool() cannot convert is named as
+// tool()'s, with what to do — not defineCapability's (the client's, whose
+// inputSchema option tool() does not have), and not zod's converter's
+// error about another vendor's schema ("cannot read property 'def' of
+// undefined").
+func TestBuildSDKSchemaErrors(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{name: "a Standard Schema with no JSON Schema form", src: `import { tool } from "@brainrt/sdk";
+const S = { "~standard": { version: 1, vendor: "custom", validate: (v) => ({ value: v }) } };
+export default tool({ name: "t.custom", description: "d", input: S, requires: [], run: () => 1 });
+`, want: []string{"tool() t.custom: the custom input schema cannot convert itself to JSON Schema", "nor can zod's z.toJSONSchema", "give input a zod 4 schema"}},
+		{name: "a zod schema with no JSON Schema form", src: `import { z } from "zod";
+import { tool } from "@brainrt/sdk";
+export default tool({ name: "t.date", description: "d", input: z.object({ d: z.date() }), requires: [], run: () => 1 });
+`, want: []string{"tool() t.date: input schema has no JSON Schema form"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := sdkProject(t, map[string]string{"a.tool.js": tc.src})
+			_, err := build.BuildScripts(context.Background(), dir, build.Options{Out: t.TempDir()})
+			if err == nil {
+				t.Fatal("built")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\nwant it to contain %q", err, w)
+				}
+			}
+			for _, bad := range []string{"defineCapability", "inputSchema", "'def'"} {
+				if strings.Contains(err.Error(), bad) {
+					t.Errorf("%v\nsays %q", err, bad)
+				}
+			}
+		})
+	}
+}

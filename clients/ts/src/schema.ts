@@ -34,9 +34,27 @@ export type InferInput<S> = S extends StandardSchemaV1<infer I, unknown> ? I : u
 export type JSONSchemaConverter = (schema: StandardSchemaV1, options: { io: "input" | "output"; target: string }) => Record<string, unknown>;
 
 /**
+ * Who asks {@link toJSONSchema} for a schema's JSON Schema: its name in
+ * errors, and what to do about a schema that has no JSON Schema form.
+ */
+export interface SchemaCaller {
+  /** How errors name the caller: "defineCapability", "tool()". */
+  readonly name: string;
+  /** What to do about a schema with no JSON Schema form, given which one (input or output). */
+  readonly remedy: (io: "input" | "output") => string;
+}
+
+const DEFINE_CAPABILITY: SchemaCaller = {
+  name: "defineCapability",
+  remedy: (io) => `give ${io}Schema (a JSON Schema) in its place`,
+};
+
+/**
  * toJSONSchema converts a schema to JSON Schema (draft 2020-12) by the
- * schema's own conversion (Standard JSON Schema, or zod 4.0–4.1's method);
- * name and io name it in errors. The tool SDK derives a manifest's schemas
+ * schema's own conversion (Standard JSON Schema, or zod 4.0–4.1's method),
+ * or by fallback, the converter given (brain build gives zod's
+ * z.toJSONSchema); name and io name it in errors, which caller (default
+ * defineCapability's) words. The tool SDK derives a manifest's schemas
  * with it too.
  */
 export function toJSONSchema(
@@ -44,10 +62,11 @@ export function toJSONSchema(
   io: "input" | "output",
   schema: StandardSchemaV1,
   fallback?: JSONSchemaConverter,
+  caller: SchemaCaller = DEFINE_CAPABILITY,
 ): Record<string, unknown> {
   const std = schema?.["~standard"];
   if (std === undefined) {
-    throw new TypeError(`defineCapability ${name}: ${io} is not a schema (want zod 4 or another Standard Schema)`);
+    throw new TypeError(`${caller.name} ${name}: ${io} is not a schema (want zod 4 or another Standard Schema)`);
   }
   try {
     if (std.jsonSchema !== undefined) {
@@ -58,16 +77,26 @@ export function toJSONSchema(
     if (typeof own === "function") {
       return own.call(schema, { io, target: "draft-2020-12" });
     }
-    // zod/mini and other schemas that cannot convert themselves: the
-    // converter given, such as zod's own z.toJSONSchema.
-    if (fallback !== undefined) {
-      return fallback(schema, { io, target: "draft-2020-12" });
-    }
   } catch (err) {
-    throw new TypeError(`defineCapability ${name}: ${io} schema has no JSON Schema form: ${(err as Error).message}`, {
+    throw new TypeError(`${caller.name} ${name}: ${io} schema has no JSON Schema form: ${(err as Error).message}`, {
       cause: err,
     });
   }
-  throw new TypeError(`defineCapability ${name}: the ${std.vendor} ${io} schema cannot convert itself to JSON Schema; pass ${io}Schema`);
+  const cannot = `${caller.name} ${name}: the ${std.vendor} ${io} schema cannot convert itself to JSON Schema (it has no ~standard.jsonSchema)`;
+  // zod/mini and other schemas that cannot convert themselves: the
+  // converter given, such as zod's own z.toJSONSchema.
+  if (fallback !== undefined) {
+    let r: Record<string, unknown>;
+    try {
+      r = fallback(schema, { io, target: "draft-2020-12" });
+    } catch (err) {
+      // zod's converter reads zod's internals: on another vendor's schema
+      // its error ("cannot read property 'def' of undefined") says nothing
+      // useful.
+      const why = std.vendor === "zod" ? `: ${(err as Error).message}` : ", nor can zod's z.toJSONSchema, which converts only zod schemas";
+      throw new TypeError(`${cannot}${why}; ${caller.remedy(io)}`, { cause: err });
+    }
+    return r;
+  }
+  throw new TypeError(`${cannot}; ${caller.remedy(io)}`);
 }
-

@@ -13,7 +13,7 @@
  *
  * @packageDocumentation
  */
-import { toJSONSchema, type Infer, type JSONSchemaConverter, type StandardSchemaV1 } from "../../../clients/ts/src/schema.js";
+import { toJSONSchema, type Infer, type JSONSchemaConverter, type SchemaCaller, type StandardSchemaV1 } from "../../../clients/ts/src/schema.js";
 import { BrainError, isIdentifierCode } from "../../../clients/ts/src/errors.js";
 import { CapabilityError, HANDLE_NAMES, type CapabilityHandles, type HandleName } from "../../../clients/ts/src/handles.js";
 import type { ErrorCode } from "../../../clients/ts/src/types.js";
@@ -138,6 +138,14 @@ export type Tool<
   invoke(ctx: ToolContext<R, B>, input: unknown): Out<O> | Promise<Out<O>>;
 };
 
+// How schema errors name tool() and what they suggest: tool() takes no
+// JSON Schema in place of a schema.
+const TOOL: SchemaCaller = {
+  name: "tool()",
+  remedy: (io) =>
+    `give ${io} a zod 4 schema (zod/mini too: brain build converts it with zod), or a Standard Schema that implements Standard JSON Schema (~standard.jsonSchema)`,
+};
+
 /** The symbol brain's JavaScript host registers a payload's tool through. */
 const REGISTER = Symbol.for("brain.register");
 
@@ -185,17 +193,17 @@ export function tool<
       const d: ToolDescription = {
         name: def.name,
         description: def.description,
-        input_schema: toJSONSchema(def.name, "input", def.input, convert),
+        input_schema: toJSONSchema(def.name, "input", def.input, convert, TOOL),
         requires: [...def.requires].sort(),
         binding_names: Object.keys(def.bindings ?? {}),
       };
       if (def.output !== undefined) {
-        d.output_schema = toJSONSchema(def.name, "output", def.output, convert);
+        d.output_schema = toJSONSchema(def.name, "output", def.output, convert, TOOL);
       }
       if (def.bindings !== undefined && d.binding_names.length > 0) {
         d.binding_schemas = {};
         for (const [k, s] of Object.entries(def.bindings)) {
-          d.binding_schemas[k] = toJSONSchema(`${def.name} binding ${k}`, "input", s, convert);
+          d.binding_schemas[k] = toJSONSchema(`${def.name} binding ${k}`, "input", s, convert, TOOL);
         }
       }
       return d;
