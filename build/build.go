@@ -88,6 +88,9 @@ func Build(ctx context.Context, patterns []string, opts Options) ([]Artifact, er
 			dir = filepath.Join(opts.Dir, p)
 		}
 		if !IsScriptProject(dir) {
+			if err := pathError(p, dir); err != nil {
+				return nil, err
+			}
 			goPatterns = append(goPatterns, p)
 			continue
 		}

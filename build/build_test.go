@@ -157,7 +157,7 @@ func TestNoToolPackage(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	_, err = build.Build(context.Background(), []string{"../nope"}, build.Options{Out: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "go list") {
+	if err == nil || !strings.Contains(err.Error(), "../nope does not exist") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -235,5 +235,58 @@ func TestBadToolName(t *testing.T) {
 	}
 	if written := filesUnder(t, root); len(written) > 0 {
 		t.Errorf("a refused build wrote %v under %s", written, root)
+	}
+}
+
+// TestBuildPathErrors: a pattern naming a path brain build cannot take —
+// missing, a script file, a directory of scripts below its project's
+// package.json — is an error saying so and naming the project directory,
+// not go list's "go.mod file not found".
+func TestBuildPathErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"proj/package.json":         `{"name": "t", "private": true, "type": "module"}`,
+		"proj/src/a.tool.ts":        `export default 1;`,
+		"loose/b.tool.ts":           `export default 1;`,
+		"proj/src/lib/helper.ts":    `export const x = 1;`,
+		"proj/src/lib/deeper/c.mts": `export const y = 1;`,
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proj := filepath.Join(dir, "proj")
+	tests := []struct {
+		pattern string
+		want    []string
+	}{
+		{"./nonexist", []string{"build: ./nonexist does not exist"}},
+		{"nothere.tool.ts", []string{"build: nothere.tool.ts does not exist"}},
+		{"./proj/src/a.tool.ts", []string{"./proj/src/a.tool.ts is a file", "the one with its package.json", "this file's project is " + proj}},
+		{"proj/src/a.tool.ts", []string{"proj/src/a.tool.ts is a file", "this file's project is " + proj}},
+		{"./proj/src", []string{"./proj/src has no package.json", "the project of its scripts is " + proj}},
+		{"./proj/src/lib/deeper", []string{"the project of its scripts is " + proj}},
+		{"./loose/b.tool.ts", []string{"./loose/b.tool.ts is a file, in no directory with a package.json"}},
+		{"./loose", []string{"./loose has TypeScript or JavaScript files but no package.json"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.pattern, func(t *testing.T) {
+			_, err := build.Build(context.Background(), []string{tc.pattern}, build.Options{Dir: dir, Out: t.TempDir()})
+			if err == nil {
+				t.Fatal("built")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\nwant it to contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "go.mod") {
+				t.Errorf("%v: go list's error", err)
+			}
+		})
 	}
 }
