@@ -3,10 +3,12 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -132,20 +134,32 @@ func (e *Environment) provision(ctx context.Context, a Attachment) (*attached, p
 	defer release()
 	at.inst, err = provisionSafely(ctx, a, hs)
 	if err != nil {
-		code := protocol.OutcomeOf(err).Err.Code
-		if code == protocol.CodeToolError {
-			code = protocol.CodeInternal
-		}
-		return nil, code, fmt.Errorf("provision: %w", err)
+		// The tool's own failure (init threw or returned an error with no
+		// code) is tool_error, as a call's is; a panic is internal. The
+		// code is the failure's, once: not again inside its reason.
+		code, msg := codeOnce(err)
+		return nil, code, fmt.Errorf("provision: %s", msg)
 	}
 	return at, "", nil
+}
+
+// codeOnce returns err's code and its text without that code: an error
+// that wraps a *protocol.Error prints its code before its message.
+func codeOnce(err error) (protocol.Code, string) {
+	code := protocol.OutcomeOf(err).Err.Code
+	msg := err.Error()
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code == code {
+		msg = strings.Replace(msg, pe.Error(), pe.Message, 1)
+	}
+	return code, msg
 }
 
 // provisionSafely turns a panic in a tool's provisioning into an error.
 func provisionSafely(ctx context.Context, a Attachment, hs tool.Handles) (inst tool.Instance, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			inst, err = nil, fmt.Errorf("panicked: %v", p)
+			inst, err = nil, protocol.Errorf(protocol.CodeInternal, "panicked: %v", p)
 		}
 	}()
 	return a.Tool.Provision(newToolContext(ctx), hs, a.Bindings)

@@ -111,6 +111,9 @@ func TestAttachFailures(t *testing.T) {
 	pageTool := tool.New(tool.Spec{Name: "page.text", Description: "Reads a page."},
 		func(ctx *tool.Context[pageHandles, tool.None], in struct{}) (string, error) { return "", nil })
 	initFails := readTool.WithInit(func(context.Context, fsHandles, tool.None) error { return errors.New("no config") })
+	initCode := readTool.WithInit(func(context.Context, fsHandles, tool.None) error {
+		return protocol.Errorf("unauthorized", "token expired")
+	})
 	initPanics := readTool.WithInit(func(context.Context, fsHandles, tool.None) error { panic("init exploded") })
 	badManifest := tool.New(tool.Spec{Name: "bad", Description: "d", InputSchema: json.RawMessage(`{"type":7}`)},
 		func(ctx *tool.Context[tool.None, tool.None], in struct{}) (string, error) { return "", nil })
@@ -131,7 +134,10 @@ func TestAttachFailures(t *testing.T) {
 		{"undeclared binding", kernel.Attachment{Tool: tokenTool, Bindings: map[string]json.RawMessage{"token": json.RawMessage(`"t"`), "extra": json.RawMessage(`"x"`)}}, protocol.CodeInvalidInput, `binding "extra" is not declared`},
 		// Several: the first in sorted order, every time (map order is random).
 		{"undeclared bindings", kernel.Attachment{Tool: tokenTool, Bindings: map[string]json.RawMessage{"token": json.RawMessage(`"t"`), "zz": json.RawMessage(`"x"`), "aa": json.RawMessage(`"x"`), "mm": json.RawMessage(`"x"`)}}, protocol.CodeInvalidInput, `binding "aa" is not declared`},
-		{"init fails", kernel.Attachment{Tool: initFails}, protocol.CodeInternal, "init: no config"},
+		// The tool's own failure, not brain's: tool_error, as a call's.
+		{"init fails", kernel.Attachment{Tool: initFails}, protocol.CodeToolError, "provision: init: no config"},
+		// The code once, in the failure's code, not again in its reason.
+		{"init fails with a code", kernel.Attachment{Tool: initCode}, "unauthorized", "provision: init: token expired"},
 		{"init panics", kernel.Attachment{Tool: initPanics}, protocol.CodeInternal, "init panicked: init exploded"},
 		{"schema does not compile", kernel.Attachment{Tool: badManifest}, protocol.CodeInvalidRequest, "input_schema"},
 		{"no tool", kernel.Attachment{}, protocol.CodeInvalidRequest, "no tool given"},
@@ -147,6 +153,9 @@ func TestAttachFailures(t *testing.T) {
 			f := rec.Failures[0]
 			if f.Code != tt.code || !strings.Contains(f.Reason, tt.reason) {
 				t.Errorf("failure = %+v, want code %s and a reason containing %q", f, tt.code, tt.reason)
+			}
+			if strings.Contains(f.Reason, string(f.Code)+": ") {
+				t.Errorf("failure = %+v: its reason repeats its code", f)
 			}
 			if !reflect.DeepEqual(rec.Attached, []string{"fs.read"}) {
 				t.Errorf("attached = %v: the good tool must still attach", rec.Attached)

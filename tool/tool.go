@@ -309,7 +309,7 @@ func (t *Tool[In, Out, H, B]) Provision(ctx context.Context, hs Handles, binding
 	if t.init != nil {
 		defer func() {
 			if p := recover(); p != nil {
-				inst, err = nil, fmt.Errorf("init panicked: %v", p)
+				inst, err = nil, protocol.Errorf(protocol.CodeInternal, "init panicked: %v", p)
 			}
 		}()
 		if err := t.init(ctx, h, b); err != nil {

@@ -39,7 +39,7 @@ func TestAttachFailures(t *testing.T) {
 		{name: "handle not provided", p: payload{name: "t.exec", requires: []handle.Kind{handle.KindExec}, src: register + `register({ name: "t.exec", requires: ["exec"], run() {} });`}, code: protocol.CodeUnavailable, msg: "exec"},
 		{name: "missing binding", p: payload{name: "t.bind", bindings: map[string]string{"token": `{"type":"string"}`}, src: register + `register({ name: "t.bind", requires: [], bindings: { token: {} }, run() {} });`}, code: protocol.CodeInvalidInput, msg: `binding "token" has no value`},
 		{name: "init throws", p: payload{name: "t.init", src: register + `register({ name: "t.init", requires: [], init() { const e = new Error("no credentials"); e.code = "unauthorized"; throw e }, run() {} });`}, code: "unauthorized", msg: "init: no credentials"},
-		{name: "init rejects", p: payload{name: "t.initasync", src: register + `register({ name: "t.initasync", requires: [], async init() { throw new Error("later") }, run() {} });`}, code: protocol.CodeInternal, msg: "later"},
+		{name: "init rejects", p: payload{name: "t.initasync", src: register + `register({ name: "t.initasync", requires: [], async init() { throw new Error("later") }, run() {} });`}, code: protocol.CodeToolError, msg: "provision: init: later"},
 		{name: "module loops forever", p: payload{name: "t.loop", src: `for (;;) {}`}, code: protocol.CodeTimeout, msg: "deadline"},
 		{name: "top-level await never settles", p: payload{name: "t.tla", src: register + `register({ name: "t.tla", requires: [], run: () => 1 }); await new Promise(() => {});`}, code: protocol.CodeInvalidRequest, msg: "evaluate the payload's module: the module's top-level await never settled"},
 		{name: "module imports", p: payload{name: "t.import", src: `import fs from "fs"; export default fs;`}, code: protocol.CodeInvalidRequest, msg: "fs"},
@@ -60,6 +60,9 @@ func TestAttachFailures(t *testing.T) {
 			f := rec.Failures[0]
 			if f.Code != tc.code || !strings.Contains(f.Reason, tc.msg) {
 				t.Fatalf("failure %s: %q, want %s containing %q", f.Code, f.Reason, tc.code, tc.msg)
+			}
+			if strings.Contains(f.Reason, string(f.Code)+": ") {
+				t.Fatalf("failure %s: %q repeats its code", f.Code, f.Reason)
 			}
 		})
 	}
