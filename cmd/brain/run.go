@@ -64,6 +64,9 @@ workspace that does not load, 2 for bad usage.`,
 	if !json.Valid([]byte(*input)) {
 		return usageError(stderr, "run", "--input is not JSON: %s", *input)
 	}
+	if *timeout <= 0 {
+		return usageError(stderr, "run", "--timeout must be positive, got %s", *timeout)
+	}
 	var g provide.Grants
 	var err error
 	if *grantsFile != "" {

@@ -58,3 +58,16 @@ func TestRunTimeoutBoundsAttach(t *testing.T) {
 		})
 	}
 }
+
+// TestRunTimeoutMustBePositive: a --timeout of zero or less is bad usage
+// (exit 2, before anything loads), as other bad flags are; it had run
+// the attach with a deadline already passed.
+func TestRunTimeoutMustBePositive(t *testing.T) {
+	for _, d := range []string{"0s", "-5s"} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"run", "nothing.tool.json", "--timeout", d}, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "--timeout must be positive") {
+			t.Errorf("--timeout %s: exit %d, stderr %s; want 2 and a usage error", d, code, stderr.String())
+		}
+	}
+}

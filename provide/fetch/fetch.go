@@ -115,6 +115,12 @@ func (f *Fetcher) Fetch(ctx context.Context, req handle.Request) (handle.Respons
 		return handle.Response{}, invalid("the URL does not parse: %v", err)
 	}
 	if !u.IsAbs() || u.Host == "" {
+		// A scheme the grant does not allow (file:///etc/passwd has no
+		// host) is what is wrong with it, not the missing host.
+		var de *DeniedError
+		if err := f.policy.CheckURL(u); u.Scheme != "" && errors.As(err, &de) && de.Rule == "schemes" {
+			return handle.Response{}, f.fail(ctx, ctx, u, err)
+		}
 		return handle.Response{}, invalid("the URL %q is not absolute: give a scheme and a host", u.Redacted())
 	}
 	if err := f.policy.CheckURL(u); err != nil {

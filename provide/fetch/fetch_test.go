@@ -160,7 +160,7 @@ func TestDenyScheme(t *testing.T) {
 	for _, u := range []string{"http://api.test/", "ftp://api.test/", "file://localhost/etc/passwd", "gopher://api.test/", "ws://api.test/", "javascript://api.test/%0aalert(1)"} {
 		t.Run(u, func(t *testing.T) {
 			_, err := f.Fetch(context.Background(), handle.Request{URL: u})
-			wantCode(t, err, protocol.CodeDenied, "scheme", "(schemes)")
+			wantCode(t, err, protocol.CodeDenied, "scheme", "(schemes: https)")
 		})
 	}
 }
@@ -379,7 +379,8 @@ func TestFetchInvalidArgument(t *testing.T) {
 	}{
 		{"relative URL", handle.Request{URL: "/path"}},
 		{"no host", handle.Request{URL: "http:///path"}},
-		{"file URL without host", handle.Request{URL: "file:///etc/passwd"}},
+		// file:///etc/passwd, which has no host, is denied for its scheme:
+		// TestSchemeWithoutHost.
 		{"unparsable URL", handle.Request{URL: "http://api.test:8080/%zz"}},
 		{"bad method", handle.Request{Method: "GE T", URL: "http://api.test:8080/"}},
 		{"bad header name", handle.Request{URL: "http://api.test:8080/", Header: map[string][]string{"X Y": {"v"}}}},
@@ -421,4 +422,18 @@ func TestNewRejectsInvalidGrants(t *testing.T) {
 	if err == nil {
 		t.Fatal("New accepted allow_hosts [*]")
 	}
+}
+
+// TestSchemeWithoutHost: a URL whose scheme the grant does not allow is
+// refused for its scheme, naming the allowed ones, also when it has no
+// host (file:///etc/passwd), where it was "not absolute: give a scheme
+// and a host".
+func TestSchemeWithoutHost(t *testing.T) {
+	f := newFetcher(t, fetch.Grants{AllowHosts: []string{"example.com"}})
+	for _, u := range []string{"file:///etc/passwd", "file://host/etc/passwd", "gopher:x"} {
+		_, err := f.Fetch(context.Background(), handle.Request{URL: u})
+		wantCode(t, err, protocol.CodeDenied, `is not allowed (schemes: https)`)
+	}
+	_, err := f.Fetch(context.Background(), handle.Request{URL: "/relative"})
+	wantCode(t, err, protocol.CodeInvalidArgument, "is not absolute")
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,7 +109,7 @@ func (p *Policy) CheckURL(u *url.URL) error {
 		return &DeniedError{Rule: "schemes", Msg: fmt.Sprintf("URL %q has no scheme (schemes)", u.Redacted())}
 	}
 	if !p.schemes[scheme] {
-		return &DeniedError{Rule: "schemes", Msg: fmt.Sprintf("scheme %q is not allowed (schemes)", scheme)}
+		return &DeniedError{Rule: "schemes", Msg: fmt.Sprintf("scheme %q is not allowed (schemes: %s)", scheme, strings.Join(slices.Sorted(maps.Keys(p.schemes)), ", "))}
 	}
 	if err := p.checkHost(u.Hostname()); err != nil {
 		return err
