@@ -114,8 +114,11 @@ workspace that does not load, 2 for bad usage.`,
 	} else {
 		out = env.Invoke(ctx, art.Manifest().Name, kernel.Call{Input: json.RawMessage(*input)})
 	}
-	b, _ := json.Marshal(out)
-	fmt.Fprintln(stdout, string(b))
+	// Without HTML escaping: "<" and "&" as they are, not \u003c and
+	// \u0026 (stdout is read by people and scripts, not embedded in HTML).
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(out)
 	if !out.IsOK() {
 		return 1
 	}

@@ -70,3 +70,38 @@ export default t;
 		t.Fatalf("run a changed payload: exit %d, %s %s", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestRunPrintsWithoutHTMLEscapes: brain run prints the outcome's JSON
+// with "<", ">" and "&" as they are, not as \u003c, \u003e and \u0026.
+func TestRunPrintsWithoutHTMLEscapes(t *testing.T) {
+	ctx := context.Background()
+	proj := t.TempDir()
+	files := map[string]string{
+		"package.json": `{"name": "t", "private": true, "type": "module"}`,
+		"html.tool.js": `const t = {
+  name: "t.html", description: "d", requires: [],
+  run() { return { s: "<a href=\"x?a=1&b=2\">" }; },
+  describe() { return { name: "t.html", description: "d", requires: [], binding_names: [], input_schema: { type: "object" } }; },
+};
+globalThis[Symbol.for("brain.register")](t);
+export default t;
+`,
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(proj, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"build", proj, "-o", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("build: exit %d, %s %s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run(ctx, []string{"run", filepath.Join(out, "t.html.tool.json"), "--cache", t.TempDir()}, &stdout, &stderr); code != 0 {
+		t.Fatalf("run: exit %d, %s %s", code, stdout.String(), stderr.String())
+	}
+	if want := `{"ok":true,"value":{"s":"<a href=\"x?a=1&b=2\">"}}` + "\n"; stdout.String() != want {
+		t.Fatalf("run printed %s, want %s", stdout.String(), want)
+	}
+}
