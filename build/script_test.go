@@ -410,3 +410,43 @@ export default tool({ name: "t.date", description: "d", input: z.object({ d: z.d
 		})
 	}
 }
+
+// TestSDKUTF8Encode: the SDK's utf8Encode of 1.5 MB fits a realm of the
+// default 64 MiB (it built a number[] of about 16 bytes a byte, and ran
+// out of memory), and encodes as UTF-8, a lone surrogate as U+FFFD.
+func TestSDKUTF8Encode(t *testing.T) {
+	ctx := context.Background()
+	dir := sdkProject(t, map[string]string{"u.tool.js": `import { tool, utf8Encode, utf8Decode } from "@brainrt/sdk";
+export default tool({ name: "t.utf8", description: "d", requires: [],
+  input: { "~standard": { version: 1, vendor: "t", validate: (v) => ({ value: v }), jsonSchema: { input: () => ({ type: "object" }), output: () => ({ type: "object" }) } } },
+  run() {
+    const big = utf8Encode("é".repeat(750000));
+    const b = utf8Encode("a\u00e9\u20ac\ud83d\ude00\ud800z");
+    return { big: big.length, bytes: Array.from(b), back: utf8Decode(b) };
+  } });
+`})
+	out := t.TempDir()
+	arts, err := build.BuildScripts(ctx, dir, build.Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := jshost.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := h.LoadManifest(arts[0].ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := kernel.New(nil)
+	defer env.Close()
+	env.Setup(ctx)
+	if rec := env.Attach(ctx, kernel.Attachment{Tool: a}); !rec.OK() {
+		t.Fatalf("attach: %+v", rec.Failures)
+	}
+	got := env.Invoke(ctx, "t.utf8", kernel.Call{Input: json.RawMessage(`{}`)})
+	want := `{"big":1500000,"bytes":[97,195,169,226,130,172,240,159,152,128,239,191,189,122],"back":"aé€😀` + "\uFFFD" + `z"}`
+	if got.Err != nil || string(got.Value) != want {
+		t.Fatalf("invoke: %s %+v, want %s", got.Value, got.Err, want)
+	}
+}

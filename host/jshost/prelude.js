@@ -265,33 +265,66 @@
     }
     return out;
   }
+  // toBase64 writes the characters into a typed array a chunk at a time
+  // and makes each chunk a string at once: a string grown by four
+  // characters at a time holds a node a step until it is flattened.
+  const ALPHABET_CODES = new Uint8Array(64);
+  for (let i = 0; i < 64; i++) ALPHABET_CODES[i] = ALPHABET.charCodeAt(i);
+  const fromCharCode = String.fromCharCode, applyFn = Reflect.apply;
+  const B64_CHUNK = 8192 * 3; // input bytes a chunk: 32,768 characters, under the engine's 65,535 arguments
   function toBase64(b) {
     if (typeof b === "string") b = utf8(b);
     if (!(b instanceof Uint8Array)) throw new TypeError("want a Uint8Array or a string");
+    const A = ALPHABET_CODES;
+    const buf = new Uint8Array((B64_CHUNK / 3) * 4);
     let s = "";
-    let i = 0;
-    for (; i + 2 < b.length; i += 3) {
-      const n = (b[i] << 16) | (b[i + 1] << 8) | b[i + 2];
-      s += ALPHABET[n >> 18] + ALPHABET[(n >> 12) & 63] + ALPHABET[(n >> 6) & 63] + ALPHABET[n & 63];
-    }
-    if (i < b.length) {
-      const n = (b[i] << 16) | ((i + 1 < b.length ? b[i + 1] : 0) << 8);
-      s += ALPHABET[n >> 18] + ALPHABET[(n >> 12) & 63] + (i + 1 < b.length ? ALPHABET[(n >> 6) & 63] : "=") + "=";
+    for (let start = 0; start < b.length; start += B64_CHUNK) {
+      const end = start + B64_CHUNK < b.length ? start + B64_CHUNK : b.length;
+      let i = start, k = 0;
+      for (; i + 2 < end; i += 3) {
+        const n = (b[i] << 16) | (b[i + 1] << 8) | b[i + 2];
+        buf[k++] = A[n >> 18]; buf[k++] = A[(n >> 12) & 63]; buf[k++] = A[(n >> 6) & 63]; buf[k++] = A[n & 63];
+      }
+      if (i < end) { // the last chunk's last one or two bytes
+        const n = (b[i] << 16) | ((i + 1 < end ? b[i + 1] : 0) << 8);
+        buf[k++] = A[n >> 18]; buf[k++] = A[(n >> 12) & 63];
+        buf[k++] = i + 1 < end ? A[(n >> 6) & 63] : 61; // "="
+        buf[k++] = 61;
+      }
+      s += applyFn(fromCharCode, null, buf.subarray(0, k));
     }
     return s;
   }
+  // utf8 encodes s as UTF-8 into a Uint8Array sized by a first pass (a
+  // number[] takes about 16 bytes an element); lone surrogates become
+  // U+FFFD.
   function utf8(s) {
-    const out = [];
-    for (let i = 0; i < s.length; i++) {
-      let c = s.codePointAt(i);
-      if (c > 0xffff) i++;
-      if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
-      if (c < 0x80) out.push(c);
-      else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
-      else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
-      else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+    const len = s.length;
+    let n = 0;
+    for (let i = 0; i < len; i++) {
+      const c = s.charCodeAt(i);
+      if (c < 0x80) n += 1;
+      else if (c < 0x800) n += 2;
+      else if (c <= 0xdbff && c >= 0xd800 && i + 1 < len && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) { n += 4; i++; }
+      else n += 3;
     }
-    return new Uint8Array(out);
+    const out = new Uint8Array(n);
+    let j = 0;
+    for (let i = 0; i < len; i++) {
+      let c = s.charCodeAt(i);
+      if (c < 0x80) { out[j++] = c; continue; }
+      if (c < 0x800) { out[j++] = 0xc0 | (c >> 6); out[j++] = 0x80 | (c & 63); continue; }
+      if (c >= 0xd800 && c <= 0xdfff) {
+        if (c <= 0xdbff && i + 1 < len && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+          c = 0x10000 + ((c - 0xd800) << 10) + (s.charCodeAt(++i) - 0xdc00);
+          out[j++] = 0xf0 | (c >> 18); out[j++] = 0x80 | ((c >> 12) & 63); out[j++] = 0x80 | ((c >> 6) & 63); out[j++] = 0x80 | (c & 63);
+          continue;
+        }
+        c = 0xfffd;
+      }
+      out[j++] = 0xe0 | (c >> 12); out[j++] = 0x80 | ((c >> 6) & 63); out[j++] = 0x80 | (c & 63);
+    }
+    return out;
   }
 
   // call runs one handle operation on the Go side, synchronously.

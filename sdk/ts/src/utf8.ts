@@ -60,17 +60,50 @@ export function utf8Decode(b: Uint8Array, opts: { fatal?: boolean } = {}): strin
   return out + String.fromCodePoint(...chunk);
 }
 
-/** utf8Encode encodes a string as UTF-8 (lone surrogates become U+FFFD). */
+/**
+ * utf8Encode encodes a string as UTF-8 (lone surrogates become U+FFFD),
+ * into a Uint8Array sized by a first pass: a number[] would take about 16
+ * bytes of the realm's memory a byte.
+ */
 export function utf8Encode(s: string): Uint8Array {
-  const out: number[] = [];
-  for (let i = 0; i < s.length; i++) {
-    let c = s.codePointAt(i)!;
-    if (c > 0xffff) i++;
-    if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
-    if (c < 0x80) out.push(c);
-    else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
-    else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
-    else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+  const len = s.length;
+  let n = 0;
+  for (let i = 0; i < len; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < len && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 4;
+      i++;
+    } else n += 3;
   }
-  return new Uint8Array(out);
+  const out = new Uint8Array(n);
+  let j = 0;
+  for (let i = 0; i < len; i++) {
+    let c = s.charCodeAt(i);
+    if (c < 0x80) {
+      out[j++] = c;
+      continue;
+    }
+    if (c < 0x800) {
+      out[j++] = 0xc0 | (c >> 6);
+      out[j++] = 0x80 | (c & 63);
+      continue;
+    }
+    if (c >= 0xd800 && c <= 0xdfff) {
+      if (c <= 0xdbff && i + 1 < len && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (s.charCodeAt(++i) - 0xdc00);
+        out[j++] = 0xf0 | (c >> 18);
+        out[j++] = 0x80 | ((c >> 12) & 63);
+        out[j++] = 0x80 | ((c >> 6) & 63);
+        out[j++] = 0x80 | (c & 63);
+        continue;
+      }
+      c = 0xfffd;
+    }
+    out[j++] = 0xe0 | (c >> 12);
+    out[j++] = 0x80 | ((c >> 6) & 63);
+    out[j++] = 0x80 | (c & 63);
+  }
+  return out;
 }
