@@ -127,8 +127,9 @@ func Build(ctx context.Context, patterns []string, opts Options) ([]Artifact, er
 	return arts, err
 }
 
-// warnUnused logs the declared handles each artifact's code never uses;
-// a nil logger discards.
+// warnUnused logs the declared handles each artifact's code never uses,
+// and an input schema that is not an object (which no MCP client can
+// call); a nil logger discards.
 func warnUnused(logger *slog.Logger, arts []Artifact) {
 	if logger == nil {
 		return
@@ -141,7 +142,24 @@ func warnUnused(logger *slog.Logger, arts []Artifact) {
 		for _, k := range a.Unused {
 			logger.Warn(msg, slog.String("tool", a.Manifest.Name), slog.String("handle", string(k)))
 		}
+		if t, ok := nonObjectInput(a.Manifest.InputSchema); ok {
+			logger.Warn("the input schema is not an object: MCP requires a tool's input to be one, so MCP clients cannot call this tool; make the input an object (z.object({...}))",
+				slog.String("tool", a.Manifest.Name), slog.String("type", t))
+		}
 	}
+}
+
+// nonObjectInput reports whether an input schema says its top-level type
+// is something other than an object, and which.
+func nonObjectInput(schema json.RawMessage) (string, bool) {
+	var s struct {
+		Type any `json:"type"`
+	}
+	if json.Unmarshal(schema, &s) != nil || s.Type == nil || s.Type == "object" {
+		return "", false
+	}
+	b, _ := json.Marshal(s.Type)
+	return string(b), true
 }
 
 // goTool is a package that exports Tool, and the file that declares it.

@@ -450,3 +450,23 @@ export default tool({ name: "t.utf8", description: "d", requires: [],
 		t.Fatalf("invoke: %s %+v, want %s", got.Value, got.Err, want)
 	}
 }
+
+// TestNonObjectInputWarns: build warns (never fails) when a tool's input
+// schema is not an object, which MCP clients can never call.
+func TestNonObjectInputWarns(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"s.tool.js": `const t = { name: "t.str", description: "d", requires: [], run: (c, s) => s,
+  describe() { return { name: "t.str", description: "d", input_schema: { type: "string" }, requires: [], binding_names: [] }; } };
+globalThis[Symbol.for("brain.register")](t);
+export default t;
+`,
+		"o.tool.js": handWritten(`"t.obj"`, `[]`, `() => 1`),
+	})
+	var logs bytes.Buffer
+	if _, err := build.BuildScripts(context.Background(), dir, build.Options{Out: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "the input schema is not an object: MCP requires") || !strings.Contains(got, `tool=t.str type="\"string\""`) || strings.Contains(got, "tool=t.obj") {
+		t.Fatalf("logs: %s", got)
+	}
+}
