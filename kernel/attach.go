@@ -114,11 +114,11 @@ func (e *Environment) provision(ctx context.Context, a Attachment) (*attached, p
 	if len(missing) > 0 {
 		return nil, protocol.CodeUnavailable, fmt.Errorf("requires %v, which this environment does not provide (provides %v)", missing, e.providesSorted())
 	}
-	if err := checkBindings(&m, a.Bindings); err != nil {
+	var err error
+	if a.Bindings, err = checkBindings(&m, a.Bindings); err != nil {
 		return nil, protocol.CodeInvalidInput, err
 	}
 	at := &attached{manifest: m, policy: policyFor(e.opts.Policies, m.Name)}
-	var err error
 	if at.input, err = session.CompileSchema(m.InputSchema); err != nil {
 		return nil, protocol.CodeInvalidRequest, fmt.Errorf("input_schema: %w", err)
 	}
@@ -165,29 +165,46 @@ func provisionSafely(ctx context.Context, a Attachment, hs tool.Handles) (inst t
 	return a.Tool.Provision(newToolContext(ctx), hs, a.Bindings)
 }
 
-// checkBindings requires a value for every declared binding, refuses values
-// for undeclared ones, and validates each against its schema.
-func checkBindings(m *tool.Manifest, values map[string]json.RawMessage) error {
+// checkBindings requires a value for every declared binding — the
+// schema's top-level "default" stands in for one not given (zod's
+// .default(443)) — refuses values for undeclared ones, and validates each
+// against its schema. It returns the values with the defaults added (a
+// new map when it adds any; values is not changed).
+func checkBindings(m *tool.Manifest, values map[string]json.RawMessage) (map[string]json.RawMessage, error) {
 	for _, name := range slices.Sorted(maps.Keys(values)) { // sorted: several undeclared ones give the same error every time
 		if !slices.Contains(m.BindingNames, name) {
-			return fmt.Errorf("binding %q is not declared by the tool (it declares %v)", name, m.BindingNames)
+			return nil, fmt.Errorf("binding %q is not declared by the tool (it declares %v)", name, m.BindingNames)
 		}
 	}
+	out, copied := values, false
 	for _, name := range m.BindingNames {
 		v, ok := values[name]
 		if !ok {
-			return fmt.Errorf("binding %q has no value", name)
+			var d struct {
+				Default json.RawMessage `json:"default"`
+			}
+			if json.Unmarshal(m.BindingSchemas[name], &d) != nil || d.Default == nil {
+				return nil, fmt.Errorf("binding %q has no value", name)
+			}
+			if !copied {
+				out, copied = maps.Clone(values), true
+				if out == nil {
+					out = map[string]json.RawMessage{}
+				}
+			}
+			v = d.Default
+			out[name] = v
 		}
 		s, err := session.CompileSchema(m.BindingSchemas[name])
 		if err != nil {
-			return fmt.Errorf("binding %q: schema: %w", name, err)
+			return nil, fmt.Errorf("binding %q: schema: %w", name, err)
 		}
 		if err := s.ValidateJSON(v); err != nil {
 			// The value itself is never echoed: it may be a secret.
-			return fmt.Errorf("binding %q: the value does not match its schema: %v", name, err)
+			return nil, fmt.Errorf("binding %q: the value does not match its schema: %v", name, err)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 func (e *Environment) providesSorted() []string {

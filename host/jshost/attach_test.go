@@ -96,6 +96,18 @@ func TestAttachFailures(t *testing.T) {
 			t.Fatalf("LoadManifest = %v", err)
 		}
 	})
+	t.Run("a binding's default", func(t *testing.T) {
+		// The schema's default (zod's .default(443)) stands in for a value
+		// not given; one given wins.
+		p := payload{name: "t.port", bindings: map[string]string{"port": `{"type":"integer","default":443}`}, src: register + `
+register({ name: "t.port", requires: [], bindings: { port: {} }, run: (ctx) => ctx.bindings.port });`}
+		path := p.write(t, dir)
+		attach(t, env, h, path, nil)
+		wantOutcome(t, env.Invoke(context.Background(), "t.port", kernel.Call{Input: json.RawMessage(`{}`)}), `443`, "", "")
+		env2 := newEnv(t)
+		attach(t, env2, h, path, map[string]json.RawMessage{"port": json.RawMessage(`8443`)})
+		wantOutcome(t, env2.Invoke(context.Background(), "t.port", kernel.Call{Input: json.RawMessage(`{}`)}), `8443`, "", "")
+	})
 	t.Run("top-level await that settles", func(t *testing.T) {
 		p := payload{name: "t.tlaok", src: register + `const v = await Promise.resolve(2); register({ name: "t.tlaok", requires: [], run: () => v });`}
 		attach(t, env, h, p.write(t, dir), nil)
