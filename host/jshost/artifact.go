@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/internal/regularfile"
@@ -35,6 +36,14 @@ type Options struct {
 	// least recently used idle realm is freed (its session starts afresh
 	// at its next call). Default 256.
 	MaxSessions int
+	// RealmsMemoryMiB bounds the heap the host's realms hold together,
+	// every tool's: past it the least recently used realms not running a
+	// call are freed (their sessions start afresh at their next call), as
+	// past MaxSessions. A realm keeps what its session's calls left in it
+	// (up to MemoryLimitMiB), and MaxSessions realms of every tool could
+	// hold that much each: a tenant's sessions held 30 MiB each in a
+	// probe. Default 1024 (1 GiB).
+	RealmsMemoryMiB int
 	// Logger receives the host's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -48,6 +57,10 @@ type Host struct {
 	mu       sync.Mutex
 	payloads map[string][]byte // identity → verified bytes
 	compiled map[string][]byte // identity → bytecode
+	pools    map[*pool]struct{} // provisioned, not closed: whose realms the budget counts
+
+	realmBytes atomic.Int64  // the heap of every realm, as last measured (after its latest call)
+	clock      atomic.Uint64 // orders realms' last calls across tools, for the budget's LRU
 }
 
 // New returns a host.
@@ -65,10 +78,13 @@ func New(opts *Options) (*Host, error) {
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 256
 	}
+	if o.RealmsMemoryMiB <= 0 {
+		o.RealmsMemoryMiB = 1024
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{opts: o, log: o.Logger, payloads: map[string][]byte{}, compiled: map[string][]byte{}}
+	h := &Host{opts: o, log: o.Logger, payloads: map[string][]byte{}, compiled: map[string][]byte{}, pools: map[*pool]struct{}{}}
 	if o.CacheDir != "" {
 		c, err := openCache(o.CacheDir)
 		if err != nil {

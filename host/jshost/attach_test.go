@@ -207,3 +207,54 @@ func TestCancel(t *testing.T) {
 	wantOutcome(t, env.Invoke(ctx, "t.spin", kernel.Call{Input: json.RawMessage(`{"spin":true}`)}), "", protocol.CodeCancelled, "cancelled")
 	wantOutcome(t, env.Invoke(context.Background(), "t.spin", kernel.Call{Input: json.RawMessage(`{}`)}), `"ok"`, "", "")
 }
+
+// TestRealmsMemoryBudget: the realms a host keeps hold at most
+// RealmsMemoryMiB together: past it the least recently used realm not
+// running a call is freed, and its session starts afresh at its next
+// call. Each call here leaves 3 MiB in its realm; a budget of 4 MiB keeps
+// one such realm, the default keeps both. A probe's sessions each kept 30
+// MiB in their realms, with no bound but 256 realms of 64 MiB a tool.
+func TestRealmsMemoryBudget(t *testing.T) {
+	for _, tc := range []struct {
+		budget    int
+		aliceKept bool
+	}{{4, false}, {0, true}} {
+		h := newHost(t, &jshost.Options{RealmsMemoryMiB: tc.budget})
+		a, err := h.LoadManifest(payload{name: "t.hold", src: register + `
+let last = null, held = null;
+register({ name: "t.hold", requires: [], run(ctx, input) {
+  const prev = last;
+  last = input.v;
+  held = input.v.repeat(3 << 20);
+  return { prev };
+} });`}.write(t, t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst, err := a.Provision(context.Background(), tool.Handles{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := func(session, v, want string) {
+			t.Helper()
+			out, err := inst.Invoke(context.Background(), &tool.Call{ID: "c", Session: session, Input: json.RawMessage(`{"v":"` + v + `"}`)})
+			wantOutcome(t, protocol.Outcome{Value: out, Err: errOf(err)}, want, "", "")
+		}
+		call("alice", "a", `{"prev":null}`)
+		call("alice", "b", `{"prev":"a"}`)
+		call("bob", "c", `{"prev":null}`)
+		realms := inst.(interface{ Sessions() int }).Sessions()
+		if tc.aliceKept {
+			if realms != 2 {
+				t.Fatalf("default budget: %d realms, want alice's and bob's", realms)
+			}
+			call("alice", "d", `{"prev":"b"}`)
+		} else {
+			if realms != 1 {
+				t.Fatalf("4 MiB budget: %d realms after bob's call, want bob's alone", realms)
+			}
+			call("alice", "d", `{"prev":null}`) // afresh
+		}
+		_ = inst.Close()
+	}
+}

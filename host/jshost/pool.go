@@ -40,12 +40,15 @@ type pool struct {
 	mu       sync.Mutex
 	sessions map[string]*instance
 	spare    *instance // made at attach, handed to the first session that calls
-	clock    uint64
 	closed   bool
 }
 
 func newPool(h *Host, m tool.Manifest, code, bindings []byte) *pool {
-	return &pool{h: h, m: m, code: code, bindings: bindings, sessions: map[string]*instance{}}
+	p := &pool{h: h, m: m, code: code, bindings: bindings, sessions: map[string]*instance{}}
+	h.mu.Lock()
+	h.pools[p] = struct{}{}
+	h.mu.Unlock()
+	return p
 }
 
 // instance is one realm: a VM with the prelude and the payload's module
@@ -55,11 +58,16 @@ type instance struct {
 	dispatch quickjs.Value
 	sem      chan struct{}
 	cur      atomic.Pointer[callState] // the running call's; read by the host function on the engine's goroutine
-	used     uint64                    // the pool's clock at its last call
+	used     uint64                    // the host's clock at its last call
 	dirty    bool                      // a call left a global it could not delete: dropped after the call
+	heap     atomic.Int64              // its heap after its latest call, counted in Host.realmBytes
 }
 
-func (in *instance) close() { in.vm.Close() }
+// closeRealm frees in, and takes its heap out of the host's count.
+func (p *pool) closeRealm(in *instance) {
+	p.h.realmBytes.Add(-in.heap.Swap(0))
+	in.vm.Close()
+}
 
 // newInstance makes a realm and initialises it with hs, within the
 // context and Options.InitTimeout.
@@ -110,16 +118,16 @@ func (p *pool) newInstance(ctx context.Context, hs tool.Handles, progress func(t
 		return nil
 	})
 	if err != nil {
-		in.close()
+		p.closeRealm(in)
 		return nil, p.initError(ctx, "evaluate the payload's module", err)
 	}
 	if err := p.checkSeal(sealed); err != nil {
-		in.close()
+		p.closeRealm(in)
 		return nil, err
 	}
 	arg := fmt.Sprintf(`{"id":"init","bindings":%s,"requires":%s,"deadline":%s}`, p.bindings, mustJSON(p.m.Requires), deadlineMS(ctx))
 	if _, err := in.run(ctx, p, "init", arg); err != nil {
-		in.close()
+		p.closeRealm(in)
 		var oe *protocol.Error
 		if errors.As(err, &oe) {
 			return nil, protocol.Errorf(oe.Code, "init: %s", oe.Message)
@@ -135,7 +143,7 @@ func (p *pool) newInstance(ctx context.Context, hs tool.Handles, progress func(t
 		if err == nil {
 			err = errors.New(odd)
 		}
-		in.close()
+		p.closeRealm(in)
 		return nil, p.initError(ctx, "snapshot the realm", err)
 	}
 	return in, nil
@@ -427,11 +435,11 @@ func (p *pool) instanceFor(ctx context.Context, session string, c *tool.Call) (*
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		in.close()
+		p.closeRealm(in)
 		return nil, protocol.Errorf(protocol.CodeUnavailable, "the tool %q was detached", p.m.Name)
 	}
 	if other := p.sessions[session]; other != nil { // made by a concurrent call
-		in.close()
+		p.closeRealm(in)
 		return other, nil
 	}
 	p.sessions[session] = in
@@ -453,7 +461,7 @@ func (p *pool) evictLocked() {
 			return // every realm is running a call
 		}
 		delete(p.sessions, oldest)
-		o.close()
+		p.closeRealm(o)
 	}
 }
 
@@ -465,7 +473,7 @@ func (p *pool) drop(session string, in *instance) {
 		delete(p.sessions, session)
 	}
 	p.mu.Unlock()
-	in.close()
+	p.closeRealm(in)
 }
 
 // acquire returns the realm of the call's session, its turn taken. A
@@ -485,8 +493,7 @@ func (p *pool) acquire(ctx context.Context, c *tool.Call) (*instance, error) {
 		}
 		p.mu.Lock()
 		if p.sessions[c.Session] == in {
-			p.clock++
-			in.used = p.clock
+			in.used = p.h.clock.Add(1)
 			p.mu.Unlock()
 			return in, nil
 		}
@@ -519,16 +526,77 @@ func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error
 	if cs := in.cur.Swap(nil); cs != nil {
 		cs.closeWalks()
 	}
+	stopped := in.dirty || (err != nil && (ctx.Err() != nil || in.vm.Gone() || stoppedCode(err)))
+	if !stopped {
+		p.measure(c.Session, in)
+	}
 	<-in.sem
-	if in.dirty || (err != nil && (ctx.Err() != nil || in.vm.Gone() || stoppedCode(err))) {
+	if stopped {
 		// Stopped mid-call: the realm's state is whatever it was then.
 		p.drop(c.Session, in)
 		if ctx.Err() != nil {
 			p.h.log.Warn("tool realm stopped at its call's deadline and dropped", slog.String("tool", p.m.Name), slog.String("call", c.ID))
 			return nil, p.engineError(ctx, &jsvm.Error{Kind: kindOfCtx(ctx)})
 		}
+	} else if p.h.realmBytes.Load() > int64(p.h.opts.RealmsMemoryMiB)<<20 {
+		p.h.trimRealms(in)
 	}
 	return v, err
+}
+
+// measure counts what session's realm in holds after a call, while it
+// is still the session's (a realm taken out of the pool is closed by
+// whoever took it, which takes its heap out of the count). in's call
+// has returned; its slot is still held.
+func (p *pool) measure(session string, in *instance) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sessions[session] != in {
+		return
+	}
+	if b := in.vm.HeapBytes(); b >= 0 {
+		p.h.realmBytes.Add(b - in.heap.Swap(b))
+	}
+}
+
+// trimRealms frees the least recently used realms not running a call,
+// any tool's, until the realms hold Options.RealmsMemoryMiB or less. It
+// keeps latest, the realm whose call has just ended: a realm larger than
+// the budget on its own serves its session on.
+func (h *Host) trimRealms(latest *instance) {
+	budget := int64(h.opts.RealmsMemoryMiB) << 20
+	for h.realmBytes.Load() > budget {
+		h.mu.Lock()
+		pools := make([]*pool, 0, len(h.pools))
+		for p := range h.pools {
+			pools = append(pools, p)
+		}
+		h.mu.Unlock()
+		var (
+			victim  *instance
+			owner   *pool
+			session string
+		)
+		for _, p := range pools {
+			p.mu.Lock()
+			for s, in := range p.sessions {
+				if in != latest && len(in.sem) == 0 && in.heap.Load() > 0 && (victim == nil || in.used < victim.used) {
+					victim, owner, session = in, p, s
+				}
+			}
+			p.mu.Unlock()
+		}
+		if victim == nil {
+			return // every realm that holds anything runs a call
+		}
+		owner.mu.Lock()
+		if owner.sessions[session] == victim && len(victim.sem) == 0 {
+			delete(owner.sessions, session)
+			owner.closeRealm(victim)
+			h.log.Info("tool realm freed: the realms hold more than RealmsMemoryMiB", slog.String("tool", owner.m.Name), slog.String("session", session))
+		}
+		owner.mu.Unlock()
+	}
 }
 
 func stoppedCode(err error) bool {
@@ -550,7 +618,7 @@ func (p *pool) EndSession(id string) {
 	delete(p.sessions, id)
 	p.mu.Unlock()
 	if in != nil {
-		in.close()
+		p.closeRealm(in)
 	}
 }
 
@@ -562,6 +630,9 @@ func (p *pool) Close() error {
 		return nil
 	}
 	p.closed = true
+	p.h.mu.Lock()
+	delete(p.h.pools, p)
+	p.h.mu.Unlock()
 	all := make([]*instance, 0, len(p.sessions)+1)
 	for _, in := range p.sessions {
 		all = append(all, in)
@@ -572,7 +643,7 @@ func (p *pool) Close() error {
 	p.sessions, p.spare = nil, nil
 	p.mu.Unlock()
 	for _, in := range all {
-		in.close()
+		p.closeRealm(in)
 	}
 	return nil
 }
