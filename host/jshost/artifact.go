@@ -55,8 +55,8 @@ type Host struct {
 	cache *codeCache // nil without a CacheDir
 
 	mu       sync.Mutex
-	payloads map[string][]byte // identity → verified bytes
-	compiled map[string][]byte // identity → bytecode
+	payloads map[string][]byte  // identity → verified bytes
+	compiled map[string][]byte  // identity → bytecode
 	pools    map[*pool]struct{} // provisioned, not closed: whose realms the budget counts
 
 	realmBytes atomic.Int64  // the heap of every realm, as last measured (after its latest call)
