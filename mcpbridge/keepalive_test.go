@@ -24,6 +24,43 @@ import (
 // and brain counted its caller gone: the SDK wrote nothing, not even the
 // headers, until the result.
 func TestCallResponseKeptAlive(t *testing.T) {
+	t.Run("headers at once", func(t *testing.T) {
+		// No comment for an hour: the headers alone, while the tool runs.
+		resp, release := slowCall(t, time.Hour)
+		defer close(release)
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+			t.Fatalf("the waiting call's response: %s %s, want 200 text/event-stream", resp.Status, ct)
+		}
+	})
+	t.Run("a comment every KeepAlive, then the result", func(t *testing.T) {
+		resp, release := slowCall(t, 20*time.Millisecond)
+		lines := bufio.NewScanner(resp.Body)
+		next := func() string {
+			if !lines.Scan() {
+				t.Fatalf("the response ended: %v", lines.Err())
+			}
+			return lines.Text()
+		}
+		for l := next(); l != ": keep-alive"; l = next() {
+		}
+		close(release)
+		for l := next(); ; l = next() {
+			if strings.HasPrefix(l, "data: ") {
+				if !strings.Contains(l, `"id":2`) || !strings.Contains(l, "done") {
+					t.Fatalf("the result: %s", l)
+				}
+				break
+			}
+		}
+	})
+}
+
+// slowCall serves a tool that runs until release is closed, with the
+// keep-alive period every, and returns its tools/call's response as soon
+// as its headers are in (failing the test if they do not come while the
+// tool runs).
+func slowCall(t *testing.T, every time.Duration) (*http.Response, chan struct{}) {
+	t.Helper()
 	s := session.New("ka", nil)
 	release := make(chan struct{})
 	must(t, s.RegisterAgent(agentCap("slow"), session.HandlerFunc(func(ctx context.Context, _ *session.Call) (json.RawMessage, error) {
@@ -34,12 +71,11 @@ func TestCallResponseKeptAlive(t *testing.T) {
 		return json.RawMessage(`"done"`), nil
 	})))
 	h := mcpbridge.Handler(func(*http.Request) *session.Session { return s }, &mcpbridge.ServerOptions{
-		HTTP: &mcp.StreamableHTTPOptions{KeepAlive: 20 * time.Millisecond}})
+		HTTP: &mcp.StreamableHTTPOptions{KeepAlive: every}})
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { _ = h.Close() })
 	id := rawSession(t, ts.URL)
-
 	responses := make(chan *http.Response, 1)
 	go func() {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, ts.URL,
@@ -55,31 +91,10 @@ func TestCallResponseKeptAlive(t *testing.T) {
 		}
 		responses <- resp
 	}()
-	// The tool still runs: its headers arrive all the same.
 	resp := testutil.Recv(t, responses, "the call's response headers while the tool runs")
 	if resp == nil {
-		return
+		t.FailNow()
 	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
-		t.Fatalf("the waiting call's response: %s %s, want 200 text/event-stream", resp.Status, ct)
-	}
-	lines := bufio.NewScanner(resp.Body)
-	next := func() string {
-		if !lines.Scan() {
-			t.Fatalf("the response ended: %v", lines.Err())
-		}
-		return lines.Text()
-	}
-	for l := next(); l != ": keep-alive"; l = next() {
-	}
-	close(release)
-	for l := next(); ; l = next() {
-		if strings.HasPrefix(l, "data: ") {
-			if !strings.Contains(l, `"id":2`) || !strings.Contains(l, "done") {
-				t.Fatalf("the result: %s", l)
-			}
-			break
-		}
-	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, release
 }

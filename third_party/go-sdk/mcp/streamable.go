@@ -1877,6 +1877,16 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 		if every == 0 {
 			every = defaultKeepAlive
 		}
+		if effectiveVersion < protocolVersion20260728 {
+			// The headers go out now, not with the first message: a client
+			// or proxy waiting for them gives up on a call that waits. From
+			// 2026-07-28 on, an error may still choose the HTTP status
+			// (deliverLocked's overrideStatus), so they wait for it.
+			stream.mu.Lock()
+			w.WriteHeader(http.StatusOK)
+			_ = http.NewResponseController(w).Flush()
+			stream.mu.Unlock()
+		}
 		defer stream.keepAlive(every)()
 	}
 
