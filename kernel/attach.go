@@ -96,6 +96,7 @@ func (e *Environment) provision(ctx context.Context, a Attachment) (*attached, p
 	}
 	e.mu.RLock()
 	_, dup := e.tools[m.Name]
+	twin := e.lookAlikeLocked(m.Name)
 	var missing []string
 	for _, k := range m.Requires {
 		if _, ok := e.provided[k]; !ok {
@@ -106,6 +107,9 @@ func (e *Environment) provision(ctx context.Context, a Attachment) (*attached, p
 	switch {
 	case dup:
 		return nil, protocol.CodeConflict, alreadyAttached(m.Name)
+	case twin != "":
+		// Every session would refuse the second, and then none could open.
+		return nil, protocol.CodeConflict, lookAlikeAttached(m.Name, twin)
 	case session.IsBuiltin(m.Name):
 		// Every session has it already and refuses the registration: the
 		// tool would attach, and then no session could open.
@@ -217,6 +221,28 @@ func (e *Environment) providesSorted() []string {
 	return out
 }
 
+// lookAlikeLocked returns the name of an attached tool, or of a
+// capability every session has built in, that name looks like (a model or
+// a person could take one for the other: session.LookAlike), or "". e.mu
+// is held.
+func (e *Environment) lookAlikeLocked(name string) string {
+	if session.LookAlike(name, session.CapabilitiesListName) {
+		return session.CapabilitiesListName
+	}
+	for other := range e.tools {
+		if session.LookAlike(name, other) {
+			return other
+		}
+	}
+	return ""
+}
+
+// lookAlikeAttached is the refusal of a tool whose name looks like
+// another's.
+func lookAlikeAttached(name, other string) error {
+	return fmt.Errorf("a tool named %q looks like %q, already attached (or built into every session): a model or a person could take one for the other, and every session would refuse the second; give it another name", name, other)
+}
+
 // alreadyAttached is the refusal of a second tool of one name.
 func alreadyAttached(name string) error {
 	return fmt.Errorf("a tool named %q is already attached: an environment attaches a name once (a config lists it once, in tools: or in artifacts:)", name)
@@ -229,6 +255,10 @@ func (e *Environment) install(name string, at *attached) (protocol.Code, error) 
 	if _, dup := e.tools[name]; dup {
 		e.mu.Unlock()
 		return protocol.CodeConflict, alreadyAttached(name)
+	}
+	if twin := e.lookAlikeLocked(name); twin != "" {
+		e.mu.Unlock()
+		return protocol.CodeConflict, lookAlikeAttached(name, twin)
 	}
 	e.tools[name] = at
 	sessions := slices.Clone(e.sessions)

@@ -173,6 +173,20 @@ func TestAttachFailures(t *testing.T) {
 			t.Errorf("receipt = %+v, want one conflict saying a name attaches once", rec)
 		}
 	})
+	t.Run("a look-alike of an attached name", func(t *testing.T) {
+		// Every session would refuse the second tool's registration, and
+		// no session could open (as a tool named __capabilities.list did).
+		e := newEnv(t, nil)
+		e.Attach(context.Background(), kernel.Attachment{Tool: readTool})
+		for _, name := range []string{"FS.READ", "\uff46\uff53.\uff52\uff45\uff41\uff44", "__Capabilities.list"} {
+			twin := tool.New(tool.Spec{Name: name, Description: "Read a file."},
+				func(ctx *tool.Context[fsHandles, tool.None], in struct{}) (string, error) { return "", nil })
+			rec := e.Attach(context.Background(), kernel.Attachment{Tool: twin})
+			if len(rec.Failures) != 1 || rec.Failures[0].Code != protocol.CodeConflict || !strings.Contains(rec.Failures[0].Reason, "looks like") {
+				t.Errorf("%s: receipt = %+v, want a conflict saying it looks like another", name, rec)
+			}
+		}
+	})
 	t.Run("not set up", func(t *testing.T) {
 		e := kernel.New(nil)
 		rec := e.Attach(context.Background(), kernel.Attachment{Tool: readTool})

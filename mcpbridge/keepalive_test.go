@@ -18,15 +18,14 @@ import (
 )
 
 // TestCallResponseKeptAlive: the response to a tools/call that waits (for
-// a person's approval, a slow tool) sends its headers and then a comment
-// every KeepAlive, before its result. A probe's Node host (fetch: 300 s
+// a person's approval, a slow tool) sends its headers with a comment every
+// KeepAlive, before its result. A probe's Node host (fetch: 300 s
 // for the headers) gave up on a call awaiting approval after 5 minutes,
 // and brain counted its caller gone: the SDK wrote nothing, not even the
 // headers, until the result.
 func TestCallResponseKeptAlive(t *testing.T) {
-	t.Run("headers at once", func(t *testing.T) {
-		// No comment for an hour: the headers alone, while the tool runs.
-		resp, release := slowCall(t, time.Hour)
+	t.Run("headers with the first comment", func(t *testing.T) {
+		resp, release := slowCall(t, 20*time.Millisecond)
 		defer close(release)
 		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
 			t.Fatalf("the waiting call's response: %s %s, want 200 text/event-stream", resp.Status, ct)

@@ -12,6 +12,9 @@ import (
 	"time"
 	"unique"
 
+	"github.com/mtibben/confusables"
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 )
@@ -165,23 +168,45 @@ func (s *Session) prepare(p Peer, c protocol.Capability, h Handler) (*registrati
 	return r, nil
 }
 
-// caseTwinLocked returns a name registered in the session, or another of
-// the batch regs (inBatch), that differs from name only in case, or "": FS.READ beside the
-// kernel's fs.read is a name a model or a person takes for the other (a
-// tenant's probe registered it). brain build refuses such names within an
-// artifact for the same reason. s.mu is held.
-func (s *Session) caseTwinLocked(name string, regs []*registration) (other string, inBatch bool) {
-	for other := range s.caps {
-		if other != name && strings.EqualFold(other, name) {
-			return other, false
-		}
+// lookAlikesLocked maps the look-alike key of each name in the session
+// to the name (lookAlikeKey). s.mu is held.
+func (s *Session) lookAlikesLocked() map[string]string {
+	looks := make(map[string]string, len(s.caps)+1)
+	for name := range s.caps {
+		looks[lookAlikeKey(name)] = name
 	}
-	for _, r := range regs {
-		if other := r.def[0].Name; other != name && strings.EqualFold(other, name) {
-			return other, true
-		}
+	return looks
+}
+
+// lookAlikeKey is what two names that a model or a person could take for
+// each other share: Unicode's compatibility forms folded (NFKC: ｆ, ﬁ),
+// case folded, and the skeleton of UTS #39's confusables (Cyrillic рор
+// for pop, é composed or not). A tenant's probe registered FS.READ and
+// fs.reаd (a Cyrillic а), then an all-Cyrillic fs.ѕеагсһ, beside the
+// kernel's own tools; brain build refuses names alike in case within an
+// artifact for the same reason.
+func lookAlikeKey(name string) string {
+	return confusables.Skeleton(strings.ToLower(norm.NFKC.String(name)))
+}
+
+// LookAlike reports whether names a and b, different, are alike as a
+// session tells them (lookAlikeKey): a session refuses the second, so an
+// environment refuses to attach a tool whose name looks like another's.
+func LookAlike(a, b string) bool { return a != b && lookAlikeKey(a) == lookAlikeKey(b) }
+
+// lookAlikeError refuses name for looking like other, registered in the
+// session or (inBatch) in the same registration.
+func lookAlikeError(name, other string, inBatch bool) *RegisterError {
+	undo := fmt.Sprintf("deregister %q first", other)
+	if inBatch {
+		undo = "register one of them"
 	}
-	return "", false
+	how := "looks like"
+	if strings.EqualFold(name, other) {
+		how = "differs only in case from"
+	}
+	return &RegisterError{Name: name, Code: protocol.CodeConflict,
+		Err: fmt.Errorf("the name %s %q: a model or a person could take one for the other; choose another name, or %s", how, other, undo)}
 }
 
 // commit installs prepared registrations after checking names against the
@@ -201,6 +226,7 @@ func (s *Session) commit(regs []*registration) error {
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(regs))
 	added := 0
+	var looks map[string]string // look-alike key → name: the session's, then the batch's new ones
 	for _, r := range regs {
 		name := r.def[0].Name
 		if seen[name] {
@@ -214,14 +240,14 @@ func (s *Session) commit(regs []*registration) error {
 		}
 		if !ok {
 			added++
-			if other, inBatch := s.caseTwinLocked(name, regs); other != "" {
-				undo := fmt.Sprintf("deregister %q first", other)
-				if inBatch {
-					undo = "register one of them"
-				}
-				return &RegisterError{Name: name, Code: protocol.CodeConflict,
-					Err: fmt.Errorf("the name differs from %q only in case: a model or a person could take one for the other; choose another name, or %s", other, undo)}
+			if looks == nil {
+				looks = s.lookAlikesLocked()
 			}
+			key := lookAlikeKey(name)
+			if other, twin := looks[key]; twin {
+				return lookAlikeError(name, other, s.caps[other] == nil)
+			}
+			looks[key] = name
 		}
 	}
 	if n := s.userCapsLocked(); n+added > s.opts.MaxCapabilities {

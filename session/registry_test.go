@@ -822,9 +822,25 @@ func TestRegisterRefusesCaseTwins(t *testing.T) {
 	}
 	before := state(t, s)
 	err := s.Register(session.Client, clientCap("FS.READ"))
-	wantRejected(t, s, before, err, "FS.READ", protocol.CodeConflict, `differs from "fs.read" only in case`)
+	wantRejected(t, s, before, err, "FS.READ", protocol.CodeConflict, `differs only in case from "fs.read"`)
 	err = s.Register(session.Client, clientCap("ui.Pick"), clientCap("ui.pick"))
-	wantRejected(t, s, before, err, "ui.Pick", protocol.CodeConflict, `differs from "ui.pick" only in case`)
+	wantRejected(t, s, before, err, "ui.pick", protocol.CodeConflict, `differs only in case from "ui.Pick"`)
+	// Look-alikes of other kinds (the re-probe's): all-Cyrillic, é
+	// decomposed, full-width, a ligature.
+	for _, tc := range []struct{ have, twin string }{
+		{"fs.search", "fs.\u0455\u0435\u0430\u0433\u0441\u04bb"},
+		{"ui.pop", "ui.\u0440\u043e\u0440"},
+		{"ui.caf\u00e9", "ui.cafe\u0301"},
+		{"ui.full", "ui.\uff46\uff55\uff4c\uff4c"},
+		{"ui.file", "ui.\ufb01le"},
+	} {
+		if err := s.Register(session.Client, clientCap(tc.have)); err != nil {
+			t.Fatal(err)
+		}
+		before := state(t, s)
+		err := s.Register(session.Client, clientCap(tc.twin))
+		wantRejected(t, s, before, err, tc.twin, protocol.CodeConflict, `looks like "`+tc.have+`"`)
+	}
 	// Deregistered, the other case is free.
 	if err := s.Deregister(session.Client, "fs.read"); err != nil {
 		t.Fatal(err)

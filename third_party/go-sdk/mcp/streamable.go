@@ -1877,16 +1877,10 @@ func (c *streamableServerConn) servePOST(w http.ResponseWriter, req *http.Reques
 		if every == 0 {
 			every = defaultKeepAlive
 		}
-		if effectiveVersion < protocolVersion20260728 {
-			// The headers go out now, not with the first message: a client
-			// or proxy waiting for them gives up on a call that waits. From
-			// 2026-07-28 on, an error may still choose the HTTP status
-			// (deliverLocked's overrideStatus), so they wait for it.
-			stream.mu.Lock()
-			w.WriteHeader(http.StatusOK)
-			_ = http.NewResponseController(w).Flush()
-			stream.mu.Unlock()
-		}
+		// The headers go out with the first comment, not at once: until
+		// then the response may still be another (a node forwarding the
+		// POST answers 503 when the session's owner dies before
+		// answering, and the host calls again).
 		defer stream.keepAlive(every)()
 	}
 
