@@ -375,6 +375,18 @@ func TestTokensFile(t *testing.T) {
 			t.Fatalf("the refused file was rewritten:\n%s", raw)
 		}
 	})
+	t.Run("a key twice is refused", func(t *testing.T) {
+		// The last was taken: which tenant the token is in was the
+		// file's second word, unseen by whoever read the first.
+		dir := t.TempDir()
+		body := `{"tokens":[{"token":"client-token-0123456789","side":"client","tenant":"a","tenant":"b"}]}`
+		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := server.LoadOrCreateTokens(dir); err == nil || !strings.Contains(err.Error(), `the key "tenant" appears twice`) {
+			t.Fatalf("err = %v, want the key named", err)
+		}
+	})
 	t.Run("data after the tokens object is refused", func(t *testing.T) {
 		dir := t.TempDir()
 		body := `{"tokens":[{"token":"client-token-0123456789","side":"client"}]}}`

@@ -58,6 +58,9 @@ func readBody(w http.ResponseWriter, r *http.Request, max int, code, tooLarge st
 // /v1/sessions of {"id":"a"}{"id":"b"} made session a), and a tokens.json
 // ending in a stray brace was read as if it did not.
 func decodeStrict(data []byte, v any) error {
+	if err := noDuplicateKeys(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -67,4 +70,54 @@ func decodeStrict(data []byte, v any) error {
 		return fmt.Errorf("%d bytes after the JSON value (%.20q): send one value", len(rest), rest)
 	}
 	return nil
+}
+
+// maxStrictDepth bounds how deep decodeStrict's bodies nest: they are
+// small objects (a session's id, the tokens file).
+const maxStrictDepth = 32
+
+// noDuplicateKeys refuses data when one of its objects holds a key twice,
+// which encoding/json would take the last of: {"id":"a","id":"b"} made
+// session b (the re-probe). What is not JSON is left to the decoder.
+func noDuplicateKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var walk func(depth int) error
+	walk = func(depth int) error {
+		if depth > maxStrictDepth {
+			return fmt.Errorf("nested more than %d levels deep", maxStrictDepth)
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return nil // not JSON: the decoder says what is wrong
+		}
+		switch t {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil
+				}
+				k, _ := kt.(string)
+				if seen[k] {
+					return fmt.Errorf("the key %q appears twice in one object", k)
+				}
+				seen[k] = true
+				if err := walk(depth + 1); err != nil {
+					return err
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(depth + 1); err != nil {
+					return err
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return nil
+	}
+	return walk(0)
 }

@@ -252,6 +252,13 @@ func TestExplicitCreate(t *testing.T) {
 	if status, _ := k.get("GET", "/v1/sessions/c2", tenantAClient); status != http.StatusNotFound {
 		t.Fatalf("the refused create made c2: %d", status)
 	}
+	// A key twice: the last was taken (the re-probe's made b10).
+	if status, body := k.post("/v1/sessions", tenantAClient, `{"id":"a10","id":"b10"}`); status != http.StatusBadRequest || !strings.Contains(body, `the key \"id\" appears twice`) {
+		t.Fatalf("a key twice: %d %s, want 400", status, body)
+	}
+	if status, _ := k.get("GET", "/v1/sessions/b10", tenantAClient); status != http.StatusNotFound {
+		t.Fatalf("the refused create made b10: %d", status)
+	}
 	status, body = k.post("/v1/sessions", tenantAClient, ``)
 	var gen struct{ ID string }
 	if err := json.Unmarshal([]byte(body), &gen); status != http.StatusCreated || err != nil || len(gen.ID) < 32 {
