@@ -272,6 +272,14 @@ func TestBuildPathErrors(t *testing.T) {
 		{"./proj/src/lib/deeper", []string{"the project of its scripts is " + proj}},
 		{"./loose/b.tool.ts", []string{"./loose/b.tool.ts is a file, in no directory with a package.json"}},
 		{"./loose", []string{"./loose has TypeScript or JavaScript files but no package.json"}},
+		// The re-probe's: a directory without ./ (go list read it as an
+		// import path), the package.json itself, an empty directory.
+		{"proj/src", []string{"proj/src has no package.json", "the project of its scripts is " + proj}},
+		{"./proj/package.json", []string{"./proj/package.json is a project's package.json: give its directory, proj"}},
+		{"./empty", []string{"./empty holds no Go files, no package.json and no TypeScript or JavaScript files"}},
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range tests {
 		t.Run(tc.pattern, func(t *testing.T) {

@@ -17,10 +17,13 @@ import (
 // it as one (see isPathPattern) or names a script file. Without it go list answered each with "go.mod
 // file not found".
 func pathError(p, dir string) error {
-	if !(isPathPattern(p) || isScriptFile(p)) || strings.Contains(p, "...") {
+	if strings.Contains(p, "...") {
 		return nil
 	}
 	fi, err := os.Stat(dir)
+	if !(isPathPattern(p) || isScriptFile(p)) && (err != nil || !fi.IsDir()) {
+		return nil // an import path (a directory here without ./ is read as one below)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("build: %s does not exist", p)
 	}
@@ -29,6 +32,9 @@ func pathError(p, dir string) error {
 	}
 	const wants = "brain build takes a TypeScript or JavaScript project's directory, the one with its package.json (it builds every *.tool.ts, .tool.mts, .tool.js and .tool.mjs file under it), or Go packages"
 	if !fi.IsDir() {
+		if filepath.Base(dir) == "package.json" {
+			return fmt.Errorf("build: %s is a project's package.json: give its directory, %s", p, filepath.Dir(p))
+		}
 		if !isScriptFile(p) {
 			return nil // a Go file: go list's to read
 		}
@@ -38,6 +44,9 @@ func pathError(p, dir string) error {
 		return fmt.Errorf("build: %s is a file, in no directory with a package.json: %s", p, wants)
 	}
 	if !hasScripts(dir) {
+		if !hasGoFiles(dir) {
+			return fmt.Errorf("build: %s holds no Go files, no package.json and no TypeScript or JavaScript files: %s", p, wants)
+		}
 		return nil
 	}
 	if proj := projectOf(filepath.Dir(dir)); proj != "" {
@@ -81,6 +90,20 @@ func hasScripts(dir string) bool {
 		}
 	}
 	return scripts
+}
+
+// hasGoFiles reports whether dir holds a .go file.
+func hasGoFiles(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".go") {
+			return true
+		}
+	}
+	return false
 }
 
 // projectOf returns the nearest directory from dir up that has a
