@@ -89,6 +89,10 @@ func TestRegisterValidation(t *testing.T) {
 		{"inputSchema too large", bad(func(c *protocol.Capability) {
 			c.InputSchema = json.RawMessage(`{"description":"` + strings.Repeat("x", session.MaxSchemaBytes) + `"}`)
 		}), "more than"},
+		{"inputSchema $ref cycle", bad(func(c *protocol.Capability) {
+			c.InputSchema = json.RawMessage(`{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}}}`)
+		}), "its $refs form a cycle"},
+		{"inputSchema $ref to itself", bad(func(c *protocol.Capability) { c.InputSchema = json.RawMessage(`{"$ref":"#"}`) }), "its $refs form a cycle"},
 		{"inputSchema nested too deep", bad(func(c *protocol.Capability) { c.InputSchema = nestedSchema(5000) }), "nests more than 128 levels deep"},
 		{"outputSchema nested too deep", bad(func(c *protocol.Capability) { c.OutputSchema = nestedSchema(session.MaxSchemaDepth) }), "outputSchema: schema nests more than"},
 		{"outputSchema false", bad(func(c *protocol.Capability) { c.OutputSchema = json.RawMessage(`false`) }), "outputSchema: must be a JSON object"},
@@ -802,6 +806,9 @@ func TestSchemaDepthBound(t *testing.T) {
 	for _, raw := range []json.RawMessage{
 		nestedSchema(session.MaxSchemaDepth - 1),
 		json.RawMessage(`{"type":"object","description":"` + strings.Repeat("[{", 4000) + `"}`),
+		// Recursion through a keyword is no cycle: a tree.
+		json.RawMessage(`{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#"}}}}`),
+		json.RawMessage(`{"$ref":"#/$defs/node","$defs":{"node":{"anyOf":[{"type":"string"},{"type":"array","items":{"$ref":"#/$defs/node"}}]}}}`),
 	} {
 		if _, err := session.CompileSchema(raw); err != nil {
 			t.Errorf("%.60s…: %v, want it compiled", raw, err)

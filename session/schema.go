@@ -11,6 +11,7 @@ import (
 
 	"github.com/brainrt/brain/internal/jsonvalid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -116,6 +117,16 @@ func compileSchema(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
+	// $refs that come back to where they began with no keyword between
+	// ({"$ref":"#"}) compile, and then every value fails "causing
+	// reference cycle": the capability could never be called (the
+	// re-probe registered three). Validating any value meets such a
+	// cycle at once.
+	for _, probe := range []any{nil, map[string]any{}, []any{}, ""} {
+		if cycle := refCycle(s.Validate(probe)); cycle != nil {
+			return nil, fmt.Errorf("its $refs form a cycle that never reaches a schema (%s and %s both resolve to %s): no value could ever be valid", cycle.KeywordLocation1, cycle.KeywordLocation2, cycle.URL)
+		}
+	}
 	return &Schema{s: s, fast: compileFast(doc, true), raw: slices.Clone(raw)}, nil
 }
 
@@ -215,4 +226,25 @@ func pointer(tokens []string) string {
 		b.WriteString(strings.ReplaceAll(t, "/", "~1"))
 	}
 	return b.String()
+}
+
+// refCycle returns the reference cycle a validation error met, if any.
+func refCycle(err error) *kind.RefCycle {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	var find func(*jsonschema.ValidationError) *kind.RefCycle
+	find = func(e *jsonschema.ValidationError) *kind.RefCycle {
+		if c, ok := e.ErrorKind.(*kind.RefCycle); ok {
+			return c
+		}
+		for _, cause := range e.Causes {
+			if c := find(cause); c != nil {
+				return c
+			}
+		}
+		return nil
+	}
+	return find(ve)
 }
