@@ -57,6 +57,10 @@ func TestEvalModule(t *testing.T) {
 		{name: "never after a chain", src: `await Promise.resolve(); await null; await new Promise(() => {});`, never: true},
 		{name: "throws", src: `throw new TypeError("top");`, thrown: "TypeError: top"},
 		{name: "rejects", src: `await Promise.reject(new RangeError("later"));`, thrown: "RangeError: later"},
+		// A value that is no Error, that reads as nothing (the re-probe's
+		// build said "evaluate the bundle: : ").
+		{name: "rejects with nothing readable", src: `await Promise.reject(Object.create(null));`, thrown: "a value that could not be read"},
+		{name: "throws nothing readable", src: `throw Object.create(null);`, thrown: "a value that could not be read"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := evalModule(ctx, vm, c.src)

@@ -262,8 +262,13 @@ func (e *Error) Error() string {
 	case Crashed:
 		return "the JavaScript engine failed: " + e.Message
 	}
-	if e.Value != "" {
+	switch {
+	case e.Value != "":
 		return e.Value
+	case e.Name == "" && e.Message == "":
+		// Object.create(null), thrown: it has no name, message or string
+		// form (a build said "evaluate the bundle: : ").
+		return "the script threw a value that could not be read (no Error, and no string form)"
 	}
 	return e.Name + ": " + e.Message
 }
