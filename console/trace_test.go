@@ -47,7 +47,11 @@ func TestConsoleTraceApprovalWait(t *testing.T) {
 	// The box is laid out for the running turn (its line under the box
 	// shown) before Cancel is clicked where it is.
 	b.until("streaming", `document.querySelector('.turn[data-turn="2"] .msg.assistant.streaming')?.textContent.includes('half an answer') && document.querySelector('#box-busy')?.hidden === false`)
-	b.do("cancel", chromedp.Click(chromedp.CSS(".msg-box .cancel")))
+	// The button's own click, not a pointer at its place: the sticky box
+	// moves as the stream grows, and a pointer click landed where Cancel
+	// had been (z68: the turn ran on). TestConsoleConversation clicks it
+	// with the pointer.
+	b.do("cancel", chromedp.Evaluate[chromedp.Void](`document.querySelector('.msg-box .cancel').click()`))
 	b.until("turn 2 cancelled", `document.querySelector('.turn[data-turn="2"]')?.dataset.reason === 'cancelled'`)
 
 	b.do("open the Trace", chromedp.Evaluate[chromedp.Void](`location.hash = '#/s/waits/trace'`))

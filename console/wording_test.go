@@ -41,7 +41,11 @@ func TestConsoleWording(t *testing.T) {
 	}
 	b.do("send", chromedp.SendKeys(chromedp.CSS(".msg-input"), "hello"), chromedp.KeyEvent("\r"))
 	b.until("Cancel, the box laid out for the running turn", `document.querySelector('.msg-box .cancel')?.hidden === false && document.querySelector('#box-busy')?.hidden === false && document.querySelector('.turn[data-turn="1"] .msg.assistant.streaming') !== null`)
-	b.do("cancel", chromedp.Click(chromedp.CSS(".msg-box .cancel")))
+	// The button's own click, not a pointer at its place: the sticky box
+	// moves as the stream grows, and a pointer click landed where Cancel
+	// had been (z68: the turn ran on). TestConsoleConversation clicks it
+	// with the pointer.
+	b.do("cancel", chromedp.Evaluate[chromedp.Void](`document.querySelector('.msg-box .cancel').click()`))
 	b.until("turn 1's end, said once", `document.querySelector('.turn[data-turn="1"] .turn-end')?.textContent === 'turn 1 cancelled: from the console by operator'`)
 	b.until("who started it, once", `document.querySelector('.turn[data-turn="1"] .turn-head')?.textContent === 'turn 1 · started by operator'`)
 
