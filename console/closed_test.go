@@ -20,8 +20,7 @@ func TestConsoleSessionDeleted(t *testing.T) {
 	k.session("gone")
 	b := tab{t, browser(t)}
 	signIn(b, k)
-	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/gone"))
-	b.until("the conversation, live", `document.querySelector('#conversation .msg-input')?.disabled === false && brainConsole.session()?.conn?.state === 'live'`)
+	b.openLive(k, "gone")
 	m.steps <- func(ctx context.Context, _ *driver.Request, onText func(string)) (*driver.Reply, error) {
 		onText("thinking")
 		<-ctx.Done()

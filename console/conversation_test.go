@@ -134,11 +134,7 @@ func TestConsoleConversation(t *testing.T) {
 	s := k.session("talk")
 	release := make(chan struct{})
 	talkCaps(t, s, release)
-	t.Cleanup(func() {
-		if _, running := s.CurrentTurn(); running {
-			_ = s.CancelTurn("the test ended")
-		}
-	})
+	endTurnAtCleanup(t, s)
 	b := tab{t, browser(t)}
 	signIn(b, k)
 	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/talk"))

@@ -62,11 +62,7 @@ func TestConsoleFollowsEnd(t *testing.T) {
 	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model"})
 	s := k.session("follow")
 	talkCaps(t, s, nil)
-	t.Cleanup(func() {
-		if _, running := s.CurrentTurn(); running {
-			_ = s.CancelTurn("the test ended")
-		}
-	})
+	endTurnAtCleanup(t, s)
 	manyTurns(t, s, m, 12)
 	m.steps <- call("d1", "fs.delete", `{"path":"old/"}`)
 	if _, err := s.StartTurn(session.Operator("ada"), "delete old/"); err != nil {

@@ -390,3 +390,22 @@ func signIn(b tab, k *kernel) {
 	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#token"), operatorToken), chromedp.Click(chromedp.CSS(".signin button[type=submit]")))
 	b.until("the operator's name", `document.querySelector('#operator-name')?.textContent === `+js(k.opts.operatorName))
 }
+
+// endTurnAtCleanup cancels s's running turn when the test ends: a turn
+// left running (a scripted step waiting for its context) would hold the
+// kernel's close.
+func endTurnAtCleanup(t *testing.T, s *session.Session) {
+	t.Cleanup(func() {
+		if _, running := s.CurrentTurn(); running {
+			_ = s.CancelTurn("the test ended")
+		}
+	})
+}
+
+// openLive opens session id's conversation in b and waits until it is
+// live, its message box enabled.
+func (b tab) openLive(k *kernel, id string) {
+	b.t.Helper()
+	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/"+id))
+	b.until("the conversation, live", `document.querySelector('#conversation .msg-input')?.disabled === false && brainConsole.session()?.conn?.state === 'live'`)
+}

@@ -24,17 +24,12 @@ func TestConsoleHiddenCharacters(t *testing.T) {
 	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model", dir: t.TempDir()})
 	s := k.session("spoof")
 	talkCaps(t, s, nil)
-	t.Cleanup(func() {
-		if _, running := s.CurrentTurn(); running {
-			_ = s.CancelTurn("the test ended")
-		}
-	})
+	endTurnAtCleanup(t, s)
 	k.connectClient("spoof", protocol.Capability{Name: "daer.sf", DisplayName: "Read a file \u202E", Description: "reads \u2067a file\u2069 \u200Bsafely",
 		Audience: []protocol.Audience{protocol.AudienceUser}, InputSchema: obj(`{"type":"object"}`), Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}})
 	b := tab{t, browser(t)}
 	signIn(b, k)
-	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/spoof"))
-	b.until("the conversation, live", `document.querySelector('#conversation .msg-input')?.disabled === false && brainConsole.session()?.conn?.state === 'live'`)
+	b.openLive(k, "spoof")
 
 	const wantInput = "{\n  \"path\": \"\\u202Etxt.seton\\u202C\"\n}"
 	m.steps <- call("c1", "fs.delete", "{\"path\":\"\u202Etxt.seton\u202C\"}")

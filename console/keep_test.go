@@ -23,15 +23,10 @@ func TestConsoleKeepsText(t *testing.T) {
 	m := newScriptModel()
 	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model", dir: t.TempDir()})
 	s := k.session("keep")
-	t.Cleanup(func() {
-		if _, running := s.CurrentTurn(); running {
-			_ = s.CancelTurn("the test ended")
-		}
-	})
+	endTurnAtCleanup(t, s)
 	b := tab{t, browser(t)}
 	signIn(b, k)
-	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/keep"))
-	b.until("the conversation, live", `document.querySelector('#conversation .msg-input')?.disabled === false && brainConsole.session()?.conn?.state === 'live'`)
+	b.openLive(k, "keep")
 	// Each step leaves the session idle, passed or failed: the next one
 	// runs either way, on the turns that follow.
 	run := func(name string, f func(t *testing.T)) { t.Run(name, f) }

@@ -30,11 +30,7 @@ func TestConsoleLongSession(t *testing.T) {
 	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model", logSize: 64})
 	s := k.session("long")
 	talkCaps(t, s, nil)
-	t.Cleanup(func() {
-		if _, running := s.CurrentTurn(); running {
-			_ = s.CancelTurn("the test ended")
-		}
-	})
+	endTurnAtCleanup(t, s)
 	stream := func(onText func(string), prefix string, n int) string {
 		var b strings.Builder
 		for i := range n {

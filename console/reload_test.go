@@ -24,15 +24,10 @@ func TestConsoleReloadBindsCalls(t *testing.T) {
 	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model"})
 	s := k.session("rebind")
 	talkCaps(t, s, nil)
-	t.Cleanup(func() {
-		if _, running := s.CurrentTurn(); running {
-			_ = s.CancelTurn("the test ended")
-		}
-	})
+	endTurnAtCleanup(t, s)
 	b := tab{t, browser(t)}
 	signIn(b, k)
-	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/rebind"))
-	b.until("the conversation, live", `document.querySelector('#conversation .msg-input')?.disabled === false && brainConsole.session()?.conn?.state === 'live'`)
+	b.openLive(k, "rebind")
 
 	card := func(n int) string {
 		return fmt.Sprintf(`document.querySelector('.turn[data-turn="%d"] .card.tool')`, n)

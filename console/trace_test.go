@@ -19,15 +19,10 @@ func TestConsoleTraceApprovalWait(t *testing.T) {
 	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model"})
 	s := k.session("waits")
 	talkCaps(t, s, nil)
-	t.Cleanup(func() {
-		if _, running := s.CurrentTurn(); running {
-			_ = s.CancelTurn("the test ended")
-		}
-	})
+	endTurnAtCleanup(t, s)
 	b := tab{t, browser(t)}
 	signIn(b, k)
-	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/waits"))
-	b.until("the conversation, live", `document.querySelector('#conversation .msg-input')?.disabled === false && brainConsole.session()?.conn?.state === 'live'`)
+	b.openLive(k, "waits")
 
 	m.steps <- call("d1", "fs.delete", `{"path":"old/"}`)
 	m.steps <- answer("Deleted.", nil)

@@ -21,18 +21,13 @@ func TestConsoleWording(t *testing.T) {
 	m := newScriptModel()
 	k := newKernelWith(t, kernelOptions{model: m, modelName: "scripted-model", operatorName: "operator"})
 	s := k.session("words")
-	t.Cleanup(func() {
-		if _, running := s.CurrentTurn(); running {
-			_ = s.CancelTurn("the test ended")
-		}
-	})
+	endTurnAtCleanup(t, s)
 	b := tab{t, browser(t)}
 	signIn(b, k)
 	if got := eval[string](b, `document.querySelector('.who-name').textContent`); got != "operator" {
 		t.Errorf("the header names the operator %q, want it once", got)
 	}
-	b.do("open the session", chromedp.Navigate(k.console.URL+"/#/s/words"))
-	b.until("the conversation, live", `document.querySelector('#conversation .msg-input')?.disabled === false && brainConsole.session()?.conn?.state === 'live'`)
+	b.openLive(k, "words")
 
 	m.steps <- func(ctx context.Context, _ *driver.Request, onText func(string)) (*driver.Reply, error) {
 		onText("thinking")

@@ -30,22 +30,13 @@ if (typeof r === "function") r(t);
 export default t;
 `,
 	}
-	for name, src := range files {
-		if err := os.WriteFile(filepath.Join(proj, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	if code := run(ctx, []string{"build", proj, "-o", out}, &stdout, &stderr); code != 0 {
-		t.Fatalf("build: exit %d, %s %s", code, stdout.String(), stderr.String())
-	}
+	out, stdout, stderr := buildScripts(t, proj, files)
 	manifest := filepath.Join(out, "t.read.tool.json")
 	if !strings.Contains(stdout.String(), "t.read\tsha256:") {
 		t.Fatalf("build printed %q", stdout.String())
 	}
 	stdout.Reset()
-	if code := run(ctx, []string{"inspect", manifest}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), `"runtime": "js/1"`) || !strings.Contains(stdout.String(), "handles (runtime js/1):\n  fs") {
+	if code := run(ctx, []string{"inspect", manifest}, stdout, stderr); code != 0 || !strings.Contains(stdout.String(), `"runtime": "js/1"`) || !strings.Contains(stdout.String(), "handles (runtime js/1):\n  fs") {
 		t.Fatalf("inspect: exit %d, %s %s", code, stdout.String(), stderr.String())
 	}
 	ws := t.TempDir()
@@ -53,11 +44,11 @@ export default t;
 		t.Fatal(err)
 	}
 	stdout.Reset()
-	if code := run(ctx, []string{"run", manifest, "--input", `{"path":"a.txt"}`, "--workspace", ws, "--cache", t.TempDir()}, &stdout, &stderr); code != 0 || strings.TrimSpace(stdout.String()) != `{"ok":true,"value":{"bytes":5}}` {
+	if code := run(ctx, []string{"run", manifest, "--input", `{"path":"a.txt"}`, "--workspace", ws, "--cache", t.TempDir()}, stdout, stderr); code != 0 || strings.TrimSpace(stdout.String()) != `{"ok":true,"value":{"bytes":5}}` {
 		t.Fatalf("run: exit %d, %s %s", code, stdout.String(), stderr.String())
 	}
 	stdout.Reset()
-	if code := run(ctx, []string{"run", manifest, "--input", `{"path":"../x"}`, "--workspace", ws, "--cache", t.TempDir()}, &stdout, &stderr); code != 1 || !strings.Contains(stdout.String(), `"code":"path_escape"`) {
+	if code := run(ctx, []string{"run", manifest, "--input", `{"path":"../x"}`, "--workspace", ws, "--cache", t.TempDir()}, stdout, stderr); code != 1 || !strings.Contains(stdout.String(), `"code":"path_escape"`) {
 		t.Fatalf("run an escape: exit %d, %s %s", code, stdout.String(), stderr.String())
 	}
 	// A payload changed after the build is refused before it runs.
@@ -66,7 +57,7 @@ export default t;
 	}
 	stdout.Reset()
 	stderr.Reset()
-	if code := run(ctx, []string{"run", manifest, "--input", `{"path":"a.txt"}`, "--workspace", ws}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "does not match its identity") {
+	if code := run(ctx, []string{"run", manifest, "--input", `{"path":"a.txt"}`, "--workspace", ws}, stdout, stderr); code != 1 || !strings.Contains(stderr.String(), "does not match its identity") {
 		t.Fatalf("run a changed payload: exit %d, %s %s", code, stdout.String(), stderr.String())
 	}
 }
@@ -87,21 +78,30 @@ globalThis[Symbol.for("brain.register")](t);
 export default t;
 `,
 	}
-	for name, src := range files {
-		if err := os.WriteFile(filepath.Join(proj, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	if code := run(ctx, []string{"build", proj, "-o", out}, &stdout, &stderr); code != 0 {
-		t.Fatalf("build: exit %d, %s %s", code, stdout.String(), stderr.String())
-	}
+	out, stdout, stderr := buildScripts(t, proj, files)
 	stdout.Reset()
-	if code := run(ctx, []string{"run", filepath.Join(out, "t.html.tool.json"), "--cache", t.TempDir()}, &stdout, &stderr); code != 0 {
+	if code := run(ctx, []string{"run", filepath.Join(out, "t.html.tool.json"), "--cache", t.TempDir()}, stdout, stderr); code != 0 {
 		t.Fatalf("run: exit %d, %s %s", code, stdout.String(), stderr.String())
 	}
 	if want := `{"ok":true,"value":{"s":"<a href=\"x?a=1&b=2\">"}}` + "\n"; stdout.String() != want {
 		t.Fatalf("run printed %s, want %s", stdout.String(), want)
 	}
+}
+
+// buildScripts writes files into the project directory proj and runs
+// brain build on it, failing the test unless it builds; it returns the
+// output directory and what build printed.
+func buildScripts(t *testing.T, proj string, files map[string]string) (out string, stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(proj, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out = t.TempDir()
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	if code := run(context.Background(), []string{"build", proj, "-o", out}, stdout, stderr); code != 0 {
+		t.Fatalf("build: exit %d, %s %s", code, stdout.String(), stderr.String())
+	}
+	return out, stdout, stderr
 }
