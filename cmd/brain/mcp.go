@@ -131,9 +131,9 @@ func sessionMCPEndpoint(base, id string) (string, error) {
 	case u.User != nil:
 		// Never echo it: it holds a secret.
 		return "", errors.New("--url holds a user or password: give the model token by --token-file or $BRAIN_TOKEN, never in the URL")
-	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.Contains(base, "#"):
 		return "", fmt.Errorf("--url %q: the kernel's URL takes no query or fragment, such as http://127.0.0.1:7777", base)
-	case strings.Contains(u.Path, "/v1/"):
+	case strings.Contains(strings.ToLower(u.Path+"/"), "/v1/"):
 		// The session's endpoint, pasted from serve's banner or a config.
 		return "", fmt.Errorf("--url %q is a path of the kernel's API: give the kernel's URL alone (%s://%s) and the session by --session", base, u.Scheme, u.Host)
 	}

@@ -107,6 +107,10 @@ func TestMCPConfigRefused(t *testing.T) {
 		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://127.0.0.1:7777/?x=1#f"},
 		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://127.0.0.1:7777/v1/sessions/demo/mcp"},
 		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://user:secret-pw@127.0.0.1:7777"},
+		// The re-probe's: the API path in capitals, an empty fragment.
+		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://127.0.0.1:7777/V1/sessions/demo/mcp"},
+		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://127.0.0.1:7777/#"},
+		{"mcp-config", "--host", "cursor", "--session", "demo", "--url", "http://127.0.0.1:7777/v1"},
 		{"mcp", "--url", "http://127.0.0.1:7777", "--session", "demo", "--config", "brain.yaml"},
 	} {
 		var out, errb bytes.Buffer
