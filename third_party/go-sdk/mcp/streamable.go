@@ -243,9 +243,9 @@ type StreamableHTTPOptions struct {
 	// a float64, so it would answer an id such as 1.5 under another (1).
 	CheckBody func(body []byte) (reply []byte)
 
-	// KeepAlive (BRAIN PATCH) is how long an SSE response to a POST may
-	// go without writing before it writes a comment (": keep-alive"):
-	// its headers go out with the first, and an idle timeout of the
+	// KeepAlive (BRAIN PATCH) is how often an SSE response to a POST
+	// writes a comment (": keep-alive") while it is open: its headers go
+	// out with the first (or its first message), and an idle timeout of the
 	// client's or a proxy's does not end a response whose request waits
 	// long (a call awaiting a person's approval). Node's fetch gives up
 	// after 300 s without headers, and again without a body chunk. 0 is
