@@ -172,3 +172,36 @@ func TestUnknownProtocolVersionRefusedAsJSONRPC(t *testing.T) {
 		t.Fatalf("an unknown version: %s %s, want 400, -32600 naming the versions served (not 2026-07-28)", resp.Status, body)
 	}
 }
+
+// TestFutureProtocolVersionRefusedOnEveryMethod: a version only stateless
+// handlers serve (2026-07-28 on, 2099-01-01 here) is refused on a GET and
+// a DELETE as on a POST — 400, -32022 naming the versions served — and the
+// DELETE leaves the session as it was; the SDK opened the GET's stream
+// and ended the session (re-probe).
+func TestFutureProtocolVersionRefusedOnEveryMethod(t *testing.T) {
+	f := newFixture(t)
+	url, cs := serveAndConnect(t, f.s)
+	for _, method := range []string{"GET", "DELETE", "POST"} {
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		}
+		r, _ := http.NewRequestWithContext(waitCtx(t), method, url, body)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Session-Id", cs.ID())
+		r.Header.Set("Mcp-Protocol-Version", "2099-01-01")
+		resp, err := http.DefaultClient.Do(r)
+		must(t, err)
+		raw, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		var reply errorReply
+		if err := json.Unmarshal(raw, &reply); resp.StatusCode != http.StatusBadRequest || err != nil || reply.Error.Code != -32022 ||
+			!strings.Contains(reply.Error.Message, `"2099-01-01"`) || !strings.Contains(string(raw), "2025-06-18") {
+			t.Fatalf("%s with version 2099-01-01: %s %s, want 400 and -32022 naming the versions served", method, resp.Status, raw)
+		}
+	}
+	if err := cs.Ping(waitCtx(t), nil); err != nil {
+		t.Fatalf("the session after a refused DELETE: %v", err)
+	}
+}

@@ -579,6 +579,23 @@ func connectStreamable(ctx context.Context, server *Server, transport *Streamabl
 // Stateful servers support GET, POST, and DELETE, and maintain persistent
 // sessions keyed by session ID.
 func (h *StreamableHTTPHandler) serveStateful(w http.ResponseWriter, req *http.Request) {
+	// BRAIN PATCH: a GET or DELETE naming a version only stateless handlers
+	// serve (2026-07-28 and later) is refused as a POST's request is
+	// (-32022, HTTP 400, under id null: neither has one); ServeHTTP let it
+	// through for the stateless path, and the GET opened a stream.
+	if v := req.Header.Get(protocolVersionHeader); v >= protocolVersion20260728 && req.Method != http.MethodPost {
+		advertised := supportedProtocolVersions
+		if server := h.getServer(req); server != nil {
+			advertised = server.protocolVersions
+		}
+		data, _ := json.Marshal(UnsupportedProtocolVersionData{
+			Supported: slices.DeleteFunc(slices.Clone(advertised), func(v string) bool { return v >= protocolVersion20260728 }),
+			Requested: v,
+		})
+		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion,
+			Message: fmt.Sprintf("protocol version %q is not supported by this server", v), Data: data})
+		return
+	}
 	switch req.Method {
 	case http.MethodGet:
 		h.serveStatefulGET(w, req)
