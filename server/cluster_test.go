@@ -339,6 +339,21 @@ func TestClusterNodes(t *testing.T) {
 			t.Fatalf("acquire on a non-owner: %v, want NotOwnerError", err)
 		}
 		c := dialNode(t, n1, "fw", "", 5*time.Second) // forwarded to node2
+		// A browser's page on node1 opens the socket through node1: its
+		// Origin is checked against node1's host, not node2's (the owner
+		// refused it 403), and a page of another site is still refused.
+		for origin, want := range map[string]int{n1.url: http.StatusSwitchingProtocols, "http://evil.example": http.StatusForbidden} {
+			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			conn, resp, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(n1.url, "http")+"/v1/sessions/fw/ws",
+				&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + clientToken}, "Origin": {origin}}})
+			dcancel()
+			if resp == nil || resp.StatusCode != want {
+				t.Fatalf("a socket through node1 with Origin %s: %v, want %d", origin, err, want)
+			}
+			if conn != nil {
+				conn.CloseNow()
+			}
+		}
 		snap := c.until(ofType(protocol.TypeSnapshot))
 		show := clientCap("ui.show", false)
 		c.send("r1", &protocol.CapabilityRegister{Capabilities: []protocol.Capability{show}})

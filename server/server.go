@@ -27,8 +27,9 @@ type Options struct {
 	// MCP, if set, serves a session's MCP endpoint (package mcpbridge).
 	MCP func(s *session.Session) http.Handler
 	// OriginPatterns lists the browser origins allowed to open WebSockets
-	// (coder/websocket's AcceptOptions.OriginPatterns); empty allows only
-	// same-origin browsers and any non-browser client.
+	// and use the MCP endpoint (coder/websocket's
+	// AcceptOptions.OriginPatterns); empty allows only same-origin browsers
+	// and any non-browser client.
 	OriginPatterns []string
 	// WriteTimeout bounds one frame write to a peer; a peer that does not
 	// read for that long is disconnected. Default 10 s.
@@ -79,7 +80,7 @@ func New(opts Options) *Server {
 	srv.mux.HandleFunc("GET /readyz", srv.handleReady) // storefault.go
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(joinWS, srv.handleWS))
 	srv.routeSessionsAPI() // GET /v1/sessions[/{id}], DELETE, frames, approvals (api_sessions.go)
-	srv.mux.HandleFunc(mcpPattern, srv.withSession(joinMCP, srv.handleMCP))
+	srv.mux.HandleFunc(mcpPattern, srv.withSession(srv.joinMCP, srv.handleMCP))
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/conversation", srv.authenticated(clients, srv.handleConversation))
 	if opts.Metrics != nil {
 		srv.mux.HandleFunc("GET /metrics", srv.handleMetrics) // operator tokens only (stats.go)
@@ -249,7 +250,14 @@ func mcpBodyRead(r *http.Request) bool {
 // other request (a GET, a DELETE, a tools/call, a broken body, an unknown
 // MCP session's id) would be refused by the MCP endpoint, and must leave
 // nothing behind.
-func joinMCP(w http.ResponseWriter, r *http.Request, pr Principal) (createMode, bool) {
+//
+// A browser's request from a page of another site is refused first
+// (crossOrigin: the WebSocket's rule).
+func (srv *Server) joinMCP(w http.ResponseWriter, r *http.Request, pr Principal) (createMode, bool) {
+	if why := crossOrigin(r, srv.opts.OriginPatterns); why != "" {
+		httpError(w, http.StatusForbidden, "forbidden", why)
+		return createNever, false
+	}
 	if !pr.Model {
 		httpError(w, http.StatusForbidden, "forbidden", "the MCP endpoint takes a model token (side \"model\" in tokens.json), not "+withArticle(string(pr.Peer.Side))+" token: whoever can approve a session's calls must not be the one making them (docs/serve.md, Tokens)")
 		return createNever, false

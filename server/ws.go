@@ -43,6 +43,9 @@ func (srv *Server) serveWS(w http.ResponseWriter, r *http.Request, s *session.Se
 		cw = &corkedWriter{ResponseWriter: w}
 		w = cw
 	}
+	// Accept checks a browser's Origin against r.Host: a forwarded
+	// handshake's is this node's, not the one the browser reached.
+	r.Host = clientHost(r)
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: srv.opts.OriginPatterns})
 	if err != nil {
 		return // Accept wrote the HTTP error

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/brainrt/brain/internal/textcut"
+)
+
+// forwardedHostHeader carries, on a request another node forwards, the Host
+// its client reached (cluster.go): the host a browser's Origin is checked
+// against. Without it the owner compared the Origin with its own address,
+// and refused a browser's same-origin WebSocket that reached another node.
+// A client could send the header itself; the check is for browsers, whose
+// WebSocket handshakes carry no header a page chose, and every request
+// needs its token anyway.
+const forwardedHostHeader = "Brain-Forwarded-Host"
+
+// clientHost is the Host the request's client reached: its own, or, when
+// another node forwarded it, the one that node was reached at.
+func clientHost(r *http.Request) string {
+	if r.Header.Get(forwardedHeader) != "" {
+		if h := r.Header.Get(forwardedHostHeader); h != "" {
+			return h
+		}
+	}
+	return r.Host
+}
+
+// crossOrigin applies to a request the rule coder/websocket's Accept
+// applies to a WebSocket handshake, so that the MCP endpoint and the
+// WebSocket agree on which browser pages may use them (the MCP transport
+// requires servers to check Origin): a request without Origin (any client
+// but a browser) passes, as does one whose Origin's host is the host the
+// client reached, or matches one of patterns (path.Match, case folded;
+// a pattern with "://" is matched against scheme://host). It returns why a
+// request is refused, or "".
+func crossOrigin(r *http.Request, patterns []string) string {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return "the Origin header " + strconv.Quote(textcut.Cut(origin, 200)) + " is not a URL with a host"
+	}
+	host := clientHost(r)
+	if strings.EqualFold(u.Host, host) {
+		return ""
+	}
+	for _, p := range patterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return ""
+		}
+	}
+	return "the Origin header " + strconv.Quote(textcut.Cut(origin, 200)) + " is another site than " + host + ": a browser page may use this endpoint from its own origin only"
+}
