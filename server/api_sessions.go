@@ -302,6 +302,8 @@ func unauthenticated(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="brain"`)
 	msg := "a valid token is required (Authorization: Bearer <token>)"
 	switch {
+	case twoTokens(r):
+		msg = "two different tokens: the Authorization header's and ?token='s; send one of them"
 	case r.URL.Query().Has("token") && !isWebSocketHandshake(r):
 		msg += "; ?token= is taken by WebSocket connections only, where a browser cannot set the header"
 	case r.Header.Get("Authorization") != "" && bearerToken(r) == "":

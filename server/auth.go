@@ -15,19 +15,40 @@ import (
 // whatever headers the request carries (an Upgrade header made any
 // endpoint take it, a probe found). docs/protocol.md ("Authentication")
 // has the why. Any other Authorization header — no scheme, another
-// scheme, "Bearer" without a space — presents no token.
+// scheme, "Bearer" without a space — presents no token, and so does a
+// handshake whose header and ?token= name two different tokens (which
+// one was meant is not ours to guess: the header won, a probe found).
 func bearerToken(r *http.Request) string {
-	if h := strings.TrimSpace(r.Header.Get("Authorization")); h != "" && !strings.EqualFold(h, "Bearer") {
-		scheme, token, ok := strings.Cut(h, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return ""
+	header, hasHeader := headerToken(r)
+	if wsRoutes[r.Pattern] && r.Method == http.MethodGet && isWebSocketHandshake(r) && r.URL.Query().Has("token") {
+		if q := r.URL.Query().Get("token"); !hasHeader || q == header {
+			return q
 		}
-		return strings.TrimSpace(token)
+		return ""
 	}
-	if wsRoutes[r.Pattern] && r.Method == http.MethodGet && isWebSocketHandshake(r) {
-		return r.URL.Query().Get("token")
+	return header
+}
+
+// headerToken returns the token of a request's Authorization header, and
+// whether it has one at all (a header that holds no Bearer token has
+// none: "", true; a bare "Bearer" is no header).
+func headerToken(r *http.Request) (string, bool) {
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	if h == "" || strings.EqualFold(h, "Bearer") { // an empty one presents nothing
+		return "", false
 	}
-	return ""
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", true
+	}
+	return strings.TrimSpace(token), true
+}
+
+// twoTokens reports a WebSocket handshake whose Authorization header and
+// ?token= differ (bearerToken presents neither).
+func twoTokens(r *http.Request) bool {
+	header, hasHeader := headerToken(r)
+	return hasHeader && wsRoutes[r.Pattern] && isWebSocketHandshake(r) && r.URL.Query().Has("token") && r.URL.Query().Get("token") != header
 }
 
 // wsRoutes are the patterns of the endpoints that are WebSockets, the

@@ -473,6 +473,20 @@ func TestTokenInURL(t *testing.T) {
 			t.Errorf("Authorization %q: status %d, want %d", h, status, want)
 		}
 	}
+	// A handshake whose header and ?token= name two tokens presents
+	// neither (the header won), and is told so; the same token twice is
+	// one.
+	f.dial(clientToken, "u1", "?token="+clientToken)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/v1/sessions/u1/ws?token="+appToken,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + clientToken}}})
+	if resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a handshake with two tokens: %v, want 401", err)
+	}
+	if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "two different tokens") {
+		t.Errorf("a handshake with two tokens was told %s", body)
+	}
 }
 
 // TestMetricsEndpoint: /metrics answers operator tokens only.
