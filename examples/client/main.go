@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -55,8 +56,14 @@ func main() {
 
 func run(ctx context.Context, addr, sessionID, tok string, decision protocol.Decision, decidedBy, feedback string) error {
 	url := "ws://" + addr + "/v1/sessions/" + sessionID + "/ws"
-	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
 	if err != nil {
+		if resp != nil && resp.StatusCode/100 == 4 { // the kernel's refusal says what to change
+			var refusal struct{ Message string }
+			if raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096)); json.Unmarshal(raw, &refusal) == nil && refusal.Message != "" {
+				return fmt.Errorf("connect to %s: %s: %s", url, resp.Status, refusal.Message)
+			}
+		}
 		return fmt.Errorf("connect to %s: %w", url, err)
 	}
 	defer conn.CloseNow()

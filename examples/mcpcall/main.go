@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -56,10 +58,23 @@ func main() {
 
 type bearer string
 
+// RoundTrip sends r with the token. A refusal (401, 403, 404) becomes an
+// error carrying the kernel's message — which says what to change — since
+// the SDK reports only the status.
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusNotFound) {
+		return resp, err
+	}
+	defer resp.Body.Close()
+	var refusal struct{ Message string }
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if json.Unmarshal(raw, &refusal) != nil || refusal.Message == "" {
+		refusal.Message = strings.TrimSpace(string(raw))
+	}
+	return nil, fmt.Errorf("%s: %s", resp.Status, refusal.Message)
 }
 
 func run(ctx context.Context, endpoint, tok, name string, args map[string]any) (isError bool, err error) {

@@ -22,7 +22,7 @@ func Find(flagValue, dataDir, side string) (string, error) {
 	path := filepath.Join(dataDir, "tokens.json")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("no -token and no $BRAIN_TOKEN, and %w", err)
+		return "", fmt.Errorf("no -token and no $BRAIN_TOKEN, and %w: run this from the directory where brain serve made %s, or give -data DIR or -token", err, dataDir)
 	}
 	var f struct {
 		Tokens []struct{ Token, Side string }
