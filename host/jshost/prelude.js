@@ -416,6 +416,7 @@
 
   const KINDS = Object.keys(makers); // read before any payload code runs
   const defineProperty = Object.defineProperty;
+  const ProxyOf = Proxy, hasOwn = Object.hasOwn, reflectGet = Reflect.get;
   let tool = null;
   globalThis[REGISTER] = (t, sdk) => {
     if (tool !== null) throw new Error("the payload defines more than one tool");
@@ -593,17 +594,16 @@
         for (const k of a.requires) hs[k] = freeze(makers[k]());
         // A handle the tool did not declare is not given: reading it says
         // so, where it would read undefined and fail later with "cannot
-        // read property 'run' of undefined". Not enumerable: the object's
-        // keys are the declared handles.
+        // read property 'run' of undefined". The object has only the
+        // declared handles ("fs" in handles is false for another, as its
+        // keys leave it out); a proxy answers the read of another.
         const declared = stringify(a.requires);
-        for (let i = 0; i < KINDS.length; i++) {
-          const k = KINDS[i];
-          if (hs[k] !== undefined) continue;
-          defineProperty(hs, k, { enumerable: false, get() {
+        handles = new ProxyOf(freeze(hs), { get(target, k, receiver) {
+          if (typeof k === "string" && !hasOwn(target, k) && hasOwn(makers, k)) {
             throw new TypeError("ctx.handles." + k + ': the handle "' + k + '" is not in this tool\'s requires (' + declared + '): add "' + k + '" to requires in tool() to be given it');
-          } });
-        }
-        handles = freeze(hs);
+          }
+          return reflectGet(target, k, receiver);
+        } });
         if (typeof tool.init !== "function") return encode(done(null));
         return settle(() => tool.init(context(a)));
       }
