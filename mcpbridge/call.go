@@ -61,8 +61,8 @@ func (srv *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	// result goes out: afterwards its notifications/cancelled could only
 	// go to a stream that no longer exists, and the host would go on
 	// asking its user about a call that is over.
-	elicitCtx, withdraw := context.WithCancel(ctx)
-	defer withdraw()
+	elicitCtx, withdraw := context.WithCancelCause(ctx)
+	defer withdraw(session.ErrCallEnded)
 	var asking sync.WaitGroup
 	if srv.elicit && req.Session != nil && canElicit(req.Session) {
 		ss, caller := req.Session, callerOf(req)
@@ -74,7 +74,7 @@ func (srv *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	}
 	finished := func(out protocol.Outcome) (*mcp.CallToolResult, error) {
 		cancel()
-		withdraw()
+		withdraw(session.ErrCallEnded)
 		asking.Wait()
 		return resultOf(out), nil
 	}
@@ -141,9 +141,11 @@ var approvalSchema = json.RawMessage(`{"type":"object","properties":{` +
 // the tools/call's own context: the elicitation is sent on that request's
 // stream.
 func (srv *Server) askApproval(actx, reqCtx context.Context, ss *mcp.ServerSession, caller string, r session.ApprovalRequest) {
-	ctx, cancel := context.WithCancel(reqCtx)
-	defer cancel()
-	stop := context.AfterFunc(actx, cancel)
+	// Its cause is the host's notifications/cancelled's reason (go-sdk
+	// patch 15): "the call was approved by the operator (ada)".
+	ctx, cancel := context.WithCancelCause(reqCtx)
+	defer cancel(nil)
+	stop := context.AfterFunc(actx, func() { cancel(context.Cause(actx)) })
 	defer stop()
 	message := approvalMessage(r)
 	for ask := 1; ; ask++ {

@@ -315,3 +315,60 @@ func TestElicitationAskedAgain(t *testing.T) {
 		t.Fatalf("the host was asked %d times in all, want 2 + 3", got)
 	}
 }
+
+// TestElicitationWithdrawnWhenDecided: a call the client approves while
+// the host's user still has its question is withdrawn from the host at
+// once — not when the tool, which runs on, ends — and the host is told
+// why (notifications/cancelled's reason), where it was told "context
+// canceled" once the call was over (MCP probe).
+func TestElicitationWithdrawnWhenDecided(t *testing.T) {
+	s := session.New("el", &session.Options{MCPDecisions: true})
+	release := make(chan struct{})
+	slow := agentCap("slow")
+	slow.RequiresApproval = true
+	must(t, s.RegisterAgent(slow, session.HandlerFunc(func(ctx context.Context, _ *session.Call) (json.RawMessage, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return json.RawMessage(`{"done":true}`), nil
+	})))
+	ns := newNodes(t, s, 1, &mcpbridge.ServerOptions{Elicitation: true})
+	asked, withdrawn, reasons := make(chan struct{}, 1), make(chan struct{}, 1), make(chan string, 4)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- struct{}{}
+			<-ctx.Done() // the user has not answered
+			withdrawn <- struct{}{}
+			return &mcp.ElicitResult{Action: "cancel"}, nil
+		}})
+	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.CancelledParams); ok && method == "notifications/cancelled" {
+				reasons <- p.Reason
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := c.Connect(waitCtx(t), &mcp.StreamableClientTransport{Endpoint: ns.url}, nil)
+	must(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	sub := s.Subscribe(s.LastSeq())
+	defer sub.Close()
+	res := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(waitCtx(t), &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		res <- err
+	}()
+	ar := waitEvent(t, sub, "approval_requested", func(m protocol.Message) bool { _, ok := m.(*protocol.ApprovalRequested); return ok }).(*protocol.ApprovalRequested)
+	recv(t, asked, "the elicitation")
+	must(t, s.Approve(session.Client, &protocol.CapabilityApprove{CallID: ar.CallID, Decision: protocol.DecisionApproved, DecidedBy: "bob"}))
+	recv(t, withdrawn, "the question withdrawn while the call runs")
+	if got := recv(t, reasons, "the withdrawal's reason"); got != "the call was approved by the client (bob)" {
+		t.Fatalf("the host was told %q", got)
+	}
+	close(release)
+	if err := recv(t, res, "the call's result"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unique"
 
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -195,6 +196,9 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	jerr := s.emitDurableLocked(entry{typ: protocol.TypeApprovalDecided, owner: &c.reg.owner, msg: rec})
 	c.decided = true
 	c.awaitingApproval = false
+	if c.withdrawAsk != nil { // the question an MCP host may still show its user
+		c.withdrawAsk(decidedElsewhere(p, m))
+	}
 	if jerr != nil && m.Decision == protocol.DecisionApproved {
 		// Acting on an approval the journal may not hold could run the call
 		// twice: once now, once after a restart that asks again.
@@ -217,6 +221,17 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 	// decision in, so the send never waits.
 	c.approval <- *m
 	return nil
+}
+
+// decidedElsewhere is why a decided call's question is withdrawn from an
+// MCP host that may still show it: "the call was approved by the client
+// (bob)".
+func decidedElsewhere(p Peer, m *protocol.CapabilityApprove) error {
+	who := "the " + p.String()
+	if m.DecidedBy != "" && m.DecidedBy != p.Name {
+		who += " (" + textcut.Cut(m.DecidedBy, 64) + ")"
+	}
+	return fmt.Errorf("the call was %s by %s", m.Decision, who)
 }
 
 func verb(d protocol.Decision) string {

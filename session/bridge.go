@@ -81,7 +81,7 @@ type call struct {
 	// The invoker's context and the withdrawal of what its approval hook
 	// was told (invoker.go): kept to tell it of a re-issued request.
 	askCtx      context.Context
-	withdrawAsk context.CancelFunc
+	withdrawAsk context.CancelCauseFunc // its cause is why: what a host is told (MCP's notifications/cancelled)
 
 	approval chan protocol.CapabilityApprove // buffered 1; the first decision
 	done     chan struct{}                   // closed by finish

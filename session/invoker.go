@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 )
 
 // What an in-process invoker (the MCP export, package mcpbridge) hands the
@@ -76,30 +77,42 @@ func WithApprovalRequested(ctx context.Context, fn func(ctx context.Context, r A
 // earlier request of c (a re-registration re-issues it: reissueLocked), so
 // that an MCP host asks its user again, about the new definition. s.mu is
 // held.
+//
+// The hook's context ends, with its cause saying why, when the request is
+// decided (by anyone: Approve), re-issued, or the call ends — whichever
+// comes first; an MCP host is told the cause as it withdraws the question.
 func (s *Session) tellApprovalRequestedLocked(ctx context.Context, c *call) {
 	fn, ok := ctx.Value(approvalKey{}).(func(context.Context, ApprovalRequest))
 	if !ok || fn == nil {
 		return
 	}
 	if c.withdrawAsk != nil {
-		c.withdrawAsk()
+		c.withdrawAsk(ErrApprovalReissued)
 	}
 	c.askCtx = ctx
 	r := ApprovalRequest{CallID: c.id, Name: c.name, Input: c.input, InputDigest: c.digest,
 		DisplayName: c.reg.def[0].DisplayName, Description: c.reg.def[0].Description}
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	c.withdrawAsk = cancel
 	done := c.done
 	go func() {
-		defer cancel()
-		go fn(hctx, r)
 		select {
 		case <-done:
+			cancel(ErrCallEnded)
 		case <-ctx.Done():
-		case <-hctx.Done(): // withdrawn: a newer request was told
+			cancel(context.Cause(ctx))
+		case <-hctx.Done(): // withdrawn: decided, or a newer request was told
 		}
 	}()
+	go fn(hctx, r)
 }
+
+// The causes of an approval hook's context's end (tellApprovalRequestedLocked),
+// besides a decision's (the decision and its decider) and the invoker's own.
+var (
+	ErrApprovalReissued = errors.New("the capability was registered again while the call awaited approval: its approval is asked anew")
+	ErrCallEnded        = errors.New("the call has ended")
+)
 
 // Started is what [WithStarted] tells of the call Invoke published: its
 // id, and a channel closed once it has finished (its outcome is final, and

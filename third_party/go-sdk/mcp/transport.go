@@ -316,7 +316,7 @@ func call(ctx context.Context, conn *jsonrpc2.Connection, method string, params 
 			notifyCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), notifyCancellationTimeout)
 			defer stop()
 			_ = conn.Notify(notifyCtx, notificationCancelled, &CancelledParams{
-				Reason:    ctx.Err().Error(),
+				Reason:    context.Cause(ctx).Error(), // BRAIN PATCH: why, when the canceller said
 				RequestID: call.ID().Raw(),
 			})
 		}()
@@ -344,7 +344,7 @@ func cancelCall(ctx context.Context, conn *jsonrpc2.Connection, call *jsonrpc2.A
 	notifyCtx, cancelNotify := context.WithTimeout(context.WithoutCancel(ctx), notifyCancellationTimeout)
 	defer cancelNotify()
 	err := conn.Notify(notifyCtx, notificationCancelled, &CancelledParams{
-		Reason:    ctx.Err().Error(),
+		Reason:    context.Cause(ctx).Error(), // BRAIN PATCH: why, when the canceller said
 		RequestID: call.ID().Raw(),
 	})
 	conn.Retire(call, ctx.Err())
