@@ -2,7 +2,8 @@
 // request and decision (with decidedBy and feedback), dispatch, render,
 // outcome, and the kernel's timings between them
 // (GET /v1/sessions/{id}/calls/{callId}). It reads the events its session
-// view holds.
+// view holds; once the session is deleted it says so and offers no
+// decision.
 import { h, api, json, fill } from './dom.js';
 import { sendFrame } from './conn.js';
 
@@ -67,6 +68,7 @@ export class CallView {
     };
     fill(this.el, 
       h('h1', {}, 'Call ', h('code', {}, this.callId), ' ', h('span', { class: 'muted' }, name || '')),
+      this.sv.deleted ? h('p', { class: 'session-deleted' }, 'This session was deleted: this call can no longer be decided or changed.') : null,
       h('section', {}, h('h2', {}, 'Input'), h('pre', { class: 'call-input' }, input === undefined ? '(not seen)' : json(input))),
       h('section', {}, h('h2', {}, 'Approval'),
         req ? h('div', {},
@@ -76,7 +78,7 @@ export class CallView {
             : t && t.decision ? h('p', { class: 'decision' }, 'decision: ', h('strong', {}, t.decision), ' · decidedBy ', h('code', {}, t.decidedBy || '')) : null,
           dec && dec.msg.feedback ? h('p', { class: 'feedback-shown' }, 'feedback: ', dec.msg.feedback)
             : out && out.msg.outcome && out.msg.outcome.error && out.msg.outcome.error.code === 'rejected' ? h('p', { class: 'feedback-shown' }, 'feedback: ', out.msg.outcome.error.message) : null,
-          pending ? h('p', {}, fb, ' ', h('button', { class: 'small primary', onclick: () => decide('approved') }, 'Approve'), ' ',
+          pending && !this.sv.deleted ? h('p', {}, fb, ' ', h('button', { class: 'small primary', onclick: () => decide('approved') }, 'Approve'), ' ',
             h('button', { class: 'small danger', onclick: () => decide('rejected') }, 'Reject'), ' ', err) : null)
           : h('p', { class: 'muted' }, 'no approval required (or not in the log)')),
       h('section', {}, h('h2', {}, 'Dispatch'), inv ? h('p', {}, 'capability_invoked at seq ', inv.seq) : h('p', { class: 'muted' }, 'not dispatched')),

@@ -17,6 +17,7 @@ export class SessionConn extends EventTarget {
     this.n = 0;
     this.replies = new Map();
     this.closed = false;
+    this.deleted = false; // closed because the session was deleted
     this.backoff = 200;
     this.ws = null;
   }
@@ -39,7 +40,11 @@ export class SessionConn extends EventTarget {
       for (const [, r] of this.replies) r.reject(new Error('connection lost before the reply'));
       this.replies.clear();
       if (this.closed) return;
-      if (ev.code === 1008 || ev.code === 4404) { this.setState('closed: ' + (ev.reason || 'refused')); return; }
+      if (ev.code === 1008 || ev.code === 4404) {
+        this.deleted = ev.code === 4404;
+        this.setState('closed: ' + (ev.reason || 'refused'));
+        return;
+      }
       this.setState('reconnecting');
       this.reconnects++;
       setTimeout(() => { if (!this.closed) this.probeAndOpen(); }, this.backoff);
@@ -53,7 +58,11 @@ export class SessionConn extends EventTarget {
     try {
       await api('GET', `/v1/sessions/${encodeURIComponent(this.id)}`);
     } catch (e) {
-      if (e.status === 404 || e.status === 401) { this.setState(e.status === 404 ? 'closed: session deleted' : 'closed: signed out'); return; }
+      if (e.status === 404 || e.status === 401) {
+        this.deleted = e.status === 404;
+        this.setState(this.deleted ? 'closed: the session was deleted' : 'closed: signed out');
+        return;
+      }
     }
     if (!this.closed) this.open();
   }

@@ -650,10 +650,19 @@ export class ConversationView {
     b.input.focus();
   }
 
-  // end: the session is closed for good (deleted elsewhere): no turn runs
-  // any more and nothing can be sent; the box says why.
-  end(why) {
+  // end: the session is closed for good (deleted elsewhere, or the
+  // connection refused): no turn runs any more and nothing can be sent;
+  // the box says why. A turn still running when the session was deleted
+  // gets its end line: the kernel cancelled it with the reason the close
+  // gives ("the session was deleted"), and its turn_ended, which may come
+  // after the close, is then never seen.
+  end(why, deleted) {
     this.closedWhy = why;
+    const t = this.running && deleted ? this.ensureTurn(this.turn) : null;
+    if (t && !t.reason) {
+      t.ended({ reason: 'cancelled', error: why });
+      this.closeTurn(t.n, 'cancelled');
+    }
     this.running = false;
     if (this.streaming) this.endStreaming('');
     for (const c of this.byCall.values()) c.approval.hidden = true;

@@ -3,7 +3,8 @@
 // by displayName (falling back to name), searchable; choosing one opens a
 // form drawn from its inputSchema. Submitting sends capability_invoke (the
 // operator invokes as `user`) and shows the outcome when its
-// capability_outcome arrives; invalid_input is shown at the fields.
+// capability_outcome arrives; invalid_input is shown at the fields. Once
+// the session is deleted it says so and offers nothing.
 import { h, json, isUserInvokable, fill } from './dom.js';
 import { schemaForm, problemsOf, FieldError } from './form.js';
 
@@ -23,6 +24,9 @@ export class Palette {
 
   attach(ctx) { this.ctx = ctx; }
   detach(ctx) { if (this.ctx === ctx) { this.ctx = null; this.close(); } }
+  // ended: ctx's session was deleted; the palette, if open, says so
+  // instead of offering a form that can only fail.
+  ended(ctx) { if (this.ctx === ctx && !this.overlay.hidden) this.open(); }
 
   // close hides the palette and gives the focus back to where it was.
   close() {
@@ -45,6 +49,10 @@ export class Palette {
     this.remember();
     if (!this.ctx) {
       this.show(h('div', { class: 'palette' }, h('p', {}, 'Open a session to use the command palette.')));
+      return;
+    }
+    if (this.ctx.deleted) {
+      this.show(h('div', { class: 'palette' }, h('p', {}, 'This session was deleted: nothing can be invoked in it any more.')));
       return;
     }
     const caps = this.ctx.capabilities().filter(isUserInvokable)
@@ -83,6 +91,7 @@ export class Palette {
     this.remember();
     const ctx = this.ctx;
     if (!ctx) return;
+    if (ctx.deleted) { this.open(); return; }
     const f = schemaForm(cap.inputSchema);
     const status = h('div', { class: 'palette-status' });
     const submit = h('button', { type: 'submit', class: 'primary' }, 'Invoke');

@@ -4,7 +4,8 @@
 // (the palette's form) for every capability the operator may invoke. The
 // audience shown is the one the kernel enforces: llm as registered (both
 // llm and user when omitted, the spec's default), user only when the
-// spec's isUserInvokable says so.
+// spec's isUserInvokable says so. A deleted session's registry has no
+// "try it".
 import { h, json, originLabel, isUserInvokable, fill, append } from './dom.js';
 
 export function audiences(c) {
@@ -56,7 +57,7 @@ export class RegistryView {
         ' · ', userOK ? 'user-invokable' : 'not user-invokable (isUserInvokable)'),
       h('details', { class: 'cap-schema' }, h('summary', {}, 'input schema'), h('pre', {}, json(c.inputSchema))),
       c.render ? h('details', { class: 'cap-render' }, h('summary', {}, 'render'), h('pre', {}, json(c.render))) : null,
-      userOK ? h('button', { type: 'button', class: 'small primary try', onclick: () => this.sv.palette.form(c) }, 'Try it') : null]);
+      userOK && !this.sv.deleted ? h('button', { type: 'button', class: 'small primary try', onclick: () => this.sv.palette.form(c) }, 'Try it') : null]);
     return h('li', { class: 'cap', dataset: { name: c.name } }, row, detail);
   }
 }

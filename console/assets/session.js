@@ -43,14 +43,13 @@ export class SessionView {
     this.status = h('span', { class: 'session-status', id: 'session-status' });
     this.tabsEl = h('nav', { class: 'tabs', 'aria-label': 'session views' });
     this.content = h('div', { class: 'session-content' });
+    this.deleteErr = h('span', { class: 'error' });
+    this.deleteBtn = h('button', { class: 'small danger', type: 'button', onclick: () => this.delete() }, 'delete session');
+    this.notice = h('p', { class: 'session-deleted', id: 'session-deleted', role: 'status', hidden: true });
     this.head = h('header', { class: 'session-head' },
       h('h1', {}, 'Session ', h('code', {}, id), ' ', this.state),
-      h('p', { class: 'session-line' }, this.status, ' ',
-        h('button', { class: 'small danger', type: 'button', onclick: async () => {
-          if (!confirm(`Delete session ${this.id}? Its pending calls end cancelled.`)) return;
-          await api('DELETE', `/v1/sessions/${encodeURIComponent(this.id)}`);
-          location.hash = '#/sessions';
-        } }, 'delete session')),
+      h('p', { class: 'session-line' }, this.status, ' ', this.deleteBtn, ' ', this.deleteErr),
+      this.notice,
       this.tabsEl);
     this.el = h('div', { class: 'session-view' });
     this.ctx = {
@@ -90,11 +89,12 @@ export class SessionView {
       this.state.textContent = e.detail;
       this.state.className = 'conn-state ' + e.detail.split(':')[0];
       this.drawStats();
-      // Closed for good (the session deleted): no turn runs, no call is
-      // pending any more.
+      // Closed for good (the session deleted, or the connection refused):
+      // no turn runs, no call is pending any more.
       if (e.detail.startsWith('closed')) {
         this.pending.clear();
-        this.conversation.end(e.detail.replace(/^closed:\s*/, ''));
+        this.conversation.end(e.detail.replace(/^closed:\s*/, ''), conn.deleted);
+        if (conn.deleted) this.markDeleted();
         this.drawStatus();
       }
     });
@@ -140,6 +140,41 @@ export class SessionView {
     if (this.callView && m.callId === this.callView.callId) this.callView.refresh();
     if (this.tab === 'trace' && (m.type === 'conversation_message' || m.type === 'turn_ended' || m.type === 'capability_outcome')) this.redrawTrace = true;
     this.drawStatus();
+  }
+
+  // delete deletes the session (DELETE /v1/sessions/{id}) and goes back
+  // to the sessions list; one already deleted is shown so.
+  async delete() {
+    if (!confirm(`Delete session ${this.id}? Its pending calls end cancelled.`)) return;
+    this.deleteBtn.disabled = true;
+    fill(this.deleteErr);
+    try {
+      await api('DELETE', `/v1/sessions/${encodeURIComponent(this.id)}`);
+      location.hash = '#/sessions';
+    } catch (e) {
+      if (e.status === 404) { this.markDeleted(); return; }
+      fill(this.deleteErr, 'delete failed: ' + e.message);
+      this.deleteBtn.disabled = false;
+    }
+  }
+
+  // markDeleted: the session is gone. What it showed stays; every control
+  // that acts on it goes (delete, Try it, replay from seq, the palette's
+  // forms, a call's approval; the message box says so itself), and the
+  // header says why.
+  markDeleted() {
+    if (this.deleted) return;
+    this.deleted = true;
+    this.ctx.deleted = true;
+    this.deleteBtn.remove();
+    this.deleteErr.remove();
+    fill(this.notice, 'This session was deleted: nothing can be sent, approved or invoked in it any more. What it showed stays here until you leave. ',
+      h('a', { href: route('sessions') }, '← sessions'));
+    this.notice.hidden = false;
+    if (this.replayBtn) this.replayBtn.disabled = true;
+    this.drawRegistry();
+    if (this.callView) this.callView.draw();
+    this.palette.ended(this.ctx);
   }
 
   outcome(callId) {
@@ -237,9 +272,9 @@ export class SessionView {
 
   eventsTab() {
     const replayIn = h('input', { type: 'number', min: '0', placeholder: 'seq', class: 'replay-seq', 'aria-label': 'replay from seq' });
+    this.replayBtn = h('button', { class: 'small replay', type: 'button', disabled: !!this.deleted, onclick: () => { this.timeline.reset(); this.connect(Math.max(0, Number(replayIn.value) || 0)); } }, 'replay from seq');
     return h('div', { class: 'events-tab' },
-      h('p', {}, this.stats, ' ', h('span', { class: 'muted' }, '· Ctrl-K: command palette · '),
-        replayIn, h('button', { class: 'small', type: 'button', onclick: () => { this.timeline.reset(); this.connect(Math.max(0, Number(replayIn.value) || 0)); } }, 'replay from seq')),
+      h('p', {}, this.stats, ' ', h('span', { class: 'muted' }, '· Ctrl-K: command palette · '), replayIn, this.replayBtn),
       h('section', {}, h('h2', {}, 'Renders'), this.surfaces.el),
       this.timeline.el);
   }
