@@ -66,7 +66,7 @@ func decodeStrict(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+	if rest := bytes.Trim(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 { // JSON's whitespace only
 		return fmt.Errorf("%d bytes after the JSON value (%.20q): send one value", len(rest), rest)
 	}
 	return nil
@@ -78,7 +78,10 @@ const maxStrictDepth = 32
 
 // noDuplicateKeys refuses data when one of its objects holds a key twice,
 // which encoding/json would take the last of: {"id":"a","id":"b"} made
-// session b (the re-probe). What is not JSON is left to the decoder.
+// session b (the re-probe). What is not JSON is left to the decoder: the
+// walk stops at the first token it cannot read (errNotJSON) — dec.More
+// stays true after an error, and a walk that went on spun for ever on
+// `[{"a":"b` (a lifecycle probe: a 9-byte POST held a core).
 func noDuplicateKeys(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -89,7 +92,7 @@ func noDuplicateKeys(data []byte) error {
 		}
 		t, err := dec.Token()
 		if err != nil {
-			return nil // not JSON: the decoder says what is wrong
+			return errNotJSON
 		}
 		switch t {
 		case json.Delim('{'):
@@ -97,7 +100,7 @@ func noDuplicateKeys(data []byte) error {
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
-					return nil
+					return errNotJSON
 				}
 				k, _ := kt.(string)
 				if seen[k] {
@@ -119,5 +122,11 @@ func noDuplicateKeys(data []byte) error {
 		}
 		return nil
 	}
-	return walk(0)
+	if err := walk(0); err != nil && err != errNotJSON {
+		return err
+	}
+	return nil
 }
+
+// errNotJSON ends noDuplicateKeys' walk at bytes that are not JSON.
+var errNotJSON = errors.New("not JSON")

@@ -1,0 +1,35 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeStrict: decodeStrict ends on any bytes, and takes what
+// encoding/json takes unless a key appears twice, the value nests too
+// deep, or bytes follow it. A value cut short inside an array or object
+// spun its duplicate-key walk for ever (a lifecycle probe: `[{"a":"b`).
+func FuzzDecodeStrict(f *testing.F) {
+	for _, s := range []string{`{"id":"a"}`, `[{"a":"b`, `{"id":["x`, `{"a":{"b":`, `[[[`, `{"a":1,"a":2}`, `{"a"`, `{"a":1}{}`, `[1,2`, `{`, `[`, `{"a":[1,{"b":`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var strict, plain any
+		err := decodeStrict(data, &strict)
+		if err == nil && json.Unmarshal(data, &plain) != nil {
+			t.Fatalf("decodeStrict took %q, which encoding/json refuses", data)
+		}
+	})
+}
+
+// TestDecodeStrictCutShort: a body cut short inside an array or object is
+// refused as the decoder refuses it (it was never answered).
+func TestDecodeStrictCutShort(t *testing.T) {
+	for _, s := range []string{`[{"a":"b`, `{"id":["x`, `{"a":{"b":`, `{"a":[1,{"b":`} {
+		var v any
+		if err := decodeStrict([]byte(s), &v); err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+			t.Errorf("%s: %v, want the decoder's unexpected EOF", s, err)
+		}
+	}
+}
