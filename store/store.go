@@ -289,6 +289,9 @@ func (s *Store) startEmbedded(ctx context.Context) error {
 		return err
 	}
 	s.unlock = unlock
+	if err := checkStoreFiles(o.DataDir); err != nil { // recovered.go
+		return err
+	}
 	ns, err := server.NewServer(&server.Options{
 		ServerName:             serverName,
 		DontListen:             true,
@@ -341,6 +344,13 @@ func (s *Store) MaxEventBytes() int { return s.maxEvent }
 // remembers it can tell a store made anew (its directory deleted) from
 // the one it had.
 func (s *Store) Created() time.Time { return s.stream.CachedInfo().Created }
+
+// Oldest returns when the oldest event the stream holds was stored (zero
+// when it holds none), as the stream was opened. A stream made again over
+// files it found (the server skipped a stream whose metadata it could not
+// read, and Open made it anew, recovering its messages) holds events
+// older than its Created; a store made anew does not.
+func (s *Store) Oldest() time.Time { return s.stream.CachedInfo().State.FirstTime }
 
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {

@@ -175,7 +175,7 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	}
 	defer st.Close()
 	if a.nats == "" { // the embedded store, in the data directory (storeid.go)
-		if err := checkStoreID(a.data, st.Created(), logger); err != nil {
+		if err := checkStoreID(a.data, st.Created(), st.Oldest(), logger); err != nil {
 			return err
 		}
 	}

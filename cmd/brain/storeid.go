@@ -22,9 +22,15 @@ const storeIDFile = "store.id"
 
 // checkStoreID compares the stream's creation time with the one the data
 // directory recorded: it records it when there is no record, and logs an
-// error when the stream is newer than the record (the store was made
-// anew), then records the new one so that the next start is quiet.
-func checkStoreID(dataDir string, created time.Time, logger *slog.Logger) error {
+// error when the stream is newer than the record and holds nothing older
+// than itself (the store was made anew), then records the new one so that
+// the next start is quiet. A stream made again over its own files (the
+// server skipped one whose metadata it could not read; its events were
+// recovered, older than the stream) and a record that is not a time are
+// warned of, not alarmed: their sessions are all there, and the alarm's
+// advice — restore a backup — would have lost the newest (a lifecycle
+// probe).
+func checkStoreID(dataDir string, created, oldest time.Time, logger *slog.Logger) error {
 	path := filepath.Join(dataDir, storeIDFile)
 	stamp := created.UTC().Format(time.RFC3339Nano)
 	b, err := os.ReadFile(path)
@@ -37,9 +43,19 @@ func checkStoreID(dataDir string, created time.Time, logger *slog.Logger) error 
 		if was == stamp {
 			return nil
 		}
-		logger.Error("the session store was made anew: the sessions this data directory held are not in it",
-			slog.String("store", filepath.Join(dataDir, "nats")), slog.String("created", stamp), slog.String("was_created", was),
-			slog.String("what_to_do", "if nats/ was deleted or damaged, stop brain and restore the data directory from a backup (docs/operations.md, \"Backups\"); if starting afresh was meant, nothing: "+storeIDFile+" now names the new store"))
+		_, perr := time.Parse(time.RFC3339Nano, was)
+		switch {
+		case perr != nil:
+			logger.Warn("the data directory's record of its session store was not readable; recorded again",
+				slog.String("file", path), slog.String("created", stamp))
+		case !oldest.IsZero() && oldest.Before(created):
+			logger.Warn("the session store's stream was made again over its files (the server could not read its metadata): its events are there, the oldest from "+oldest.UTC().Format(time.RFC3339),
+				slog.String("store", filepath.Join(dataDir, "nats")), slog.String("created", stamp), slog.String("was_created", was))
+		default:
+			logger.Error("the session store was made anew: the sessions this data directory held are not in it",
+				slog.String("store", filepath.Join(dataDir, "nats")), slog.String("created", stamp), slog.String("was_created", was),
+				slog.String("what_to_do", "if nats/ was deleted or damaged, stop brain and restore the data directory from a backup (docs/operations.md, \"Backups\"); if starting afresh was meant, nothing: "+storeIDFile+" now names the new store"))
+		}
 	}
 	if err := os.WriteFile(path, []byte(stamp+"\n"), 0o600); err != nil {
 		return fmt.Errorf("record the session store: %w", err)

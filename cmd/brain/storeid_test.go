@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,5 +46,70 @@ func TestStoreMadeAnewIsSaid(t *testing.T) {
 	}
 	if logs := start(); strings.Contains(logs, said) {
 		t.Fatalf("the start after that said it again:\n%s", logs)
+	}
+}
+
+// TestStoreRecordedAgainIsNoAlarm: a store.id that is not a time, and a
+// stream the server skipped for its damaged metadata and Open made again
+// over its files, keep their sessions: each start warns and says so, and
+// does not call the store made anew — whose advice, restore a backup,
+// would lose the newest sessions (a lifecycle probe).
+func TestStoreRecordedAgainIsNoAlarm(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	t.Chdir(dir)
+	const alarm = "the session store was made anew"
+	start := func(use func(addr string)) string {
+		t.Helper()
+		var logs testutil.LockedBuffer
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		addr, _, done := serveLogged(t, ctx, serveArgs{addr: "127.0.0.1:0", data: data, consoleAddr: "off", idle: time.Hour}, slog.New(slog.NewTextHandler(&logs, nil)))
+		if use != nil {
+			use(addr)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+		return logs.String()
+	}
+	request := func(addr, method, path string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(`{"id":"kept"}`))
+		req.Header.Set("Authorization", "Bearer "+tokenOf(t, data, "client"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	start(func(addr string) {
+		if status := request(addr, "POST", "/v1/sessions"); status != http.StatusCreated {
+			t.Fatalf("create: %d", status)
+		}
+	})
+	kept := func(addr string) {
+		if status := request(addr, "GET", "/v1/sessions/kept"); status != http.StatusOK {
+			t.Errorf("session kept: %d, want 200", status)
+		}
+	}
+
+	if err := os.WriteFile(filepath.Join(data, storeIDFile), []byte("garbage!!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if logs := start(kept); strings.Contains(logs, alarm) || !strings.Contains(logs, "was not readable; recorded again") {
+		t.Fatalf("a store.id that is no time:\n%s", logs)
+	}
+
+	meta := filepath.Join(data, "nats", "jetstream", "$G", "streams", "BRAIN_EVENTS", "meta.inf")
+	f, err := os.OpenFile(meta, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(" ") // its checksum no longer matches: the server skips the stream
+	_ = f.Close()
+	if logs := start(kept); strings.Contains(logs, alarm) || !strings.Contains(logs, "made again over its files") {
+		t.Fatalf("a stream made again over its files:\n%s", logs)
 	}
 }

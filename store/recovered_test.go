@@ -1,0 +1,69 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brainrt/brain/store"
+)
+
+// TestUnrecoveredStreamIsNotReplaced: a stream whose files the embedded
+// server cannot open (here a block file that is a symbolic link to
+// itself, which no user may open; in the probe, one brain's user could not
+// read) makes Open fail, naming the
+// directory, and leaves the files as they were. Open made a new stream
+// over them, emptying the block: every session lost (a lifecycle probe).
+func TestUnrecoveredStreamIsNotReplaced(t *testing.T) {
+	dir := t.TempDir()
+	st := open(t, dir, nil)
+	appendAll(t, journal(t, st, "kept"), benchEvent(1), benchEvent(2))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := filepath.Join(dir, "jetstream", "$G", "streams", "BRAIN_EVENTS", "msgs")
+	blocks, _ := filepath.Glob(filepath.Join(msgs, "*.blk"))
+	if len(blocks) == 0 {
+		t.Fatalf("no block file in %s", msgs)
+	}
+	kept, err := os.ReadFile(blocks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A block the server cannot open: moved aside, a link to itself in
+	// its place (ELOOP, root or not).
+	aside := blocks[0] + ".aside"
+	if err := os.Rename(blocks[0], aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(blocks[0]), blocks[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st2, err := store.Open(ctx, &store.Options{DataDir: dir})
+	if err == nil {
+		_ = st2.Close()
+		t.Fatal("a store whose stream the server could not open was opened")
+	}
+	if !strings.Contains(err.Error(), blocks[0]) || !strings.Contains(err.Error(), "must be able to read and write every file") {
+		t.Fatalf("the refusal: %v", err)
+	}
+	if got, _ := os.ReadFile(aside); string(got) != string(kept) {
+		t.Fatal("the block changed")
+	}
+	// Put back, the store opens with its session.
+	if err := os.Remove(blocks[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(aside, blocks[0]); err != nil {
+		t.Fatal(err)
+	}
+	st3 := open(t, dir, nil)
+	if got := load(t, st3, "kept"); len(got) != 2 {
+		t.Fatalf("after the fix: %d events, want 2", len(got))
+	}
+}
