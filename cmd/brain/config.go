@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -102,7 +103,10 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 	}
 	var c serveConfig
 	if err := yamlcheck.Decode(func() error { return yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c) }); err != nil {
-		return nil, decodeError(path, err)
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: the file has no settings: a serve config names at least its grants and tools (docs/serve.md, examples/kernel.yaml)", path)
+		}
+		return nil, newPositions(path, b).decodeError(err)
 	}
 	c.dir = filepath.Dir(path)
 	c.pos = newPositions(path, b)
@@ -172,6 +176,9 @@ func readConfigFile(path string) ([]byte, error) {
 	}
 	if e := yamlcheck.Check(b, yamlcheck.Options{}); e != nil {
 		return nil, fmt.Errorf("%s:%v (a serve config needs none)", path, e)
+	}
+	if e := yamlcheck.Values(b); e != nil {
+		return nil, fmt.Errorf("%s:%v", path, e)
 	}
 	return b, nil
 }

@@ -72,14 +72,78 @@ func (ps positions) at(p string) string {
 // decodeError turns the YAML decoder's "[line:col] message" and source
 // excerpt into "file:line:col: message" and the excerpt.
 func decodeError(file string, err error) error {
-	msg := yaml.FormatError(err, false, true)
-	if m := decodePosRE.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s:%s:%s: %s", file, m[1], m[2], m[3])
-	}
-	return fmt.Errorf("%s: %s", file, msg)
+	return positions{file: file}.decodeError(err)
 }
 
-var decodePosRE = regexp.MustCompile(`(?s)^\[(\d+):(\d+)\] (.*)$`)
+// decodeError is decodeError naming the key whose value the decoder
+// refused, and what it wants, where the decoder names a Go type:
+// "limits.sessions_per_token: want a whole number, not a string".
+func (ps positions) decodeError(err error) error {
+	msg := yaml.FormatError(err, false, true)
+	m := decodePosRE.FindStringSubmatch(msg)
+	if m == nil {
+		return fmt.Errorf("%s: %s", ps.file, msg)
+	}
+	if t := decodeTypeRE.FindStringSubmatch(m[3]); t != nil {
+		if key := ps.keyAt(m[1], m[2]); key != "" {
+			return fmt.Errorf("%s:%s:%s: %s: want %s, not %s", ps.file, m[1], m[2], key, goTypeWords(t[2]), yamlKindWords(t[1]))
+		}
+	}
+	return fmt.Errorf("%s:%s:%s: %s", ps.file, m[1], m[2], m[3])
+}
+
+var (
+	decodePosRE  = regexp.MustCompile(`(?s)^\[(\d+):(\d+)\] (.*)$`)
+	decodeTypeRE = regexp.MustCompile(`^cannot unmarshal (\S+) into Go (?:struct field \S*|value) of type (\S+)`)
+)
+
+// keyAt is the YAML path (without "$.") of the mapping value at line and
+// column ("" when none starts there).
+func (ps positions) keyAt(line, column string) string {
+	if ps.ast == nil {
+		return ""
+	}
+	for _, d := range ps.ast.Docs {
+		for _, n := range ast.Filter(ast.MappingValueType, d.Body) {
+			mv := n.(*ast.MappingValueNode)
+			if tk := mv.Value.GetToken(); tk != nil && tk.Position != nil && fmt.Sprint(tk.Position.Line) == line && fmt.Sprint(tk.Position.Column) == column {
+				return strings.TrimPrefix(mv.GetPath(), "$.")
+			}
+		}
+	}
+	return ""
+}
+
+// yamlKindWords says what the decoder found ("string", "bool", "uint64",
+// "mapping") with its article.
+func yamlKindWords(kind string) string {
+	switch {
+	case strings.HasPrefix(kind, "int") || strings.HasPrefix(kind, "uint") || strings.HasPrefix(kind, "float"):
+		return "a number"
+	case kind == "bool":
+		return "true or false"
+	case kind != "" && strings.ContainsRune("aeiou", rune(kind[0])):
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
+// goTypeWords says a Go type of the config's fields in a reader's words.
+func goTypeWords(t string) string {
+	switch {
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case t == "bool":
+		return "true or false"
+	case t == "string":
+		return "text"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map[") || strings.Contains(t, "."):
+		return "a mapping of keys"
+	}
+	return t
+}
 
 // errorf is an error about the config at the YAML path p.
 func (ps positions) errorf(p, format string, args ...any) error {
