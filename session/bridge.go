@@ -442,8 +442,8 @@ func (s *Session) afterFinish(c *call, _ protocol.Outcome) {
 			code = string(out.Err.Code)
 		}
 		msg := "call finished"
-		if c.unjournaled { // a stop: what a restart finds is the call pending
-			msg = "call left pending: the node is stopping, and the session resumes it after a restart"
+		if c.unjournaled { // a stop or a failed journal: what the store holds is the call pending
+			msg = "call left pending: its end was not journaled (the node is stopping, or the session's journal failed), and the session resumes it when it is loaded again"
 		}
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, msg, slog.String(keyCapability, c.reg.logKey),
 			slog.String(keyCall, c.id), slog.String(keyInvoker, string(c.invoker)), slog.String(keyCode, code),

@@ -64,7 +64,7 @@ func TestStopLogsCallsLeftPending(t *testing.T) {
 		switch m := testutil.Recv(t, logged, "the call's log line"); m {
 		case "call finished":
 			t.Fatalf("logged %q for a call the store keeps pending", m)
-		case "call left pending: the node is stopping, and the session resumes it after a restart":
+		case "call left pending: its end was not journaled (the node is stopping, or the session's journal failed), and the session resumes it when it is loaded again":
 			return
 		}
 	}

@@ -33,9 +33,20 @@ const (
 	// HealthUnreachable: none of the known servers is reachable. Requests
 	// fail at once with an [*UnavailableError].
 	HealthUnreachable HealthState = "unreachable"
+	// HealthWriteFailed: the embedded server could not write to its disk
+	// (a full disk, an I/O error) and, as nats-server's file store does
+	// after its first write error, stores nothing more until it restarts.
+	// Requests fail at once with an [*UnavailableError] saying so.
+	HealthWriteFailed HealthState = "write_failed"
 	// HealthClosed: the store is closed.
 	HealthClosed HealthState = "closed"
 )
+
+// failsAtOnce reports the states in which requests fail at once rather
+// than wait.
+func failsAtOnce(st HealthState) bool {
+	return st == HealthNoQuorum || st == HealthUnreachable || st == HealthWriteFailed
+}
 
 // Health is a store's view of its NATS servers ([Store.Health]).
 type Health struct {
@@ -143,7 +154,7 @@ func (s *Store) Health() Health {
 func (s *Store) failing() *Health {
 	s.health.mu.Lock()
 	defer s.health.mu.Unlock()
-	if h := s.health.cur; h.State == HealthNoQuorum || h.State == HealthUnreachable {
+	if h := s.health.cur; failsAtOnce(h.State) {
 		return &h
 	}
 	return nil
@@ -277,8 +288,7 @@ func (s *Store) setHealth(h Health, cause error) {
 		h.Since = time.Now()
 	}
 	s.health.cur = h
-	failing := h.State == HealthNoQuorum || h.State == HealthUnreachable
-	wasFailing := old.State == HealthNoQuorum || old.State == HealthUnreachable
+	failing, wasFailing := failsAtOnce(h.State), failsAtOnce(old.State)
 	switch {
 	case failing && !wasFailing:
 		close(s.health.bad)

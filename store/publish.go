@@ -44,6 +44,9 @@ const maxAppendHold = 30 * time.Second
 // while hold reports true, until maxAppendHold has — unless the store
 // knows it is unreachable or has no quorum (health.go).
 func (s *Store) request(m *nats.Msg, timeout time.Duration, hold func() bool) (*jetstream.PubAck, error) {
+	if h := s.failing(); h != nil && h.State == HealthWriteFailed { // it would only wait to be refused
+		return nil, &UnavailableError{Op: "append an event", Health: *h}
+	}
 	sl, err := s.replies.take(s.nc)
 	if err != nil {
 		return nil, err

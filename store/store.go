@@ -308,7 +308,7 @@ func (s *Store) startEmbedded(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store: embedded server: %w", err)
 	}
-	ns.SetLoggerV2(natsLogger{s.log.With(slog.String(logKeyComponent, "nats"))}, false, false, false)
+	ns.SetLoggerV2(natsLogger{l: s.log.With(slog.String(logKeyComponent, "nats")), writeFailed: s.writeFailed}, false, false, false)
 	s.ns = ns
 	ns.Start()
 	wait := startTimeout
