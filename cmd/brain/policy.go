@@ -70,14 +70,10 @@ func (ps positions) at(p string) string {
 }
 
 // decodeError turns the YAML decoder's "[line:col] message" and source
-// excerpt into "file:line:col: message" and the excerpt.
-func decodeError(file string, err error) error {
-	return positions{file: file}.decodeError(err)
-}
-
-// decodeError is decodeError naming the key whose value the decoder
-// refused, and what it wants, where the decoder names a Go type:
-// "limits.sessions_per_token: want a whole number, not a string".
+// excerpt into "file:line:col: message" and the excerpt, naming the key
+// whose value the decoder refused, and what it wants, where the decoder
+// names a Go type: "limits.sessions_per_token: want a whole number, not a
+// string".
 func (ps positions) decodeError(err error) error {
 	msg := yaml.FormatError(err, false, true)
 	m := decodePosRE.FindStringSubmatch(msg)
