@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/brainrt/brain/provide/proc"
@@ -133,6 +134,41 @@ func usage(w io.Writer) {
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM: a graceful shutdown.
+// A second one while it runs ends the process at once (exit status 1),
+// as an operator pressing Ctrl-C again means: the running tools end
+// unfinished, and nothing acknowledged is lost, as after a kill.
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return signalContextExit(func() {
+		fmt.Fprintln(os.Stderr, "brain: interrupted again: stopping now, without waiting for running tools (nothing acknowledged is lost)")
+		os.Exit(exitFail)
+	})
+}
+
+// signalContextExit is signalContext calling exit at the second signal.
+func signalContextExit(exit func()) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			exit()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			cancel()
+		})
+	}
 }
