@@ -468,7 +468,7 @@ func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bo
 				srv.log.Debug("forward to the session's owner: sending it again", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
 				return
 			}
-			srv.log.Warn("forward to the session's owner", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
+			srv.log.Log(pr.Context(), srv.forwardLevel(no.Node), "forward to the session's owner", slog.String("session", no.Session), slog.String("owner", no.Node), slog.String("error", err.Error()))
 			if unserved {
 				notServed(w, "the session's owner cannot be reached; retry")
 				return
@@ -485,3 +485,20 @@ func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bo
 	rp.ServeHTTP(w, r)
 	return true
 }
+
+// forwardLevel is the level of a failed forward to owner's log line: warn
+// at most once in forwardWarnEvery for each owner, debug between. While
+// an owner that died keeps its lease (up to its TTL, 20 s), every client's
+// retry failed and was a warn line — two a second a client (a lifecycle
+// probe) — all saying the one thing.
+func (srv *Server) forwardLevel(owner string) slog.Level {
+	now := time.Now()
+	if last, ok := srv.forwardWarned.Load(owner); ok && now.Sub(last.(time.Time)) < forwardWarnEvery {
+		return slog.LevelDebug
+	}
+	srv.forwardWarned.Store(owner, now)
+	return slog.LevelWarn
+}
+
+// forwardWarnEvery bounds how often one owner's failed forwards warn.
+const forwardWarnEvery = 10 * time.Second

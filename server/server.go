@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/brainrt/brain/internal/textcut"
@@ -65,6 +66,9 @@ type Server struct {
 	// frames reads the frames of connections whose peers were just idle
 	// (ws.go, readFrameWhere), on goroutines shared by all of them.
 	frames *workers.Pool[*wsConn]
+	// forwardWarned is when each owner's unreachability was last logged
+	// at warn (cluster.go, forwardWarn).
+	forwardWarned sync.Map // node id → time.Time
 }
 
 // New returns a server.
