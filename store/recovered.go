@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // checkStoreFiles refuses to start the embedded server on a store that
@@ -16,7 +17,16 @@ import (
 // block — every session gone, where a chown would have saved them (a
 // lifecycle probe). Opening each file first costs a few milliseconds (a
 // store of a million sessions has some hundred files) and names the file.
+//
+// Directories too: each must be one brain's user may list, enter and
+// write (a stream directory left root's made the server delete the
+// stream's blocks as it gave up recovering it: the re-probe), and a
+// stream's msgs and obs must be directories (a file there failed the
+// recovery the same way).
 func checkStoreFiles(dataDir string) error {
+	if err := accessible(dataDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return storeFilesError(err)
+	}
 	root := filepath.Join(dataDir, "jetstream")
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -25,7 +35,13 @@ func checkStoreFiles(dataDir string) error {
 			}
 			return err
 		}
-		if d.IsDir() || (d.Type()&fs.ModeSymlink == 0 && !d.Type().IsRegular()) {
+		if d.IsDir() {
+			return accessible(path)
+		}
+		if name := d.Name(); (name == "msgs" || name == "obs") && filepath.Base(filepath.Dir(filepath.Dir(path))) == "streams" {
+			return &fs.PathError{Op: "open", Path: path, Err: errors.New("not a directory, where the stream keeps one")}
+		}
+		if d.Type()&fs.ModeSymlink == 0 && !d.Type().IsRegular() {
 			return nil
 		}
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -35,7 +51,20 @@ func checkStoreFiles(dataDir string) error {
 		return f.Close()
 	})
 	if err != nil {
-		return fmt.Errorf("store: %w: brain's user must be able to read and write every file of its session store (after a start as another user, give them back: chown -R), and the embedded server would start without the sessions it cannot read and lose them; nothing was changed", err)
+		return storeFilesError(err)
 	}
 	return nil
+}
+
+// accessible reports a directory brain's user may not list, enter or
+// write.
+func accessible(dir string) error {
+	if err := syscall.Access(dir, 0x7); err != nil { // R_OK|W_OK|X_OK
+		return &fs.PathError{Op: "access", Path: dir, Err: err}
+	}
+	return nil
+}
+
+func storeFilesError(err error) error {
+	return fmt.Errorf("store: %w: brain's user must be able to read and write every file and directory of its session store (after a start as another user, give them back: chown -R), and the embedded server would start without the sessions it cannot read and delete them; nothing in the store was changed", err)
 }

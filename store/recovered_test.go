@@ -62,6 +62,31 @@ func TestUnrecoveredStreamIsNotReplaced(t *testing.T) {
 	if err := os.Rename(aside, blocks[0]); err != nil {
 		t.Fatal(err)
 	}
+	// A file where the stream keeps its obs directory failed the
+	// recovery too, and the server then deleted the stream's blocks (the
+	// re-probe).
+	obs := filepath.Join(dir, "jetstream", "$G", "streams", "BRAIN_EVENTS", "obs")
+	if err := os.Rename(obs, obs+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obs, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st2, err := store.Open(ctx, &store.Options{DataDir: dir}); err == nil {
+		_ = st2.Close()
+		t.Fatal("a store whose stream's obs is a file was opened")
+	} else if !strings.Contains(err.Error(), obs) {
+		t.Fatalf("the refusal: %v", err)
+	}
+	if got, _ := os.ReadFile(blocks[0]); string(got) != string(kept) {
+		t.Fatal("the block changed")
+	}
+	if err := os.Remove(obs); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(obs+".aside", obs); err != nil {
+		t.Fatal(err)
+	}
 	st3 := open(t, dir, nil)
 	if got := load(t, st3, "kept"); len(got) != 2 {
 		t.Fatalf("after the fix: %d events, want 2", len(got))
