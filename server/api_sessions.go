@@ -303,7 +303,7 @@ func unauthenticated(w http.ResponseWriter, r *http.Request) {
 	msg := "a valid token is required (Authorization: Bearer <token>)"
 	switch {
 	case twoTokens(r):
-		msg = "two different tokens: the Authorization header's and ?token='s; send one of them"
+		msg = "two different tokens (two Authorization headers, two ?token=, or a header and a ?token= that differ): send one"
 	case r.URL.Query().Has("token") && !isWebSocketHandshake(r):
 		msg += "; ?token= is taken by WebSocket connections only, where a browser cannot set the header"
 	case r.Header.Get("Authorization") != "" && bearerToken(r) == "":

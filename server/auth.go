@@ -19,12 +19,12 @@ import (
 // handshake whose header and ?token= name two different tokens (which
 // one was meant is not ours to guess: the header won, a probe found).
 func bearerToken(r *http.Request) string {
-	header, hasHeader := headerToken(r)
-	if wsRoutes[r.Pattern] && r.Method == http.MethodGet && isWebSocketHandshake(r) && r.URL.Query().Has("token") {
-		if q := r.URL.Query().Get("token"); !hasHeader || q == header {
-			return q
-		}
+	if twoTokens(r) {
 		return ""
+	}
+	header, _ := headerToken(r)
+	if wsRoutes[r.Pattern] && r.Method == http.MethodGet && isWebSocketHandshake(r) && r.URL.Query().Has("token") {
+		return r.URL.Query().Get("token")
 	}
 	return header
 }
@@ -44,11 +44,28 @@ func headerToken(r *http.Request) (string, bool) {
 	return strings.TrimSpace(token), true
 }
 
-// twoTokens reports a WebSocket handshake whose Authorization header and
-// ?token= differ (bearerToken presents neither).
+// twoTokens reports a request that presents two different tokens, or
+// could: two Authorization headers, and on a WebSocket handshake two
+// ?token= values or a header and a ?token= that differ (bearerToken
+// presents none of them).
 func twoTokens(r *http.Request) bool {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return true
+	}
+	if !wsRoutes[r.Pattern] || !isWebSocketHandshake(r) {
+		return false
+	}
+	qs := r.URL.Query()["token"]
+	if len(qs) == 0 {
+		return false
+	}
 	header, hasHeader := headerToken(r)
-	return hasHeader && wsRoutes[r.Pattern] && isWebSocketHandshake(r) && r.URL.Query().Has("token") && r.URL.Query().Get("token") != header
+	for _, q := range qs {
+		if q != qs[0] || (hasHeader && q != header) {
+			return true
+		}
+	}
+	return false
 }
 
 // wsRoutes are the patterns of the endpoints that are WebSockets, the

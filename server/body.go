@@ -58,6 +58,9 @@ func readBody(w http.ResponseWriter, r *http.Request, max int, code, tooLarge st
 // /v1/sessions of {"id":"a"}{"id":"b"} made session a), and a tokens.json
 // ending in a stray brace was read as if it did not.
 func decodeStrict(data []byte, v any) error {
+	if len(bytes.Trim(data, " \t\r\n")) == 0 {
+		return errors.New("empty: want a JSON object") // the decoder says only "EOF"
+	}
 	if err := noDuplicateKeys(data); err != nil {
 		return err
 	}

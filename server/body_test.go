@@ -24,8 +24,13 @@ func FuzzDecodeStrict(f *testing.F) {
 }
 
 // TestDecodeStrictCutShort: a body cut short inside an array or object is
-// refused as the decoder refuses it (it was never answered).
+// refused as the decoder refuses it (it was never answered); an empty one
+// says so, not "EOF" (the re-probe: an empty tokens.json).
 func TestDecodeStrictCutShort(t *testing.T) {
+	var e any
+	if err := decodeStrict([]byte(" \n"), &e); err == nil || err.Error() != "empty: want a JSON object" {
+		t.Errorf("empty: %v", err)
+	}
 	for _, s := range []string{`[{"a":"b`, `{"id":["x`, `{"a":{"b":`, `{"a":[1,{"b":`} {
 		var v any
 		if err := decodeStrict([]byte(s), &v); err == nil || !strings.Contains(err.Error(), "unexpected EOF") {

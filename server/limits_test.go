@@ -487,6 +487,15 @@ func TestTokenInURL(t *testing.T) {
 	if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "two different tokens") {
 		t.Errorf("a handshake with two tokens was told %s", body)
 	}
+	// Two ?token= values, and two Authorization headers, are two tokens
+	// too (the re-probe: the first was taken).
+	_, resp, err = websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/v1/sessions/u1/ws?token="+clientToken+"&token="+appToken, nil)
+	if resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a handshake with two ?token=: %v, want 401", err)
+	}
+	if status := do("GET", "/v1/sessions/u1", http.Header{"Authorization": {"Bearer " + clientToken, "Bearer " + opsToken}}); status != http.StatusUnauthorized {
+		t.Errorf("two Authorization headers: status %d, want 401", status)
+	}
 }
 
 // TestMetricsEndpoint: /metrics answers operator tokens only.

@@ -225,9 +225,15 @@ func (s *Session) Approve(p Peer, m *protocol.CapabilityApprove) error {
 
 // decidedElsewhere is why a decided call's question is withdrawn from an
 // MCP host that may still show it: "the call was approved by the client
-// (bob)".
+// (bob)", "… by the operator ada".
 func decidedElsewhere(p Peer, m *protocol.CapabilityApprove) error {
-	who := "the " + p.String()
+	who := "the " + string(p.Side)
+	if p.Side == SideApp {
+		who = "the app " + p.AppID
+	}
+	if p.Name != "" && p.Name != string(p.Side) { // a token named after its side says nothing more
+		who += " " + p.Name
+	}
 	if m.DecidedBy != "" && m.DecidedBy != p.Name {
 		who += " (" + textcut.Cut(m.DecidedBy, 64) + ")"
 	}

@@ -11,6 +11,7 @@ import "strings"
 // closed 1012 (a lifecycle probe). The store now says what is wrong and
 // what to do, and fails requests at once (health.go).
 func (s *Store) writeFailed(why string) {
-	msg := "the session store cannot write to its disk (" + strings.TrimSpace(why) + "); the embedded NATS server stores nothing more until brain restarts: free space (or fix the disk), then restart brain"
+	// What to do first: a WebSocket's close reason keeps 123 bytes.
+	msg := "the session store cannot write to its disk: free space (or fix the disk), then restart brain; until then it stores nothing (" + strings.TrimSpace(why) + ")"
 	s.setHealth(Health{State: HealthWriteFailed, Message: msg}, nil)
 }

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/brainrt/brain/provide/proc"
 )
@@ -136,16 +137,24 @@ func usage(w io.Writer) {
 // signalContext is cancelled by SIGINT or SIGTERM: a graceful shutdown.
 // A second one while it runs ends the process at once (exit status 1),
 // as an operator pressing Ctrl-C again means: the running tools end
-// unfinished, and nothing acknowledged is lost, as after a kill.
+// unfinished, and nothing acknowledged is lost, as after a kill. One that
+// comes within signalRepeatGrace of the first is the same stop: timeout(1)
+// and some supervisors signal the process and then its group, and brain
+// got both (the re-probe: 2 of 5 stops were cut short).
 func signalContext() (context.Context, context.CancelFunc) {
-	return signalContextExit(func() {
+	return signalContextExit(signalRepeatGrace, func() {
 		fmt.Fprintln(os.Stderr, "brain: interrupted again: stopping now, without waiting for running tools (nothing acknowledged is lost)")
 		os.Exit(exitFail)
 	})
 }
 
-// signalContextExit is signalContext calling exit at the second signal.
-func signalContextExit(exit func()) (context.Context, context.CancelFunc) {
+// signalRepeatGrace is how long after the first signal another is taken
+// for the same one: a person pressing Ctrl-C again takes longer.
+const signalRepeatGrace = 500 * time.Millisecond
+
+// signalContextExit is signalContext calling exit at a second signal
+// grace or more after the first.
+func signalContextExit(grace time.Duration, exit func()) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -157,10 +166,17 @@ func signalContextExit(exit func()) (context.Context, context.CancelFunc) {
 		case <-done:
 			return
 		}
-		select {
-		case <-sigs:
-			exit()
-		case <-done:
+		first := time.Now()
+		for {
+			select {
+			case <-sigs:
+				if time.Since(first) >= grace {
+					exit()
+					return
+				}
+			case <-done:
+				return
+			}
 		}
 	}()
 	var once sync.Once

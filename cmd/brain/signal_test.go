@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"syscall"
 	"testing"
 	"time"
@@ -11,26 +12,47 @@ import (
 // TestSecondSignalStopsAtOnce: the first SIGINT cancels the context (the
 // graceful stop); a second one while the stop runs calls exit, where it
 // was ignored and the stop went on waiting for running tools (a lifecycle
-// probe); after stop, no signal calls it.
+// probe) — unless it comes within the grace of the first, as timeout(1)'s
+// signal to the process and then its group do (the re-probe).
 func TestSecondSignalStopsAtOnce(t *testing.T) {
+	interrupt := func() {
+		t.Helper()
+		if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancelled := func(ctx context.Context) {
+		t.Helper()
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second): // a signal to itself arrives in microseconds
+			t.Fatal("the first SIGINT did not cancel the context")
+		}
+	}
+
 	exited := make(chan struct{}, 1)
-	ctx, stop := signalContextExit(func() { exited <- struct{}{} })
-	defer stop()
-	if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(10 * time.Second): // a signal to itself arrives in microseconds
-		t.Fatal("the first SIGINT did not cancel the context")
-	}
+	ctx, stop := signalContextExit(0, func() { exited <- struct{}{} })
+	interrupt()
+	cancelled(ctx)
 	select {
 	case <-exited:
 		t.Fatal("exit called at the first signal")
 	default:
 	}
-	if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
+	interrupt()
 	testutil.Recv(t, exited, "exit at the second SIGINT")
+	stop()
+
+	// Within the grace (an hour here), a second signal is the same stop;
+	// a third after stop is nobody's.
+	ctx, stop = signalContextExit(time.Hour, func() { exited <- struct{}{} })
+	interrupt()
+	cancelled(ctx)
+	interrupt()
+	stop() // returns once the goroutine has nothing more to read
+	select {
+	case <-exited:
+		t.Fatal("exit called at a second signal within the grace")
+	default:
+	}
 }

@@ -26,10 +26,12 @@ const storeIDFile = "store.id"
 // than itself (the store was made anew), then records the new one so that
 // the next start is quiet. A stream made again over its own files (the
 // server skipped one whose metadata it could not read; its events were
-// recovered, older than the stream) and a record that is not a time are
-// warned of, not alarmed: their sessions are all there, and the alarm's
-// advice — restore a backup — would have lost the newest (a lifecycle
-// probe).
+// recovered, older than the stream), a record that is not a time (of a
+// store that holds events) and one after the stream's creation are warned
+// of, not alarmed: their sessions are all there, and the alarm's advice —
+// restore a backup — would have lost the newest (a lifecycle probe). An
+// unreadable record beside an empty store is the alarm's: a record says a
+// store was there.
 func checkStoreID(dataDir string, created, oldest time.Time, logger *slog.Logger) error {
 	path := filepath.Join(dataDir, storeIDFile)
 	stamp := created.UTC().Format(time.RFC3339Nano)
@@ -43,11 +45,16 @@ func checkStoreID(dataDir string, created, oldest time.Time, logger *slog.Logger
 		if was == stamp {
 			return nil
 		}
-		_, perr := time.Parse(time.RFC3339Nano, was)
+		wasTime, perr := time.Parse(time.RFC3339Nano, was)
 		switch {
-		case perr != nil:
+		case perr != nil && !oldest.IsZero():
 			logger.Warn("the data directory's record of its session store was not readable; recorded again",
 				slog.String("file", path), slog.String("created", stamp))
+		case perr == nil && created.Before(wasTime):
+			// A store made anew is newer than the record; this one is
+			// older: the record is what changed.
+			logger.Warn("the data directory's record of its session store names a time after the store's creation; recorded again",
+				slog.String("file", path), slog.String("created", stamp), slog.String("was_created", was))
 		case !oldest.IsZero() && oldest.Before(created):
 			logger.Warn("the session store's stream was made again over its files (the server could not read its metadata): its events are there, the oldest from "+oldest.UTC().Format(time.RFC3339),
 				slog.String("store", filepath.Join(dataDir, "nats")), slog.String("created", stamp), slog.String("was_created", was))

@@ -102,6 +102,13 @@ func TestStoreRecordedAgainIsNoAlarm(t *testing.T) {
 		t.Fatalf("a store.id that is no time:\n%s", logs)
 	}
 
+	if err := os.WriteFile(filepath.Join(data, storeIDFile), []byte("2099-01-01T00:00:00Z\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if logs := start(kept); strings.Contains(logs, alarm) || !strings.Contains(logs, "names a time after the store's creation") {
+		t.Fatalf("a store.id after the store's creation:\n%s", logs)
+	}
+
 	meta := filepath.Join(data, "nats", "jetstream", "$G", "streams", "BRAIN_EVENTS", "meta.inf")
 	f, err := os.OpenFile(meta, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -111,5 +118,16 @@ func TestStoreRecordedAgainIsNoAlarm(t *testing.T) {
 	_ = f.Close()
 	if logs := start(kept); strings.Contains(logs, alarm) || !strings.Contains(logs, "made again over its files") {
 		t.Fatalf("a stream made again over its files:\n%s", logs)
+	}
+
+	// An unreadable record beside a store made anew is still the alarm.
+	if err := os.RemoveAll(filepath.Join(data, "nats")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, storeIDFile), []byte("garbage!!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if logs := start(nil); !strings.Contains(logs, alarm) {
+		t.Fatalf("nats/ deleted, store.id garbled: no alarm:\n%s", logs)
 	}
 }
