@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 
 	"github.com/goccy/go-yaml"
@@ -102,6 +103,11 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		return nil, err
 	}
 	var c serveConfig
+	if pos := newPositions(path, b); pos.ast != nil && len(pos.ast.Docs) > 0 {
+		if err := pos.checkKinds(pos.ast.Docs[0].Body, reflect.TypeFor[serveConfig](), "$"); err != nil {
+			return nil, err
+		}
+	}
 	if err := yamlcheck.Decode(func() error { return yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c) }); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: the file has no settings: a serve config names at least its grants and tools (docs/serve.md, examples/kernel.yaml)", path)
@@ -177,7 +183,7 @@ func readConfigFile(path string) ([]byte, error) {
 	if e := yamlcheck.Check(b, yamlcheck.Options{}); e != nil {
 		return nil, fmt.Errorf("%s:%v (a serve config needs none)", path, e)
 	}
-	if e := yamlcheck.Values(b); e != nil {
+	if e := yamlcheck.Documents(b); e != nil {
 		return nil, fmt.Errorf("%s:%v", path, e)
 	}
 	return b, nil

@@ -35,13 +35,23 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown key", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    requireApproval: true\n",
 			`brain.yaml:5:5: unknown field "requireApproval"`},
 		{"wrong type", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    requiresApproval: maybe\n",
-			`brain.yaml:5:23: policy[0].requiresApproval: want true or false, not a string`},
+			`brain.yaml:5:23: policy[0].requiresApproval: want true or false, not maybe`},
 		{"text for a number", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  sessions_per_token: lots\n",
-			`brain.yaml:4:23: limits.sessions_per_token: want a whole number, not a string`},
+			`brain.yaml:4:23: limits.sessions_per_token: want a whole number, not lots`},
 		{"a fraction", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  sessions_per_token: 1.5\n",
-			`brain.yaml:4:23: 1.5 is not a whole number, and no setting takes a fraction`},
+			`brain.yaml:4:23: limits.sessions_per_token: want a whole number, not 1.5`},
 		{"a fraction under 1", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  sessions_per_token: 0.5\n",
-			`brain.yaml:4:23: 0.5 is not a whole number`},
+			`brain.yaml:4:23: limits.sessions_per_token: want a whole number, not 0.5`},
+		{"a fraction in exponent form", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  sessions_per_token: 1e-1\n",
+			`limits.sessions_per_token: want a whole number, not 1e-1`},
+		{"a quoted number", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  sessions_per_token: \"1.5\"\n",
+			`limits.sessions_per_token: want a whole number, not "1.5"`},
+		{"a quoted millisecond count", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    callTimeoutMs: \"500\"\n",
+			`brain.yaml:5:20: policy[0].callTimeoutMs: want a whole number, not "500"`},
+		{"text for a bool", "grants: ./grants.yaml\ntools: [fs.read]\napprovals:\n  require_digest: \"yes\"\n",
+			`approvals.require_digest: want true or false, not "yes"`},
+		{"a list for a number", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  frame_burst: [1]\n",
+			`limits.frame_burst: want a whole number, not [1]`},
 		{"a second document", "grants: ./grants.yaml\ntools: [fs.read]\n---\ntools: [js.eval]\n",
 			`brain.yaml:3:1: a second YAML document (after ---)`},
 		{"empty", "# nothing yet\n", `brain.yaml: the file has no settings`},
@@ -74,6 +84,18 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("err = %v\nwant %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfigTakesFractionsWhereWanted: frames_per_second takes a
+// fraction, and a whole number may be written 2.0 or 1e3.
+func TestConfigTakesFractionsWhereWanted(t *testing.T) {
+	c, err := loadServeConfig(writeConfig(t, "limits:\n  frames_per_second: 0.5\n  frame_burst: 2.0\n  sessions_per_token: 1e3\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Limits; l.FramesPerSecond != 0.5 || l.FrameBurst != 2 || l.SessionsPerToken != 1000 {
+		t.Fatalf("limits %+v", l)
 	}
 }
 

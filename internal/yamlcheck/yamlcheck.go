@@ -10,9 +10,6 @@ package yamlcheck
 
 import (
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 
 	"github.com/goccy/go-yaml/lexer"
 	"github.com/goccy/go-yaml/token"
@@ -47,13 +44,10 @@ func Check(data []byte, opts Options) *Error {
 	return nil
 }
 
-// Values returns the first value in data that no brain configuration
-// file takes, though goccy/go-yaml would decode it without a word: a
-// number with a fraction (decoded into an int, 1.5 became 1 and 0.5
-// became 0 — "use the default"), and a second document after "---" (not
-// read at all). No setting of brain's files is a fraction; a text that
-// looks like one is quoted.
-func Values(data []byte) *Error {
+// Documents returns an error at a second document in data (after
+// "---"), which goccy/go-yaml's decoder does not read at all: a file of
+// brain's holds one. A leading "---" is no second document.
+func Documents(data []byte) *Error {
 	content := false
 	for _, tk := range lexer.Tokenize(string(data)) {
 		switch tk.Type {
@@ -64,10 +58,6 @@ func Values(data []byte) *Error {
 				return at(tk, "a second YAML document (after ---): the file holds one, and the decoder reads only the first")
 			}
 			continue
-		case token.FloatType:
-			if f, err := strconv.ParseFloat(strings.ReplaceAll(tk.Value, "_", ""), 64); err == nil && f != math.Trunc(f) {
-				return at(tk, fmt.Sprintf("%s is not a whole number, and no setting takes a fraction (quote it if it is text)", tk.Value))
-			}
 		}
 		content = true
 	}
