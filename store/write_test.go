@@ -53,7 +53,7 @@ func TestWriteFailureIsSaid(t *testing.T) {
 		t.Fatal("49 appends past the file-size limit were stored")
 	}
 	h := st.Health()
-	if h.State != store.HealthWriteFailed || h.Ready || !strings.Contains(h.Message, "cannot write to its disk (") || !strings.Contains(h.Message, "restart brain") {
+	if h.State != store.HealthWriteFailed || h.Ready || !strings.Contains(h.Message, "cannot write to its disk: free space (or fix the disk), then restart brain") || !strings.Contains(h.Message, "file too large") {
 		t.Fatalf("health after the write failed: %+v (the append: %v)", h, err)
 	}
 	j2, err := st.Journal("next") // it reads the session's last event: refused at once too

@@ -529,11 +529,15 @@ func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error
 	stopped := in.dirty || (err != nil && (ctx.Err() != nil || in.vm.Gone() || stoppedCode(err)))
 	if !stopped {
 		p.measure(c.Session, in)
+	} else {
+		// Stopped mid-call: the realm's state is whatever it was then.
+		// Dropped before its slot is given back: a call waiting for the
+		// slot took the realm, given up, in the moment between and failed
+		// "the VM was given up by an earlier call" (a fresh run's flake).
+		p.drop(c.Session, in)
 	}
 	<-in.sem
 	if stopped {
-		// Stopped mid-call: the realm's state is whatever it was then.
-		p.drop(c.Session, in)
 		if ctx.Err() != nil {
 			p.h.log.Warn("tool realm stopped at its call's deadline and dropped", slog.String("tool", p.m.Name), slog.String("call", c.ID))
 			return nil, p.engineError(ctx, &jsvm.Error{Kind: kindOfCtx(ctx)})
