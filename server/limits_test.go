@@ -60,7 +60,14 @@ func (f *fixture) get(method, path, token string) (int, string) {
 // send is get with a request body.
 func (f *fixture) send(method, path, token, body string) (int, string) {
 	f.t.Helper()
+	return f.sendWith(method, path, token, body, nil)
+}
+
+// sendWith is send with more headers.
+func (f *fixture) sendWith(method, path, token, body string, header http.Header) (int, string) {
+	f.t.Helper()
 	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	maps.Copy(req.Header, header)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,20 +14,11 @@ import (
 func TestMCPChecksOrigin(t *testing.T) {
 	k := newTenantKernel(t)
 	post := func(id, origin string) (int, string) {
-		req, _ := http.NewRequest("POST", k.srv.URL+"/v1/sessions/"+id+"/mcp", strings.NewReader(initializeBody))
-		req.Header.Set("Authorization", "Bearer "+tenantAModel)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
 		if origin != "" {
-			req.Header.Set("Origin", origin)
+			h.Set("Origin", origin)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return k.sendWith("POST", "/v1/sessions/"+id+"/mcp", tenantAModel, initializeBody, h)
 	}
 	for _, c := range []struct{ id, origin string }{{"o1", ""}, {"o2", k.srv.URL}, {"o3", strings.ToUpper(k.srv.URL)}} {
 		if status, body := post(c.id, c.origin); status != http.StatusOK {
