@@ -254,6 +254,16 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 	if s.stream, err = s.js.CreateOrUpdateStream(rctx, cfg); err != nil {
 		return nil, fmt.Errorf("store: create stream %s: %w", streamName, err)
 	}
+	if info := s.stream.CachedInfo(); s.ns != nil && !info.State.FirstTime.IsZero() && info.State.FirstTime.Before(info.Created) {
+		// Made again over its own files: the server skipped the stream
+		// for metadata it could not read (a meta.inf whose checksum does
+		// not match), and keeps that file as it is until the stream's
+		// configuration is written again — skipping it, and warning, at
+		// every start (the re-probe). An update writes it.
+		if _, err := s.js.UpdateStream(rctx, cfg); err != nil {
+			s.log.Warn("store: the stream's metadata could not be written again", slog.String(logKeyError, err.Error()))
+		}
+	}
 	// Loads use batched direct gets on the embedded server only: its
 	// version is the one go.mod pins, whose batches' protocol the tests
 	// check (load.go); an external server's may answer a batch otherwise
