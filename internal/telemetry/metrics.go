@@ -123,7 +123,7 @@ func newGauges(o *Options) *gauges {
 		poolInUse:   prometheus.NewDesc("brain_wasm_pool_instances_in_use", "WebAssembly instances of a tool's pool running a call.", []string{"tool"}, nil),
 		poolLimit:   prometheus.NewDesc("brain_wasm_pool_limit", "The most instances a tool's pool may hold.", []string{"tool"}, nil),
 		discards:    prometheus.NewDesc("brain_wasm_pool_discards_total", "WebAssembly instances closed and never reused (trapped, out of memory, stopped at a deadline).", []string{"tool"}, nil),
-		storeReady:  prometheus.NewDesc("brain_store_ready", "1 while the session store can serve, 0 while not; state says what it knows: ok, stalled (no answer, a quorum of servers reachable: an election), no_quorum, unreachable, closed.", []string{"state"}, nil),
+		storeReady:  prometheus.NewDesc("brain_store_ready", "1 while the session store can serve, 0 while not; state says what it knows: ok, stalled (no answer, a quorum of servers reachable: an election), no_quorum, unreachable, write_failed (the embedded server cannot write to its disk: restart once it can), closed.", []string{"state"}, nil),
 		storeServer: prometheus.NewDesc("brain_store_servers", "The NATS servers the session store knows of, by whether they answered its last probe (an external server only).", []string{"reachable"}, nil),
 	}
 }
