@@ -28,30 +28,60 @@ func checkStoreFiles(dataDir string) error {
 		return storeFilesError(err)
 	}
 	root := filepath.Join(dataDir, "jetstream")
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil // a new store
+	}
+	if err := checkTree(root, map[string]bool{}); err != nil {
+		return storeFilesError(err)
+	}
+	return nil
+}
+
+// checkTree checks the files and directories under dir, following
+// symbolic links (a store's directory may be a link to another volume);
+// seen holds the directories checked, so that a link to one of them is
+// not walked again.
+func checkTree(dir string, seen map[string]bool) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
+	if seen[real] {
+		return nil
+	}
+	seen[real] = true
+	if err := accessible(dir); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		fi, err := os.Stat(path) // follows a link
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path == root {
-				return filepath.SkipDir // a new store
-			}
 			return err
 		}
-		if d.IsDir() {
-			return accessible(path)
+		if fi.IsDir() {
+			if err := checkTree(path, seen); err != nil {
+				return err
+			}
+			continue
 		}
-		if name := d.Name(); (name == "msgs" || name == "obs") && filepath.Base(filepath.Dir(filepath.Dir(path))) == "streams" {
+		if name := e.Name(); (name == "msgs" || name == "obs") && filepath.Base(filepath.Dir(dir)) == "streams" {
 			return &fs.PathError{Op: "open", Path: path, Err: errors.New("not a directory, where the stream keeps one")}
 		}
-		if d.Type()&fs.ModeSymlink == 0 && !d.Type().IsRegular() {
-			return nil
+		if !fi.Mode().IsRegular() {
+			continue
 		}
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			return err
 		}
-		return f.Close()
-	})
-	if err != nil {
-		return storeFilesError(err)
+		if err := f.Close(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

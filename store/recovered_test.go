@@ -92,3 +92,33 @@ func TestUnrecoveredStreamIsNotReplaced(t *testing.T) {
 		t.Fatalf("after the fix: %d events, want 2", len(got))
 	}
 }
+
+// TestStoreThroughASymlink: a store whose jetstream directory, or a
+// stream's msgs, is a link to another volume opens with its sessions;
+// the files check refused it ("is a directory": the re-probe).
+func TestStoreThroughASymlink(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	st := open(t, dir, nil)
+	appendAll(t, journal(t, st, "kept"), benchEvent(1), benchEvent(2))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(dir, "jetstream")
+	if err := os.Rename(js, filepath.Join(elsewhere, "js")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(elsewhere, "js"), js); err != nil {
+		t.Fatal(err)
+	}
+	msgs := filepath.Join(elsewhere, "js", "$G", "streams", "BRAIN_EVENTS", "msgs")
+	if err := os.Rename(msgs, filepath.Join(elsewhere, "msgs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(elsewhere, "msgs"), msgs); err != nil {
+		t.Fatal(err)
+	}
+	st2 := open(t, dir, nil)
+	if got := load(t, st2, "kept"); len(got) != 2 {
+		t.Fatalf("through links: %d events, want 2", len(got))
+	}
+}
