@@ -23,23 +23,33 @@ func bearerToken(r *http.Request) string {
 		return ""
 	}
 	header, _ := headerToken(r)
-	if wsRoutes[r.Pattern] && r.Method == http.MethodGet && isWebSocketHandshake(r) && r.URL.Query().Has("token") {
-		return r.URL.Query().Get("token")
+	if wsRoutes[r.Pattern] && r.Method == http.MethodGet && isWebSocketHandshake(r) {
+		for _, q := range r.URL.Query()["token"] {
+			if q != "" {
+				return q
+			}
+		}
 	}
 	return header
 }
 
 // headerToken returns the token of a request's Authorization header, and
-// whether it has one at all (a header that holds no Bearer token has
-// none: "", true; a bare "Bearer" is no header).
+// whether it presents one at all: "Bearer" with a token does; an empty
+// header or a bare "Bearer" does not, nor does another scheme (Basic,
+// which a proxy in front of a browser may add: its WebSocket's ?token=
+// is then the token); a header that is no scheme and token ("Bearer"
+// glued to the token, a token alone) presents an empty one ("", true).
 func headerToken(r *http.Request) (string, bool) {
 	h := strings.TrimSpace(r.Header.Get("Authorization"))
 	if h == "" || strings.EqualFold(h, "Bearer") { // an empty one presents nothing
 		return "", false
 	}
 	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	switch {
+	case !ok:
 		return "", true
+	case !strings.EqualFold(scheme, "Bearer"):
+		return "", false
 	}
 	return strings.TrimSpace(token), true
 }
@@ -49,20 +59,24 @@ func headerToken(r *http.Request) (string, bool) {
 // ?token= values or a header and a ?token= that differ (bearerToken
 // presents none of them).
 func twoTokens(r *http.Request) bool {
-	if len(r.Header.Values("Authorization")) > 1 {
-		return true
+	hs := r.Header.Values("Authorization")
+	for _, h := range hs {
+		if h != hs[0] { // the same one twice is one
+			return true
+		}
 	}
 	if !wsRoutes[r.Pattern] || !isWebSocketHandshake(r) {
 		return false
 	}
-	qs := r.URL.Query()["token"]
-	if len(qs) == 0 {
-		return false
-	}
 	header, hasHeader := headerToken(r)
-	for _, q := range qs {
-		if q != qs[0] || (hasHeader && q != header) {
+	first := ""
+	for _, q := range r.URL.Query()["token"] {
+		switch {
+		case q == "": // an empty ?token= presents nothing
+		case first != "" && q != first, hasHeader && q != header:
 			return true
+		default:
+			first = q
 		}
 	}
 	return false

@@ -503,6 +503,27 @@ func TestTokenInURL(t *testing.T) {
 	if status := do("GET", "/v1/sessions/u1", http.Header{"Authorization": {"Bearer " + clientToken, "Bearer " + opsToken}}); status != http.StatusUnauthorized {
 		t.Errorf("two Authorization headers: status %d, want 401", status)
 	}
+	// One token given twice is one; a proxy's Basic header beside a
+	// browser's ?token= presents no other token (the re-probe: 401).
+	if status := do("GET", "/v1/sessions/u1", http.Header{"Authorization": {"Bearer " + clientToken, "Bearer " + clientToken}}); status != http.StatusOK {
+		t.Errorf("one Authorization header twice: status %d, want 200", status)
+	}
+	for _, c := range []struct{ query, header string }{
+		{"?token=" + clientToken + "&token=" + clientToken, ""},
+		{"?token=" + clientToken, "Basic dXNlcjpwYXNz"},
+		{"?token=&token=" + clientToken, ""},
+	} {
+		h := http.Header{}
+		if c.header != "" {
+			h.Set("Authorization", c.header)
+		}
+		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/v1/sessions/u1/ws"+c.query, &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			t.Errorf("a handshake with %s and %q: %v, want it open", c.query, c.header, err)
+			continue
+		}
+		conn.CloseNow()
+	}
 }
 
 // TestMetricsEndpoint: /metrics answers operator tokens only.
