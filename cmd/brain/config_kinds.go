@@ -17,7 +17,8 @@ import (
 // 0, which means "the default"), text ("1.5", 1e-1 — goccy reads a quoted
 // number into an int too) and anything but true or false for a bool (a
 // lifecycle probe and its re-probe). Fractions stay for the settings that
-// take them (frames_per_second). The error names the place and the key.
+// take them (frames_per_second), which refuse text and infinities alike.
+// The error names the place and the key.
 func (ps positions) checkKinds(n ast.Node, t reflect.Type, path string) error {
 	if n == nil {
 		return nil
@@ -71,11 +72,25 @@ func (ps positions) checkKinds(n ast.Node, t reflect.Type, path string) error {
 			if tk.Type == token.DoubleQuoteType || tk.Type == token.SingleQuoteType {
 				break
 			}
-			if f, err := strconv.ParseFloat(strings.ReplaceAll(tk.Value, "_", ""), 64); err == nil && f == math.Trunc(f) {
-				return nil
+			if f, err := strconv.ParseFloat(strings.ReplaceAll(tk.Value, "_", ""), 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+				return nil // whole, and of a size an int holds (1e30 is not)
 			}
 		}
 		return ps.kindError(n, path, "a whole number")
+	case reflect.Float32, reflect.Float64:
+		switch v := n.(type) {
+		case *ast.IntegerNode:
+			return nil
+		case *ast.FloatNode, *ast.StringNode:
+			tk := v.GetToken()
+			if tk.Type == token.DoubleQuoteType || tk.Type == token.SingleQuoteType {
+				break
+			}
+			if f, err := strconv.ParseFloat(strings.ReplaceAll(tk.Value, "_", ""), 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+				return nil
+			}
+		}
+		return ps.kindError(n, path, "a number")
 	case reflect.Bool:
 		if _, ok := n.(*ast.BoolNode); !ok {
 			return ps.kindError(n, path, "true or false")
