@@ -80,7 +80,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func run(ctx context.Context, endpoint, tok, name string, args map[string]any) (isError bool, err error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "mcpcall", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint,
-		HTTPClient: &http.Client{Transport: bearer(tok)}, MaxRetries: -1}, nil)
+		HTTPClient: &http.Client{Transport: bearer(tok)}}, nil) // the SDK's retries: a stop closes the event stream as the last result goes out
 	if err != nil {
 		return false, fmt.Errorf("connect to %s: %w", endpoint, err)
 	}
