@@ -300,8 +300,10 @@ func (s *Store) setHealth(h Health, cause error) {
 		return
 	}
 	attrs := []any{slog.String("state", string(h.State)), slog.String("was", string(old.State)),
-		slog.Duration("after", time.Since(old.Since).Round(time.Millisecond)),
-		slog.Int("reachable", h.Reachable), slog.Int("servers", h.Servers)}
+		slog.Duration("after", time.Since(old.Since).Round(time.Millisecond))}
+	if h.Servers > 0 { // the embedded server is no count of servers
+		attrs = append(attrs, slog.Int("reachable", h.Reachable), slog.Int("servers", h.Servers))
+	}
 	if cause != nil {
 		attrs = append(attrs, slog.String(logKeyError, cause.Error()))
 	}
