@@ -188,17 +188,17 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 		case *protocol.CapabilityRegister:
 			for _, c := range m.Capabilities {
 				revs[c.Name], _ = revisionOf(&c)
-				delete(s.caps, c.Name) // a registration of another origin ends the old one
+				s.dropCapLocked(c.Name) // a registration of another origin ends the old one
 				if p, ok := restoredOwner(c.Origin); ok {
 					if r, err := s.prepare(p, c, nil); err == nil {
-						s.caps[c.Name] = r
+						s.putCapLocked(c.Name, r)
 					}
 				}
 			}
 		case *protocol.CapabilityDeregister:
 			for _, n := range m.Names {
 				if r, ok := s.caps[n]; !ok || r.def[0].Origin.Kind != protocol.OriginFramework {
-					delete(s.caps, n)
+					s.dropCapLocked(n)
 					delete(revs, n)
 				}
 			}

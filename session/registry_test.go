@@ -855,4 +855,15 @@ func TestRegisterRefusesCaseTwins(t *testing.T) {
 	if err := s.Register(session.Client, clientCap("FS.READ")); err != nil {
 		t.Fatalf("after the deregistration: %v", err)
 	}
+	// Restored from its events, the session knows its names' look-alikes.
+	r, err := session.Restore("test", allEvents(t, s), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(session.Client, clientCap("ui.\u0440\u043e\u0440")); err == nil || !strings.Contains(err.Error(), `looks like "ui.pop"`) {
+		t.Fatalf("a look-alike after a restore: %v", err)
+	}
+	if err := r.Register(session.Client, clientCap("fs.read")); err == nil || !strings.Contains(err.Error(), `differs only in case from "FS.READ"`) {
+		t.Fatalf("fs.read beside a restored FS.READ: %v", err)
+	}
 }

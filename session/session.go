@@ -177,7 +177,8 @@ type Session struct {
 
 	mu       sync.Mutex
 	caps     map[string]*registration
-	capsRev  atomic.Uint64 // the registry's revision (registry.go): set under mu, read without
+	looks    map[string]string // lookAlikeKey of each name in caps → that name (registry.go: putCapLocked)
+	capsRev  atomic.Uint64     // the registry's revision (registry.go): set under mu, read without
 	calls    map[string]*call
 	finished finishedRing
 	events   eventLog
@@ -211,6 +212,7 @@ func New(id string, opts *Options) *Session {
 		log:      o.Logger.With(slog.String(keySession, id)),
 		idPrefix: "c" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])) + "-",
 		caps:     map[string]*registration{},
+		looks:    map[string]string{},
 		calls:    map[string]*call{},
 		finished: finishedRing{size: o.FinishedMemory},
 		events:   newEventLog(o.LogSize, o.LogMemory, o.LogMemoryBytes),
