@@ -27,8 +27,12 @@ type natsLogger struct {
 }
 
 func (n natsLogger) log(level slog.Level, format string, v []any) {
-	if level >= slog.LevelWarn && n.writeFailed != nil {
-		msg := fmt.Sprintf(format, v...)
+	watch := level >= slog.LevelWarn && n.writeFailed != nil
+	if !watch && !n.l.Enabled(context.Background(), level) {
+		return
+	}
+	msg := fmt.Sprintf(format, v...)
+	if watch {
 		for _, m := range stoppedWriting {
 			if i := strings.Index(msg, m); i >= 0 {
 				n.writeFailed(strings.TrimPrefix(msg[i:], criticalWrite))
@@ -36,9 +40,7 @@ func (n natsLogger) log(level slog.Level, format string, v []any) {
 			}
 		}
 	}
-	if n.l.Enabled(context.Background(), level) {
-		n.l.Log(context.Background(), level, fmt.Sprintf(format, v...))
-	}
+	n.l.Log(context.Background(), level, msg)
 }
 
 // stoppedWriting are the beginnings of nats-server's (v2.15.2) lines that

@@ -102,9 +102,9 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c serveConfig
-	if pos := newPositions(path, b); pos.ast != nil && len(pos.ast.Docs) > 0 {
-		if err := pos.checkKinds(pos.ast.Docs[0].Body, reflect.TypeFor[serveConfig](), "$"); err != nil {
+	c := serveConfig{dir: filepath.Dir(path), pos: newPositions(path, b)} // parsed once: the kinds' walk, the errors' places
+	if ast := c.pos.ast; ast != nil && len(ast.Docs) > 0 {
+		if err := c.pos.checkKinds(ast.Docs[0].Body, reflect.TypeFor[serveConfig](), "$"); err != nil {
 			return nil, err
 		}
 	}
@@ -112,10 +112,8 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: the file has no settings: a serve config names at least its grants and tools (docs/serve.md, examples/kernel.yaml)", path)
 		}
-		return nil, newPositions(path, b).decodeError(err)
+		return nil, c.pos.decodeError(err)
 	}
-	c.dir = filepath.Dir(path)
-	c.pos = newPositions(path, b)
 	if c.Grants == "" && (len(c.Tools) > 0 || c.Artifacts != "") {
 		return nil, c.pos.errorf("$.grants", "a grants file is required for tools and artifacts (docs/grants.md)")
 	}

@@ -64,31 +64,13 @@ func (ps positions) checkKinds(n ast.Node, t reflect.Type, path string) error {
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		switch v := n.(type) {
-		case *ast.IntegerNode:
-			return nil
-		case *ast.FloatNode, *ast.StringNode: // 2.0; 1e3, which goccy lexes as text unless quoted
-			tk := v.GetToken()
-			if tk.Type == token.DoubleQuoteType || tk.Type == token.SingleQuoteType {
-				break
-			}
-			if f, err := strconv.ParseFloat(strings.ReplaceAll(tk.Value, "_", ""), 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<62 {
-				return nil // whole, and of a size an int holds (1e30 is not)
-			}
+		if f, ok := plainNumber(n); ok && f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+			return nil // whole, and of a size an int holds (1e30 is not)
 		}
 		return ps.kindError(n, path, "a whole number")
 	case reflect.Float32, reflect.Float64:
-		switch v := n.(type) {
-		case *ast.IntegerNode:
+		if f, ok := plainNumber(n); ok && !math.IsInf(f, 0) && !math.IsNaN(f) {
 			return nil
-		case *ast.FloatNode, *ast.StringNode:
-			tk := v.GetToken()
-			if tk.Type == token.DoubleQuoteType || tk.Type == token.SingleQuoteType {
-				break
-			}
-			if f, err := strconv.ParseFloat(strings.ReplaceAll(tk.Value, "_", ""), 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-				return nil
-			}
 		}
 		return ps.kindError(n, path, "a number")
 	case reflect.Bool:
@@ -97,6 +79,26 @@ func (ps positions) checkKinds(n ast.Node, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// plainNumber is the number an unquoted scalar writes: an integer, a
+// float (2.0), or text that reads as one (1e3, which goccy lexes as
+// text). A quoted one is text.
+func plainNumber(n ast.Node) (float64, bool) {
+	switch n.(type) {
+	case *ast.IntegerNode, *ast.FloatNode, *ast.StringNode:
+	default:
+		return 0, false
+	}
+	tk := n.GetToken()
+	if tk == nil || tk.Type == token.DoubleQuoteType || tk.Type == token.SingleQuoteType {
+		return 0, false
+	}
+	if i, err := strconv.ParseInt(tk.Value, 0, 64); err == nil { // 0x10, 0o17, 1_000
+		return float64(i), true
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(tk.Value, "_", ""), 64)
+	return f, err == nil
 }
 
 // fieldByTag is t's field whose yaml tag names key.

@@ -92,13 +92,13 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestConfigTakesFractionsWhereWanted: frames_per_second takes a
-// fraction, and a whole number may be written 2.0 or 1e3.
+// fraction, and a whole number may be written 2.0, 1e3 or 0x10.
 func TestConfigTakesFractionsWhereWanted(t *testing.T) {
-	c, err := loadServeConfig(writeConfig(t, "limits:\n  frames_per_second: 0.5\n  frame_burst: 2.0\n  sessions_per_token: 1e3\n"), t.TempDir())
+	c, err := loadServeConfig(writeConfig(t, "limits:\n  frames_per_second: 0.5\n  frame_burst: 2.0\n  sessions_per_token: 1e3\n  capabilities_per_session: 0x10\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Limits; l.FramesPerSecond != 0.5 || l.FrameBurst != 2 || l.SessionsPerToken != 1000 {
+	if l := c.Limits; l.FramesPerSecond != 0.5 || l.FrameBurst != 2 || l.SessionsPerToken != 1000 || l.CapabilitiesPerSession != 16 {
 		t.Fatalf("limits %+v", l)
 	}
 }

@@ -42,7 +42,7 @@ type positions struct {
 }
 
 func newPositions(file string, b []byte) positions {
-	f, _ := parser.ParseBytes(b, 0) // the strict decode already reported syntax errors
+	f, _ := parser.ParseBytes(b, 0) // a syntax error is the strict decoder's to report
 	return positions{file: file, ast: f}
 }
 
