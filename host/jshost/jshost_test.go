@@ -192,6 +192,10 @@ register({ name: "t.throw", requires: [], async run(ctx, input) {
   if (input.kind === "null") throw null;
   if (input.kind === "undeclared") return ctx.handles.exec.run({ program: "true" });
   if (input.kind === "keys") return { keys: Object.keys(ctx.handles), json: JSON.stringify(ctx.handles), has: "exec" in ctx.handles, frozen: Object.isFrozen(ctx.handles) };
+  if (input.kind === "protohas") { // a trap the payload adds to Object.prototype is not the handles' own
+    Object.defineProperty(Object.prototype, "has", { value: () => true, configurable: true });
+    try { return { has: "exec" in ctx.handles }; } finally { delete Object.prototype.has; }
+  }
   throw new Error("boom");
 } });`}.write(t, dir), nil)
 	attach(t, env, h, payload{name: "t.limits", src: register + `
@@ -245,6 +249,7 @@ register({ name: "t.exec", requires: ["exec"], async run({ handles }, input) {
 		{name: "thrown null", tool: "t.throw", input: `{"kind":"null"}`, code: protocol.CodeToolError, msg: "threw null"},
 		{name: "an undeclared handle", tool: "t.throw", input: `{"kind":"undeclared"}`, code: protocol.CodeToolError, msg: `TypeError: ctx.handles.exec: the handle "exec" is not in this tool's requires ([]): add "exec" to requires in tool()`},
 		{name: "undeclared handles are not listed", tool: "t.throw", input: `{"kind":"keys"}`, want: `{"keys":[],"json":"{}","has":false,"frozen":true}`},
+		{name: "the handles' proxy keeps its own traps", tool: "t.throw", input: `{"kind":"protohas"}`, want: `{"has":false}`},
 		{name: "infinite loop", tool: "t.limits", input: `{"kind":"loop"}`, timeout: 200 * time.Millisecond, code: protocol.CodeTimeout, msg: "deadline"},
 		{name: "serves after a timeout", tool: "t.limits", input: `{"kind":"ok"}`, want: `"fine"`},
 		{name: "catastrophic regexp", tool: "t.limits", input: `{"kind":"regexp"}`, timeout: 200 * time.Millisecond, code: protocol.CodeTimeout},

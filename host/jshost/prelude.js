@@ -414,9 +414,7 @@
     }),
   };
 
-  const KINDS = Object.keys(makers); // read before any payload code runs
-  const defineProperty = Object.defineProperty;
-  const ProxyOf = Proxy, hasOwn = Object.hasOwn, reflectGet = Reflect.get;
+  const ProxyOf = Proxy, hasOwn = Object.hasOwn, reflectGet = Reflect.get; // read before any payload code runs
   let tool = null;
   globalThis[REGISTER] = (t, sdk) => {
     if (tool !== null) throw new Error("the payload defines more than one tool");
@@ -596,9 +594,11 @@
         // so, where it would read undefined and fail later with "cannot
         // read property 'run' of undefined". The object has only the
         // declared handles ("fs" in handles is false for another, as its
-        // keys leave it out); a proxy answers the read of another.
+        // keys leave it out); a proxy answers the read of another. Its
+        // handler has no prototype: a trap the payload adds to
+        // Object.prototype is not one of ours.
         const declared = stringify(a.requires);
-        handles = new ProxyOf(freeze(hs), { get(target, k, receiver) {
+        handles = new ProxyOf(freeze(hs), { __proto__: null, get(target, k, receiver) {
           if (typeof k === "string" && !hasOwn(target, k) && hasOwn(makers, k)) {
             throw new TypeError("ctx.handles." + k + ': the handle "' + k + '" is not in this tool\'s requires (' + declared + '): add "' + k + '" to requires in tool() to be given it');
           }
