@@ -8,15 +8,13 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/token"
 )
 
 // checkKinds walks a config's YAML beside the Go type it decodes into and
 // refuses a value the decoder would take for a whole number or a yes/no
-// without a word: a number with a fraction (1.5 became 1, and 0.5 became
-// 0, which means "the default"), text ("1.5", 1e-1 — goccy reads a quoted
-// number into an int too) and anything but true or false for a bool (a
-// lifecycle probe and its re-probe). Fractions stay for the settings that
+// without a word: a number with a fraction (1.5, "1.5" and 1e-1 became 1
+// or 0, and 0 means "the default"), text, and anything but true or false
+// for a bool (a lifecycle probe and its re-probe). Fractions stay for the settings that
 // take them (frames_per_second), which refuse text and infinities alike.
 // The error names the place and the key.
 func (ps positions) checkKinds(n ast.Node, t reflect.Type, path string) error {
@@ -81,9 +79,10 @@ func (ps positions) checkKinds(n ast.Node, t reflect.Type, path string) error {
 	return nil
 }
 
-// plainNumber is the number an unquoted scalar writes: an integer, a
-// float (2.0), or text that reads as one (1e3, which goccy lexes as
-// text). A quoted one is text.
+// plainNumber is the number a scalar writes: an integer, a float (2.0),
+// or text that reads as one (1e3, which goccy lexes as text; "500",
+// quoted, which goccy decodes into an int too, and configs written so
+// keep working).
 func plainNumber(n ast.Node) (float64, bool) {
 	switch n.(type) {
 	case *ast.IntegerNode, *ast.FloatNode, *ast.StringNode:
@@ -91,7 +90,7 @@ func plainNumber(n ast.Node) (float64, bool) {
 		return 0, false
 	}
 	tk := n.GetToken()
-	if tk == nil || tk.Type == token.DoubleQuoteType || tk.Type == token.SingleQuoteType {
+	if tk == nil {
 		return 0, false
 	}
 	if i, err := strconv.ParseInt(tk.Value, 0, 64); err == nil { // 0x10, 0o17, 1_000

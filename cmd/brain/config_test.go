@@ -46,12 +46,12 @@ func TestConfigErrors(t *testing.T) {
 			`limits.sessions_per_token: want a whole number, not 1e-1`},
 		{"a quoted number", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  sessions_per_token: \"1.5\"\n",
 			`limits.sessions_per_token: want a whole number, not "1.5"`},
-		{"a quoted millisecond count", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    callTimeoutMs: \"500\"\n",
-			`brain.yaml:5:20: policy[0].callTimeoutMs: want a whole number, not "500"`},
+		{"text for a millisecond count", "grants: ./grants.yaml\ntools: [fs.read]\npolicy:\n  - match: fs.read\n    callTimeoutMs: \"soon\"\n",
+			`brain.yaml:5:20: policy[0].callTimeoutMs: want a whole number, not "soon"`},
 		{"text for a bool", "grants: ./grants.yaml\ntools: [fs.read]\napprovals:\n  require_digest: \"yes\"\n",
 			`approvals.require_digest: want true or false, not "yes"`},
-		{"text for a fraction", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  frames_per_second: \"0.5\"\n",
-			`limits.frames_per_second: want a number, not "0.5"`},
+		{"text for a fraction", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  frames_per_second: \"fast\"\n",
+			`limits.frames_per_second: want a number, not "fast"`},
 		{"infinity for a fraction", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  frames_per_second: .inf\n",
 			`limits.frames_per_second: want a number, not .inf`},
 		{"a list for a number", "grants: ./grants.yaml\ntools: [fs.read]\nlimits:\n  frame_burst: [1]\n",
@@ -92,13 +92,14 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestConfigTakesFractionsWhereWanted: frames_per_second takes a
-// fraction, and a whole number may be written 2.0, 1e3 or 0x10.
+// fraction, and a whole number may be written 2.0, 1e3, 0x10 or, quoted,
+// "500" (as goccy always took it: configs written so keep working).
 func TestConfigTakesFractionsWhereWanted(t *testing.T) {
-	c, err := loadServeConfig(writeConfig(t, "limits:\n  frames_per_second: 0.5\n  frame_burst: 2.0\n  sessions_per_token: 1e3\n  capabilities_per_session: 0x10\n"), t.TempDir())
+	c, err := loadServeConfig(writeConfig(t, "limits:\n  frames_per_second: 0.5\n  frame_burst: 2.0\n  sessions_per_token: 1e3\n  capabilities_per_session: 0x10\n  pending_calls_per_session: \"500\"\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Limits; l.FramesPerSecond != 0.5 || l.FrameBurst != 2 || l.SessionsPerToken != 1000 || l.CapabilitiesPerSession != 16 {
+	if l := c.Limits; l.FramesPerSecond != 0.5 || l.FrameBurst != 2 || l.SessionsPerToken != 1000 || l.CapabilitiesPerSession != 16 || l.PendingCallsPerSession != 500 {
 		t.Fatalf("limits %+v", l)
 	}
 }
