@@ -86,6 +86,12 @@ func (b *buffer) write(w io.Writer) {
 func summarize(r io.Reader, w io.Writer) ([]string, error) {
 	bufs := map[string]*buffer{} // pkg + "\x00" + test ("" for the package)
 	running := map[string][]string{}
+	alarm := map[string]*buffer{} // per package: from its first panic or race report on
+	type lateAlarm struct {
+		pkg string
+		out *buffer
+	}
+	var late []lateAlarm            // shown again at the very end: a log's tail is what gets read
 	failedTests := map[string]int{} // per package
 	var failed []string
 	passed, pkgs := 0, 0
@@ -117,7 +123,19 @@ func summarize(r io.Reader, w io.Writer) ([]string, error) {
 		case "run":
 			running[e.Package] = append(running[e.Package], e.Test)
 		case "output":
+			if e.Test != "" && !slices.Contains(running[e.Package], e.Test) {
+				// Output of a test already ended (a goroutine it left
+				// behind, a race or panic the runtime printed after it)
+				// is the package's: kept, it is shown if the package fails.
+				key = e.Package + "\x00"
+			}
 			buf(key).add(e.Output)
+			if alarm[e.Package] == nil && startsAlarm(e.Output) {
+				alarm[e.Package] = &buffer{}
+			}
+			if a := alarm[e.Package]; a != nil && len(a.lines) < alarmLines {
+				a.lines = append(a.lines, e.Output)
+			}
 		case "pass", "skip":
 			if e.Test == "" {
 				pkgs++
@@ -145,6 +163,12 @@ func summarize(r io.Reader, w io.Writer) ([]string, error) {
 			}
 			pkgs++
 			fmt.Fprintf(w, "FAIL\t%s\t%.1fs\n", e.Package, e.Elapsed)
+			for _, n := range running[e.Package] { // what the running tests printed
+				if b := bufs[e.Package+"\x00"+n]; b != nil {
+					fmt.Fprintf(w, "  output of %s, which did not finish:\n", n)
+					b.write(w)
+				}
+			}
 			buf(key).write(w)
 			delete(bufs, key)
 			for _, n := range running[e.Package] { // a timeout or a panic
@@ -156,6 +180,9 @@ func summarize(r io.Reader, w io.Writer) ([]string, error) {
 				failed = append(failed, e.Package+" (build failed)")
 			case failedTests[e.Package] == 0:
 				failed = append(failed, e.Package+" (package failed outside any test: see its output above)")
+				if a := alarm[e.Package]; a != nil {
+					late = append(late, lateAlarm{e.Package, a})
+				}
 			}
 		}
 	}
@@ -178,6 +205,10 @@ func summarize(r io.Reader, w io.Writer) ([]string, error) {
 		times[n]++
 	}
 	fmt.Fprintf(w, ", %d failed:\n", len(failed))
+	for _, l := range late {
+		fmt.Fprintf(w, "%s failed outside any test; its first panic or race report:\n", l.pkg)
+		l.out.write(w)
+	}
 	for _, n := range names {
 		if times[n] > 1 {
 			fmt.Fprintf(w, "FAILED %s (%d times)\n", n, times[n])
@@ -186,6 +217,21 @@ func summarize(r io.Reader, w io.Writer) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// alarmLines bounds the excerpt of a package's first panic or race
+// report repeated at the end of the summary.
+const alarmLines = 60
+
+// startsAlarm reports whether a line of output begins a panic, a fatal
+// runtime error or a race report.
+func startsAlarm(line string) bool {
+	for _, p := range []string{"panic: ", "fatal error: ", "WARNING: DATA RACE", "testing: race detected"} {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // isParentOf reports whether test b ("pkg Test/sub") is a subtest of a.

@@ -52,6 +52,21 @@ func TestSummarize(t *testing.T) {
 		{"package fails outside tests", `{"Action":"output","Package":"p","Output":"TestMain: no database\n"}
 {"Action":"fail","Package":"p","Elapsed":0}
 `, []string{"p (package failed outside any test: see its output above)"}, "FAILED p (package failed", []string{"no database"}, nil},
+		// A goroutine a passed test left behind panics; test2json gives its
+		// output to that test. It must be shown, and repeated at the end.
+		{"panic after its test ended", `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"noise of A\n"}
+{"Action":"pass","Package":"p","Test":"TestA","Elapsed":0}
+{"Action":"output","Package":"p","Test":"TestA","Output":"panic: late boom\n"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"goroutine 7 [running]:\n"}
+{"Action":"output","Package":"p","Output":"FAIL\tp\t1.0s\n"}
+{"Action":"fail","Package":"p","Elapsed":1}
+`, []string{"p (package failed outside any test: see its output above)"}, "FAILED p (package failed",
+			[]string{"p failed outside any test; its first panic or race report:\npanic: late boom\ngoroutine 7 [running]:\nFAIL\tp\t1.0s\nFAILED"}, []string{"noise of A"}},
+		{"a running test's output when the binary dies", `{"Action":"run","Package":"p","Test":"TestB"}
+{"Action":"output","Package":"p","Test":"TestB","Output":"fatal error: concurrent map writes\n"}
+{"Action":"fail","Package":"p","Elapsed":1}
+`, []string{"p TestB (did not finish)"}, "FAILED p TestB (did not finish)", []string{"output of TestB, which did not finish:\nfatal error: concurrent map writes"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
