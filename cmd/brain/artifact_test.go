@@ -152,7 +152,10 @@ func TestArtifactStatePerSession(t *testing.T) {
 	if err := os.WriteFile("brain.yaml", []byte("grants: grants.yaml\nartifacts: artifacts\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, _, _ := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour})
+	addr, _, done := serveInProcess(t, ctx, serveArgs{addr: "127.0.0.1:0", data: "data", config: "brain.yaml", idle: time.Hour})
+	// serve ends before the test does: t.Chdir's cleanup moves the whole
+	// process back and the TempDir goes, under a serve still stopping.
+	defer func() { cancel(); <-done }()
 	model := tokenOf(t, "data", "model")
 	call := func(sessionID, note string) string {
 		t.Helper()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"os/signal"
 	"syscall"
 	"testing"
 	"time"
@@ -15,11 +17,23 @@ import (
 // probe) — unless it comes within the grace of the first, as timeout(1)'s
 // signal to the process and then its group do (the re-probe).
 func TestSecondSignalStopsAtOnce(t *testing.T) {
+	// The test's own watch on SIGINT, kept from before the first signal
+	// to after the last has arrived: a signal the runtime takes while
+	// nothing watches SIGINT ends the whole test binary (Go's default).
+	// The kernel may hand a signal to another thread, which takes it
+	// later, so a stop() right after kill could leave the last one
+	// unwatched — it did once in CI, ending the package outside any test.
+	// Every watcher gets a signal in the same step, so once seen has it,
+	// signalContextExit's channel has it too.
+	seen := make(chan os.Signal, 4)
+	signal.Notify(seen, os.Interrupt)
+	defer signal.Stop(seen)
 	interrupt := func() {
 		t.Helper()
 		if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
+		testutil.Recv(t, seen, "the SIGINT sent")
 	}
 	cancelled := func(ctx context.Context) {
 		t.Helper()
