@@ -17,6 +17,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/rs/cors v1.11.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/segmentio/encoding v0.5.4
 	github.com/tetratelabs/wazero v1.12.0

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/cors"
+
 	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/internal/workers"
 	"github.com/brainrt/brain/session"
@@ -27,10 +29,11 @@ type Options struct {
 	Manager *Manager
 	// MCP, if set, serves a session's MCP endpoint (package mcpbridge).
 	MCP func(s *session.Session) http.Handler
-	// OriginPatterns lists the browser origins allowed to open WebSockets
-	// and use the MCP endpoint (coder/websocket's
-	// AcceptOptions.OriginPatterns); empty allows only same-origin browsers
-	// and any non-browser client.
+	// OriginPatterns lists the browser origins of other sites allowed to
+	// open WebSockets and use the API and the MCP endpoint, CORS included
+	// (coder/websocket's AcceptOptions.OriginPatterns: a host, or
+	// scheme://host with "://", path.Match wildcards); empty allows only
+	// same-origin browsers and any non-browser client.
 	OriginPatterns []string
 	// WriteTimeout bounds one frame write to a peer; a peer that does not
 	// read for that long is disconnected. Default 10 s.
@@ -69,6 +72,9 @@ type Server struct {
 	// forwardWarned is when each owner's unreachability was last logged
 	// at warn (cluster.go, forwardWarn).
 	forwardWarned sync.Map // node id → time.Time
+	// cors answers the CORS requests of the pages OriginPatterns lets in
+	// (origin.go); nil without patterns.
+	cors *cors.Cors
 }
 
 // New returns a server.
@@ -79,10 +85,10 @@ func New(opts Options) *Server {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
-	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), frames: workers.New(readHandedFrame, runnerIdle)}
+	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), frames: workers.New(readHandedFrame, runnerIdle), cors: newCORS(opts.OriginPatterns)}
 	srv.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv.mux.HandleFunc("GET /readyz", srv.handleReady) // storefault.go
-	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(joinWS, srv.handleWS))
+	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(srv.joinWS, srv.handleWS))
 	srv.routeSessionsAPI() // GET /v1/sessions[/{id}], DELETE, frames, approvals (api_sessions.go)
 	srv.mux.HandleFunc(mcpPattern, srv.withSession(srv.joinMCP, srv.handleMCP))
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/conversation", srv.authenticated(clients, srv.handleConversation))
@@ -115,8 +121,20 @@ func (srv *Server) handleConversation(w http.ResponseWriter, r *http.Request, pr
 	writeJSON(w, http.StatusOK, s.ConversationAfter(after))
 }
 
-// ServeHTTP serves the routes above.
+// ServeHTTP serves the routes above, and the CORS requests of the pages
+// of other sites Options.OriginPatterns lets in. A request another node
+// forwarded had its CORS answered there: answered again, its response
+// would carry each header twice, which a browser refuses.
 func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if srv.cors != nil && r.Header.Get("Origin") != "" && r.Header.Get(forwardedHeader) == "" {
+		srv.cors.ServeHTTP(w, r, srv.serve)
+		return
+	}
+	srv.serve(w, r)
+}
+
+// serve serves the routes above.
+func (srv *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if srv.retriesForwards(r) { // a cluster's forwards ride a handover out (cluster_retry.go)
 		srv.serveRetrying(w, r)
 		return
@@ -208,7 +226,14 @@ const (
 // lost its data starts again (the snapshot it gets says the seq went
 // back). A deleted session is never created again by a connection
 // (tenancy.go).
-func joinWS(w http.ResponseWriter, _ *http.Request, pr Principal) (createMode, bool) {
+func (srv *Server) joinWS(w http.ResponseWriter, r *http.Request, pr Principal) (createMode, bool) {
+	// A browser page of another site is refused before the session is
+	// made (Accept would refuse it after, leaving the session behind), and
+	// told how a kernel lets it in.
+	if why := crossOrigin(r, srv.opts.OriginPatterns); why != "" {
+		httpError(w, http.StatusForbidden, "forbidden", why)
+		return createNever, false
+	}
 	if pr.Model {
 		httpError(w, http.StatusForbidden, "forbidden", modelOnlyMCP)
 		return createNever, false

@@ -53,6 +53,9 @@ type serveConfig struct {
 	Policy []policyConfig `yaml:"policy"`
 	// Model is the model that drives turns (chat.go, docs/agent.md).
 	Model modelConfig `yaml:"model"`
+	// BrowserOrigins are the sites whose pages may use the kernel from a
+	// browser besides its own origin (origins.go, docs/serve.md).
+	BrowserOrigins []string `yaml:"browser_origins"`
 
 	dir  string     // the config file's directory
 	pos  positions  // where each key is, for errors naming a line
@@ -131,6 +134,9 @@ func loadServeConfig(path, dataDir string) (*serveConfig, error) {
 		}
 	}
 	if _, err := c.policyRules(); err != nil {
+		return nil, err
+	}
+	if _, err := c.browserOriginPatterns(); err != nil {
 		return nil, err
 	}
 	if err := c.Limits.validate(c.pos); err != nil {

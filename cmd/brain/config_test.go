@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,6 +82,11 @@ func TestConfigErrors(t *testing.T) {
 		{"tool twice", "grants: ./grants.yaml\ntools: [fs.read, fs.read]\n",
 			`brain.yaml:2:18: tools[1]: "fs.read" is listed twice`},
 		{"no grants", "tools: [fs.read]\n", `brain.yaml: grants: a grants file is required for tools and artifacts`},
+		{"a bare host as a browser origin", "browser_origins: [\"https://app.example.com\", app.example.com]\n",
+			`brain.yaml:1:46: browser_origins[1]: "app.example.com" is not an origin: want scheme://host[:port]`},
+		{"a path in a browser origin", "browser_origins: [\"https://app.example.com/ui\"]\n", `browser_origins[0]: "https://app.example.com/ui" is not an origin`},
+		{"every site", "browser_origins: [\"*\"]\n", `browser_origins[0]: "*" is not an origin`},
+		{"another scheme", "browser_origins: [\"ftp://app.example.com\"]\n", `browser_origins[0]: "ftp://app.example.com" is not an origin`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,6 +108,32 @@ func TestConfigTakesFractionsWhereWanted(t *testing.T) {
 	}
 	if l := c.Limits; l.FramesPerSecond != 0.5 || l.FrameBurst != 2 || l.SessionsPerToken != 1000 || l.CapabilitiesPerSession != 16 || l.PendingCallsPerSession != 500 {
 		t.Fatalf("limits %+v", l)
+	}
+}
+
+// TestBrowserOriginPatterns: browser_origins become the server's Origin
+// patterns — case folded, a trailing slash dropped, an IPv6 literal's
+// brackets escaped (path.Match reads them as a class) — and each matches
+// what its entry says (server.TestBrowserOrigins has the server's side).
+func TestBrowserOriginPatterns(t *testing.T) {
+	c, err := loadServeConfig(writeConfig(t, "browser_origins: [\"https://App.example.com/\", \"https://*.example.com\", \"http://localhost:*\", \"http://[::1]:8080\"]\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.browserOriginPatterns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"https://app.example.com", "https://*.example.com", "http://localhost:*", `http://\[::1\]:8080`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("patterns %q, want %q", got, want)
+	}
+	for origin, ok := range map[string]bool{"https://app.example.com": true, "https://ui.example.com": true, "http://localhost:6274": true, "http://[::1]:8080": true,
+		"http://app.example.com": false, "https://example.com.evil": false, "http://localhost.evil:1": false, "http://[::1]:8081": false} {
+		matched := slices.ContainsFunc(got, func(p string) bool { m, _ := path.Match(p, origin); return m })
+		if matched != ok {
+			t.Errorf("%s matched: %v, want %v", origin, matched, ok)
+		}
 	}
 }
 

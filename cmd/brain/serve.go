@@ -227,8 +227,9 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		LeaseTTL: cluster.ttl,
 		Node:     a.nodeID,
 	})
+	origins, _ := cfg.browserOriginPatterns() // checked as the config was loaded
 	srv = server.New(server.Options{Tokens: tokens, Manager: mgr, Logger: logger, MCP: mcpHandler.Endpoint, Metrics: tel.Handler(),
-		Ready: storeReady(st)}) // serve_cluster.go
+		Ready: storeReady(st), OriginPatterns: origins}) // serve_cluster.go
 	var consoleH *server.Console
 	if cl != nil {
 		model := ""
