@@ -26,6 +26,7 @@ import (
 
 	"github.com/brainrt/brain/console"
 	"github.com/brainrt/brain/driver"
+	"github.com/brainrt/brain/internal/browsertest"
 	"github.com/brainrt/brain/mcpbridge"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/server"
@@ -35,7 +36,6 @@ import (
 var update = flag.Bool("update", false, "rewrite the screenshots in docs/console/")
 
 const (
-	chromium      = "/usr/lib/chromium/chromium"
 	clientToken   = "client-token-0123456789abcdef"
 	operatorToken = "operator-token-0123456789abcdef"
 	modelToken    = "model-token-0123456789abcdef"
@@ -282,36 +282,7 @@ func (k *kernel) mcpClient(id string) *mcp.ClientSession {
 // provide/browser does, and returns a tab.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Chromium is not installed at %s: CI must apt-get install chromium", chromium)
-		}
-		t.Skipf("Chromium is not installed at %s (apt-get install chromium)", chromium)
-	}
-	tmp := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(tmp, "profile")),
-		chromedp.WindowSize(1280, 900),
-		chromedp.NoInheritEnv,
-		chromedp.Env("HOME="+tmp, "TMPDIR="+tmp, "PATH=/usr/bin:/bin"),
-	)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(acancel)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf), chromedp.WithErrorf(func(string, ...any) {}))
-	t.Cleanup(func() {
-		c, cc := context.WithTimeout(ctx, 5*time.Second)
-		_ = chromedp.Cancel(c)
-		cc()
-		cancel()
-	})
+	ctx := browsertest.Tab(t, t.Logf, chromedp.WindowSize(1280, 900))
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
 		t.Fatalf("start Chromium: %v", err)
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/brainrt/brain/internal/browsertest"
 	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/session"
@@ -138,19 +137,12 @@ func TestAppsRegisteredLater(t *testing.T) {
 	}
 }
 
-const chromium = "/usr/lib/chromium/chromium"
-
 // TestAppXSS (issue 20, "Must show"): the app, drawn as a host draws it (a
 // sandboxed iframe given the tool's input and result over postMessage, as
 // the extension does), shows an XSS payload in its props as text; nothing
 // of it runs.
 func TestAppXSS(t *testing.T) {
-	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Chromium is not installed at %s: CI must apt-get install chromium", chromium)
-		}
-		t.Skipf("Chromium is not installed at %s (apt-get install chromium)", chromium)
-	}
+	browsertest.Require(t)
 	s := session.New("xss", nil)
 	// A component this host cannot load (its origin does not resolve): the
 	// app draws the markdown fallback, with every prop filled in as text.
@@ -189,7 +181,7 @@ document.body.append(f);
 	}))
 	defer ts.Close()
 
-	ctx := browser(t)
+	ctx := browsertest.Tab(t, nil)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second) // Chromium's start on a loaded machine, with room
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(ts.URL)); err != nil {
@@ -219,32 +211,4 @@ document.body.append(f);
 	if status != "done" {
 		t.Errorf("status %q after the result, want done", status)
 	}
-}
-
-// browser starts headless Chromium with its own profile and TMPDIR and
-// returns a tab (as console's tests do).
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	tmp := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.UserDataDir(filepath.Join(tmp, "profile")),
-		chromedp.NoInheritEnv,
-		chromedp.Env("HOME="+tmp, "TMPDIR="+tmp, "PATH=/usr/bin:/bin"),
-	)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(acancel)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(string, ...any) {}))
-	t.Cleanup(func() {
-		c, cc := context.WithTimeout(ctx, 5*time.Second)
-		_ = chromedp.Cancel(c)
-		cc()
-		cancel()
-	})
-	return ctx
 }

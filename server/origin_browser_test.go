@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
+	"github.com/brainrt/brain/internal/browsertest"
 	"github.com/brainrt/brain/mcpbridge"
 	"github.com/brainrt/brain/server"
 )
@@ -135,13 +134,7 @@ func TestBrowserOrigins(t *testing.T) {
 // WebSocket, against a kernel listing the page's origin; against one
 // listing none, the browser is refused both.
 func TestBrowserOriginsInChromium(t *testing.T) {
-	const chromium = "/usr/lib/chromium/chromium"
-	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Chromium is not installed at %s: CI must apt-get install chromium", chromium)
-		}
-		t.Skipf("Chromium is not installed at %s (apt-get install chromium)", chromium)
-	}
+	browsertest.Require(t)
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = w.Write([]byte(`<!doctype html><title>app</title>`))
@@ -150,14 +143,7 @@ func TestBrowserOriginsInChromium(t *testing.T) {
 	listing, _ := originKernel(t, page.URL) // the page's own origin, scheme and port
 	listingNone, _ := originKernel(t)
 
-	tmp := t.TempDir()
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(filepath.Join(tmp, "profile")),
-		chromedp.NoInheritEnv, chromedp.Env("HOME="+tmp, "TMPDIR="+tmp, "PATH=/usr/bin:/bin"))...)
-	defer acancel()
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(string, ...any) {}))
-	defer cancel()
+	ctx := browsertest.Tab(t, nil)
 	ctx, stop := context.WithTimeout(ctx, 90*time.Second) // Chromium's start on a loaded machine, with room
 	defer stop()
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(page.URL)); err != nil {
