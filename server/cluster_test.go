@@ -46,6 +46,10 @@ type node struct {
 // middle of "a session used through a node that does not own it").
 const clusterTTL = 3 * time.Second
 
+// listedSite is the browser origin every test node lets in
+// (OriginPatterns), for the CORS of forwarded requests.
+const listedSite = "http://app.example"
+
 func startNode(t testing.TB, id, natsURL string, tokens *server.Tokens) *node {
 	t.Helper()
 	return startNodeWith(t, id, natsURL, tokens, nil)
@@ -101,7 +105,7 @@ func startNodeLog(t testing.TB, id, natsURL string, tokens *server.Tokens, attac
 			return x, nil
 		}})
 	n.conns = map[net.Conn]struct{}{}
-	n.hs = &http.Server{Handler: server.New(server.Options{Tokens: tokens, Manager: n.mgr, Logger: log}), ReadHeaderTimeout: 5 * time.Second,
+	n.hs = &http.Server{Handler: server.New(server.Options{Tokens: tokens, Manager: n.mgr, Logger: log, OriginPatterns: []string{listedSite}}), ReadHeaderTimeout: 5 * time.Second,
 		ConnState: func(c net.Conn, cs http.ConnState) {
 			n.connMu.Lock()
 			defer n.connMu.Unlock()
@@ -353,6 +357,19 @@ func TestClusterNodes(t *testing.T) {
 			if conn != nil {
 				conn.CloseNow()
 			}
+		}
+		// A listed site's page reads the session through node1: node1
+		// answers its CORS, the owner does not answer it again (a browser
+		// refuses a header given twice).
+		req, _ := http.NewRequest("GET", n1.url+"/v1/sessions/fw", nil)
+		req.Header = http.Header{"Authorization": {"Bearer " + clientToken}, "Origin": {listedSite}}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Values("Access-Control-Allow-Origin"); resp.StatusCode != http.StatusOK || len(got) != 1 || got[0] != listedSite {
+			t.Fatalf("a listed site's read through node1: %d, Access-Control-Allow-Origin %q, want once", resp.StatusCode, got)
 		}
 		snap := c.until(ofType(protocol.TypeSnapshot))
 		show := clientCap("ui.show", false)
