@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/protocol"
@@ -19,6 +20,34 @@ type callState struct {
 	handles  tool.Handles
 	progress func(tool.Progress)
 	walks    []*walker // fs.walk's in progress, by id-1 (walk.go); nil once ended
+
+	// Bytes cross outside the JSON (jsvm's DefineBytes; docs/RATIONALE.md,
+	// "Why a TypeScript tool's bytes cross outside JSON"): staged holds
+	// those the prelude handed over for the operation running (an fs
+	// write's data, exec's stdin, a request's body), and give hands bytes
+	// the other way, returning the index the prelude takes them by.
+	staged    []byte
+	hasStaged bool
+	give      func([]byte) int
+}
+
+// stagedBytes returns the bytes the prelude handed over for this
+// operation; an operation whose argument says staged without any is the
+// prelude's mistake, said as such.
+func (cs *callState) stagedBytes() ([]byte, error) {
+	if !cs.hasStaged {
+		return nil, protocol.Errorf(protocol.CodeInternal, "the operation's bytes were not handed over")
+	}
+	return cs.staged, nil
+}
+
+// handOver gives b to the prelude, which takes what it is given in order
+// (the index says where b is in that order).
+func (cs *callState) handOver(b []byte) int {
+	if cs.give == nil { // a callState made without a realm (a test's)
+		return -1
+	}
+	return cs.give(b)
 }
 
 // reply is what the host function answers: a value or a handle's error.
@@ -71,12 +100,30 @@ func decode(arg []byte, v any) error {
 	return nil
 }
 
+// execResult is handle.Result with its output handed over (handOver):
+// the prelude takes stdout and stderr by these indexes.
+type execResult struct {
+	ExitCode  int           `json:"exitCode"`
+	Stdout    int           `json:"stdout"`
+	Stderr    int           `json:"stderr"`
+	Truncated bool          `json:"truncated,omitempty"`
+	Duration  time.Duration `json:"duration"`
+}
+
+// netResponse is handle.Response with its body handed over.
+type netResponse struct {
+	Status int                 `json:"status"`
+	Header map[string][]string `json:"header,omitempty"`
+	Body   int                 `json:"body"`
+	URL    string              `json:"url"`
+}
+
 // do dispatches one operation to the call's handles.
 func (cs *callState) do(op string, arg []byte) (any, error) {
 	ctx, hs := cs.ctx, &cs.handles
 	var a struct {
 		Path, From, To, Target, Link, Pattern string
-		Data                                  []byte
+		Staged                                bool // the operation's bytes were handed over (stagedBytes)
 		Source                                string
 		Args                                  json.RawMessage
 		URL, Selector, Expression             string
@@ -90,20 +137,46 @@ func (cs *callState) do(op string, arg []byte) (any, error) {
 		if hs.Exec == nil {
 			return nil, missing(handle.KindExec)
 		}
-		var c handle.Command
+		var c struct {
+			handle.Command
+			Staged bool `json:"staged"` // stdin was handed over
+		}
 		if err := decode(arg, &c); err != nil {
 			return nil, err
 		}
-		return hs.Exec.Run(ctx, c)
+		if c.Staged {
+			var err error
+			if c.Stdin, err = cs.stagedBytes(); err != nil {
+				return nil, err
+			}
+		}
+		r, err := hs.Exec.Run(ctx, c.Command)
+		if err != nil {
+			return nil, err
+		}
+		return execResult{ExitCode: r.ExitCode, Stdout: cs.handOver(r.Stdout), Stderr: cs.handOver(r.Stderr), Truncated: r.Truncated, Duration: r.Duration}, nil
 	case "net.fetch":
 		if hs.Net == nil {
 			return nil, missing(handle.KindNet)
 		}
-		var r handle.Request
+		var r struct {
+			handle.Request
+			Staged bool `json:"staged"` // the body was handed over
+		}
 		if err := decode(arg, &r); err != nil {
 			return nil, err
 		}
-		return hs.Net.Fetch(ctx, r)
+		if r.Staged {
+			var err error
+			if r.Body, err = cs.stagedBytes(); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := hs.Net.Fetch(ctx, r.Request)
+		if err != nil {
+			return nil, err
+		}
+		return netResponse{Status: resp.Status, Header: resp.Header, Body: cs.handOver(resp.Body), URL: resp.URL}, nil
 	case "progress":
 		if err := decode(arg, &a); err != nil {
 			return nil, err
@@ -132,9 +205,17 @@ func (cs *callState) do(op string, arg []byte) (any, error) {
 	}
 	switch op {
 	case "fs.readFile":
-		return hs.FS.ReadFile(ctx, a.Path)
+		b, err := hs.FS.ReadFile(ctx, a.Path)
+		if err != nil {
+			return nil, err
+		}
+		return cs.handOver(b), nil
 	case "fs.writeFile":
-		return nil, hs.FS.WriteFile(ctx, a.Path, a.Data)
+		data, err := cs.stagedBytes()
+		if err != nil {
+			return nil, err
+		}
+		return nil, hs.FS.WriteFile(ctx, a.Path, data)
 	case "fs.readDir":
 		return hs.FS.ReadDir(ctx, a.Path)
 	case "fs.stat":
@@ -167,7 +248,11 @@ func (cs *callState) do(op string, arg []byte) (any, error) {
 	case "page.evaluate":
 		return hs.Page.Evaluate(ctx, a.Expression)
 	case "page.screenshot":
-		return hs.Page.Screenshot(ctx)
+		b, err := hs.Page.Screenshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return cs.handOver(b), nil
 	}
 	return nil, protocol.Errorf(protocol.CodeInvalidArgument, "no handle operation %q", op)
 }

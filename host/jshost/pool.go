@@ -23,11 +23,13 @@ import (
 //go:embed prelude.js
 var prelude string
 
-// hostFunc and hostIsProxy are the globals the prelude takes and that
-// are deleted before any payload code runs.
+// hostFunc, hostIsProxy and the byte functions are the globals the
+// prelude takes and that are deleted before any payload code runs.
 const (
-	hostFunc    = "__brain_host"
-	hostIsProxy = "__brain_isProxy"
+	hostFunc     = "__brain_host"
+	hostIsProxy  = "__brain_isProxy"
+	hostBytesOut = "__brain_bytesOut"
+	hostBytesIn  = "__brain_bytesIn"
 )
 
 // pool is a provisioned JavaScript tool: one realm per session.
@@ -83,7 +85,7 @@ func (p *pool) newInstance(ctx context.Context, hs tool.Handles, progress func(t
 		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
 	in := &instance{vm: vm, sem: make(chan struct{}, 1)}
-	in.cur.Store(&callState{ctx: ctx, handles: hs, progress: progress})
+	in.cur.Store(&callState{ctx: ctx, handles: hs, progress: progress, give: vm.GiveBytes})
 	var sealed string
 	err = vm.Run(ctx, func(q *quickjs.VM) error {
 		// The host function is a global only until the prelude, which
@@ -95,16 +97,19 @@ func (p *pool) newInstance(ctx context.Context, hs tool.Handles, progress func(t
 		if err := vm.DefineIsProxy(hostIsProxy); err != nil {
 			return err
 		}
+		if err := vm.DefineBytes(hostBytesOut, hostBytesIn); err != nil {
+			return err
+		}
 		// The longest genuine array the memory limit holds (16 bytes an
 		// element): see the prelude's Array guards.
 		maxElements := strconv.FormatInt(vm.Limits().MemoryBytes/16, 10)
-		d, err := q.EvalValue("("+prelude+")(globalThis."+hostFunc+", globalThis."+hostIsProxy+", "+maxElements+")", quickjs.EvalGlobal)
+		d, err := q.EvalValue("("+prelude+")(globalThis."+hostFunc+", globalThis."+hostIsProxy+", "+maxElements+", globalThis."+hostBytesOut+", globalThis."+hostBytesIn+")", quickjs.EvalGlobal)
 		if err != nil {
 			return fmt.Errorf("prelude: %w", err)
 		}
 		in.dispatch = d
 		vm.OnClose(in.dispatch.Free)
-		if _, err := q.Eval("delete globalThis."+hostFunc+"; delete globalThis."+hostIsProxy, quickjs.EvalGlobal); err != nil {
+		if _, err := q.Eval("delete globalThis."+hostFunc+"; delete globalThis."+hostIsProxy+"; delete globalThis."+hostBytesOut+"; delete globalThis."+hostBytesIn, quickjs.EvalGlobal); err != nil {
 			return err
 		}
 		if err := vm.EvalModule(p.code); err != nil {
@@ -231,6 +236,10 @@ func (in *instance) serve(args []any) (any, error) {
 	}
 	op, _ := args[0].(string)
 	arg, _ := args[1].(string)
+	// The bytes the prelude handed over are this operation's; those an
+	// earlier one handed back and nothing took are dropped.
+	staged, hasStaged := in.vm.TakeBytes()
+	in.vm.ClearBytes()
 	cs := in.cur.Load()
 	if cs == nil {
 		return `{"ok":false,"error":{"code":"unavailable","message":"no call is running"}}`, nil
@@ -246,6 +255,8 @@ func (in *instance) serve(args []any) (any, error) {
 		}
 		return `{"ok":false,"error":{"code":"timeout","message":"the call's deadline has passed"}}`, nil
 	}
+	cs.staged, cs.hasStaged = staged, hasStaged
+	defer func() { cs.staged, cs.hasStaged = nil, false }()
 	return cs.serve(op, arg), nil
 }
 
@@ -508,7 +519,7 @@ func (p *pool) Invoke(ctx context.Context, c *tool.Call) (json.RawMessage, error
 	if err != nil {
 		return nil, err
 	}
-	in.cur.Store(&callState{ctx: ctx, handles: c.Handles, progress: c.Progress})
+	in.cur.Store(&callState{ctx: ctx, handles: c.Handles, progress: c.Progress, give: in.vm.GiveBytes})
 	buf := make([]byte, 0, 96+len(c.ID)+len(c.Session)+len(c.Workspace)+len(c.Input))
 	buf = append(buf, `{"id":`...)
 	buf = appendJSONString(buf, c.ID)

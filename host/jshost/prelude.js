@@ -6,7 +6,7 @@
 // registers its tool through the symbol brain.register, which exists only
 // while the module evaluates. Why a prelude and not SDK code:
 // docs/RATIONALE.md, "Why does the host build the handle objects?".
-(function (host, isProxy, maxElements) {
+(function (host, isProxy, maxElements, bytesOut, bytesIn) {
   "use strict";
   const REGISTER = Symbol.for("brain.register");
   const freeze = Object.freeze;
@@ -245,56 +245,18 @@
     }
   };
 
-  // base64, as Go's encoding/json writes []byte.
-  const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const DECODE = new Int16Array(128).fill(-1);
-  for (let i = 0; i < 64; i++) DECODE[ALPHABET.charCodeAt(i)] = i;
-  function toBytes(s) {
-    if (s == null) return new Uint8Array(0);
-    let n = s.length;
-    while (n > 0 && s[n - 1] === "=") n--;
-    const out = new Uint8Array((n * 3) >> 2);
-    let acc = 0, bits = 0, j = 0;
-    for (let i = 0; i < n; i++) {
-      acc = (acc << 6) | DECODE[s.charCodeAt(i) & 127];
-      bits += 6;
-      if (bits >= 8) {
-        bits -= 8;
-        out[j++] = (acc >> bits) & 255;
-      }
-    }
-    return out;
-  }
-  // toBase64 writes the characters into a typed array a chunk at a time
-  // and makes each chunk a string at once: a string grown by four
-  // characters at a time holds a node a step until it is flattened.
-  const ALPHABET_CODES = new Uint8Array(64);
-  for (let i = 0; i < 64; i++) ALPHABET_CODES[i] = ALPHABET.charCodeAt(i);
-  const fromCharCode = String.fromCharCode, applyFn = Reflect.apply;
-  const B64_CHUNK = 8192 * 3; // input bytes a chunk: 32,768 characters, under the engine's 65,535 arguments
-  function toBase64(b) {
+  // Bytes cross to and from the host outside the JSON, through the
+  // engine's own functions (jsvm's DefineBytes): bytesOut copies a
+  // Uint8Array's bytes to the host for the operation called next, and
+  // bytesIn makes a buffer of the bytes an operation handed back, oldest
+  // first. In base64 inside JSON the realm held the bytes about four times.
+  const Uint8ArrayCtor = Uint8Array;
+  function handOver(b) {
     if (typeof b === "string") b = utf8(b);
-    if (!(b instanceof Uint8Array)) throw new TypeError("want a Uint8Array or a string");
-    const A = ALPHABET_CODES;
-    const buf = new Uint8Array((B64_CHUNK / 3) * 4);
-    let s = "";
-    for (let start = 0; start < b.length; start += B64_CHUNK) {
-      const end = start + B64_CHUNK < b.length ? start + B64_CHUNK : b.length;
-      let i = start, k = 0;
-      for (; i + 2 < end; i += 3) {
-        const n = (b[i] << 16) | (b[i + 1] << 8) | b[i + 2];
-        buf[k++] = A[n >> 18]; buf[k++] = A[(n >> 12) & 63]; buf[k++] = A[(n >> 6) & 63]; buf[k++] = A[n & 63];
-      }
-      if (i < end) { // the last chunk's last one or two bytes
-        const n = (b[i] << 16) | ((i + 1 < end ? b[i + 1] : 0) << 8);
-        buf[k++] = A[n >> 18]; buf[k++] = A[(n >> 12) & 63];
-        buf[k++] = i + 1 < end ? A[(n >> 6) & 63] : 61; // "="
-        buf[k++] = 61;
-      }
-      s += applyFn(fromCharCode, null, buf.subarray(0, k));
-    }
-    return s;
+    if (!(b instanceof Uint8ArrayCtor)) throw new TypeError("want a Uint8Array or a string");
+    bytesOut(b); // throws a TypeError for a look-alike (a Proxy of one)
   }
+  const takeBytes = () => new Uint8ArrayCtor(bytesIn());
   // utf8 encodes s as UTF-8 into a Uint8Array sized by a first pass (a
   // number[] takes about 16 bytes an element); lone surrogates become
   // U+FFFD.
@@ -352,20 +314,24 @@
     return Math.round(d * 1e6);
   };
   const info = (i) => freeze({ name: i.name, size: i.size, mode: i.mode, modTime: i.modTime, isDir: i.isDir });
-  const result = (r) => freeze({ exitCode: r.exitCode, stdout: toBytes(r.stdout), stderr: toBytes(r.stderr), truncated: !!r.truncated, durationMs: r.duration / 1e6 });
+  // The host hands exec's stdout, then its stderr, back.
+  const result = (r) => { const stdout = takeBytes(), stderr = takeBytes(); return freeze({ exitCode: r.exitCode, stdout, stderr, truncated: !!r.truncated, durationMs: r.duration / 1e6 }); };
   const SKIP = Symbol("skip");
   const makers = {
     exec: () => ({
-      run: async((cmd) => result(call("exec.run", {
-        program: cmd.program, args: cmd.args, dir: cmd.dir, env: cmd.env,
-        stdin: cmd.stdin === undefined ? undefined : toBase64(cmd.stdin),
-        timeout: ms(cmd.timeoutMs), maxOutput: cmd.maxOutput,
-      }))),
+      run: async((cmd) => {
+        const staged = cmd.stdin !== undefined;
+        if (staged) handOver(cmd.stdin);
+        return result(call("exec.run", {
+          program: cmd.program, args: cmd.args, dir: cmd.dir, env: cmd.env, staged,
+          timeout: ms(cmd.timeoutMs), maxOutput: cmd.maxOutput,
+        }));
+      }),
     }),
     fs: () => {
       const fs = {
-        readFile: async((path) => toBytes(call("fs.readFile", { path }))),
-        writeFile: async((path, data) => { call("fs.writeFile", { path, data: toBase64(data) }); }),
+        readFile: async((path) => { call("fs.readFile", { path }); return takeBytes(); }),
+        writeFile: async((path, data) => { handOver(data); call("fs.writeFile", { path, staged: true }); }),
         readDir: async((path) => call("fs.readDir", { path }).map(info)),
         stat: async((path) => info(call("fs.stat", { path }))),
         mkdirAll: async((path) => { call("fs.mkdirAll", { path }); }),
@@ -399,8 +365,10 @@
     },
     net: () => ({
       fetch: async((req) => {
-        const r = call("net.fetch", { method: req.method, url: req.url, header: req.header, body: req.body === undefined ? undefined : toBase64(req.body) });
-        return freeze({ status: r.status, header: r.header || {}, body: toBytes(r.body), url: r.url });
+        const staged = req.body !== undefined;
+        if (staged) handOver(req.body);
+        const r = call("net.fetch", { method: req.method, url: req.url, header: req.header, staged });
+        return freeze({ status: r.status, header: r.header || {}, body: takeBytes(), url: r.url });
       }),
     }),
     js: () => ({
@@ -410,7 +378,7 @@
       navigate: async((url) => { call("page.navigate", { url }); }),
       text: async((selector) => call("page.text", { selector: selector || "" })),
       evaluate: async((expression) => call("page.evaluate", { expression })),
-      screenshot: async(() => toBytes(call("page.screenshot", null))),
+      screenshot: async(() => { call("page.screenshot", null); return takeBytes(); }),
     }),
   };
 

@@ -3,6 +3,7 @@ package jshost_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/brainrt/brain/handle"
 	"github.com/brainrt/brain/host/jshost"
 	"github.com/brainrt/brain/internal/testutil"
+	"github.com/brainrt/brain/provide/proc"
 	"github.com/brainrt/brain/tool"
 )
 
@@ -217,12 +219,13 @@ func TestSpreadingMethods(t *testing.T) {
 }
 
 // TestWriteLargeFile: fs.writeFile of a string of 6 MiB of UTF-8, or of
-// a 4 MiB Uint8Array, fits a realm of the default 64 MiB: the prelude
-// encodes UTF-8 into a Uint8Array, not a number[] of about 16 bytes an
-// element, and base64 a chunk at a time (both ran out of memory before).
-// What it writes is the string's UTF-8 (a lone surrogate as U+FFFD).
-// Files near the fs grant's 16 MiB still do not fit: the bytes cross to
-// the host as base64 in JSON, copied three times in the realm.
+// a Uint8Array, fits a realm of the default 64 MiB: the prelude encodes
+// UTF-8 into a Uint8Array, not a number[] of about 16 bytes an element
+// (which ran out of memory). What it writes is the string's UTF-8 (a lone
+// surrogate as U+FFFD). A 15 MiB array, near the fs grant's 16 MiB, is
+// written and read back whole: the bytes cross outside the JSON (they
+// crossed as base64 inside it, four times the bytes in the realm, and a
+// file over about 6 MiB did not fit).
 func TestWriteLargeFile(t *testing.T) {
 	ws := t.TempDir()
 	hs := tool.Handles{FS: fsHandle(t, ws)}
@@ -231,6 +234,16 @@ register({ name: "t.write", requires: ["fs"], async run({ handles }, input) {
   switch (input.kind) {
   case "string": await handles.fs.writeFile("big.txt", "é".repeat(3 << 20)); return "ok";
   case "bytes": await handles.fs.writeFile("big.bin", new Uint8Array(4 << 20).fill(7)); return "ok";
+  case "near the limit": {
+    const a = new Uint8Array(15 << 20);
+    for (let i = 0; i < 256; i++) a[i] = i; // the rest of it: doubled by copies, in C
+    for (let n = 256; n < a.length; n *= 2) a.copyWithin(n, 0, n);
+    await handles.fs.writeFile("near.bin", a.subarray(0, a.length - 1));
+    const b = await handles.fs.readFile("near.bin");
+    let sum = 0;
+    for (let i = 0; i < 4096; i++) sum += b[i] + b[b.length - 1 - i];
+    return b.length + " " + sum + " " + (b instanceof Uint8Array);
+  }
   case "mixed": await handles.fs.writeFile("mixed.txt", "a\u00e9\u20ac\ud83d\ude00\ud800z" + "xy".repeat(20000)); return "ok";
   }
 } });`}, hs)
@@ -241,20 +254,72 @@ register({ name: "t.write", requires: ["fs"], async run({ handles }, input) {
 		{"string", "big.txt", func(b []byte) bool { return string(b) == strings.Repeat("é", 3<<20) }},
 		{"bytes", "big.bin", func(b []byte) bool { return len(b) == 4<<20 && b[0] == 7 && b[len(b)-1] == 7 }},
 		{"mixed", "mixed.txt", func(b []byte) bool { return string(b) == "aé€😀\uFFFDz"+strings.Repeat("xy", 20000) }},
+		{"near the limit", "near.bin", func(b []byte) bool {
+			for i := range b {
+				if b[i] != byte(i) {
+					return false
+				}
+			}
+			return len(b) == 15<<20-1
+		}},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
-			if c.kind != "mixed" && testutil.RaceEnabled {
+			if c.kind == "string" && testutil.RaceEnabled {
 				// The engine runs about ten times slower under the race
 				// detector: minutes for these, which check memory, not races.
 				t.Skip("megabytes a byte at a time in the engine: too slow under -race")
 			}
-			if out := invoke(context.Background(), inst, hs, "s-"+c.kind, "c", `{"kind":"`+c.kind+`"}`); out.Err != nil {
+			out := invoke(context.Background(), inst, hs, "s-"+c.kind, "c", `{"kind":"`+c.kind+`"}`)
+			if out.Err != nil {
 				t.Fatalf("%+v", out.Err)
+			}
+			// Read back in the realm: its length, and the sum of its first
+			// and last 4,096 bytes (a cycle of 0…255 from the start).
+			if want := fmt.Sprintf(`"%d %d true"`, 15<<20-1, 2*16*(255*256/2)); c.kind == "near the limit" && string(out.Value) != want {
+				t.Fatalf("read back %s, want %s", out.Value, want)
 			}
 			b, err := os.ReadFile(filepath.Join(ws, c.file))
 			if err != nil || !c.want(b) {
 				t.Fatalf("%s: %d bytes %q…, %v", c.file, len(b), b[:min(len(b), 16)], err)
 			}
 		})
+	}
+}
+
+// TestExecBytes: exec's stdin goes to the program as the bytes given, and
+// its stdout and stderr come back each as its own (they cross outside the
+// JSON, handed back in that order); a look-alike of a Uint8Array (a
+// Proxy of one) is refused with a TypeError the tool may catch, and the
+// byte functions the prelude holds are not globals a payload can reach.
+func TestExecBytes(t *testing.T) {
+	ws := t.TempDir()
+	e, err := proc.New(proc.Grants{Root: ws, Allow: []string{"sh"}, MaxOutputBytes: 1 << 20, Timeout: 30 * time.Second, Network: os.Geteuid() != 0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	hs := tool.Handles{Exec: e}
+	inst := provision(t, nil, payload{name: "t.cat", requires: []handle.Kind{handle.KindExec}, src: register + `
+register({ name: "t.cat", requires: ["exec"], async run({ handles }, input) {
+  if (input.kind === "proxy") {
+    try { await handles.exec.run({ program: "sh", args: ["-c", "cat"], stdin: new Proxy(new Uint8Array(2), {}) }); return "ran"; }
+    catch (e) { return e.name; }
+  }
+  if (input.kind === "globals") return [typeof globalThis.__brain_bytesOut, typeof globalThis.__brain_bytesIn, typeof globalThis.__brain_host].join(" ");
+  const stdin = new Uint8Array(300_000);
+  for (let i = 0; i < stdin.length; i++) stdin[i] = (i * 7) & 255;
+  const r = await handles.exec.run({ program: "sh", args: ["-c", "cat; printf err >&2"], stdin });
+  let same = r.stdout.length === stdin.length;
+  for (let i = 0; same && i < stdin.length; i++) same = r.stdout[i] === stdin[i];
+  return { exitCode: r.exitCode, same, stderr: String.fromCharCode(...r.stderr) };
+} });`}, hs)
+	for input, want := range map[string]string{
+		`{"kind":"cat"}`:     `{"exitCode":0,"same":true,"stderr":"err"}`,
+		`{"kind":"proxy"}`:   `"TypeError"`,
+		`{"kind":"globals"}`: `"undefined undefined undefined"`,
+	} {
+		if out := invoke(context.Background(), inst, hs, "s", "c", input); out.Err != nil || string(out.Value) != want {
+			t.Errorf("%s: %s %+v, want %s", input, out.Value, out.Err, want)
+		}
 	}
 }

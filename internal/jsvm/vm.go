@@ -71,6 +71,7 @@ type VM struct {
 	heap   *lib.TJSMallocState // the runtime's allocator counters
 	hooked bool                // the allocator hook is in place (engine.go)
 	oom    atomic.Bool         // an allocation failed during the current Run
+	bytes  bytesState          // what DefineBytes's functions hand over (bytes.go); the engine's goroutine only
 
 	mu sync.Mutex
 	// gone is set when a Run gave the VM up (its script ran on past the
