@@ -39,3 +39,27 @@ func ExampleVM_Run() {
 	// true false the script went over its memory limit
 	// false true the script did not finish before its deadline
 }
+
+func ExampleVM_DefineBytes() {
+	vm, err := jsvm.New(jsvm.Limits{MemoryBytes: 16 << 20})
+	if err != nil {
+		panic(err)
+	}
+	defer vm.Close()
+	var out any
+	err = vm.Run(context.Background(), func(q *quickjs.VM) error {
+		if err := vm.DefineBytes("bytesOut", "bytesIn"); err != nil {
+			return err
+		}
+		// A script hands bytes over; Go takes them, and gives others back.
+		if _, err := q.Eval(`bytesOut(new Uint8Array([104, 101, 108, 108, 111]))`, quickjs.EvalGlobal); err != nil {
+			return err
+		}
+		b, _ := vm.TakeBytes()
+		vm.GiveBytes(append(b, " world"...))
+		out, err = q.Eval(`String.fromCharCode(...new Uint8Array(bytesIn()))`, quickjs.EvalGlobal)
+		return err
+	})
+	fmt.Println(out, err)
+	// Output: hello world <nil>
+}
