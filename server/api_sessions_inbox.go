@@ -212,8 +212,7 @@ func (srv *Server) handleApprovals(w http.ResponseWriter, _ *http.Request, _ Pri
 // A stream that falls behind gets a fresh "approvals" list. The stream is
 // read-only: decisions go to the session (capability_approve).
 func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ Principal) {
-	if why := crossOrigin(r, srv.opts.OriginPatterns); why != "" { // Accept's rule, with brain's words
-		httpError(w, http.StatusForbidden, "forbidden", why)
+	if !srv.sameOrListedOrigin(w, r) { // Accept's rule, with brain's words
 		return
 	}
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: srv.opts.OriginPatterns})

@@ -441,7 +441,7 @@ func (srv *Server) forward(w http.ResponseWriter, r *http.Request, err error) bo
 			pr.Out.URL.Path, pr.Out.URL.RawPath = r.URL.Path, r.URL.RawPath
 			pr.Out.Host = target.Host
 			pr.Out.Header.Set(forwardedHeader, node)
-			pr.Out.Header.Set(forwardedHostHeader, r.Host) // what a browser's Origin is checked against (origin.go)
+			pr.Out.Header.Set(forwardedHostHeader, clientHost(r)) // what a browser's Origin is checked against (origin.go)
 			if st != nil && st.buffered && len(st.body) > 0 {
 				// The transport may send it again itself on a kept-alive
 				// connection that turns out closed before anything was

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rs/cors"
 
@@ -21,11 +23,26 @@ import (
 // needs its token anyway.
 const forwardedHostHeader = "Brain-Forwarded-Host"
 
-// clientHost is the Host the request's client reached: its own, or, when
-// another node forwarded it, the one that node was reached at.
+// clientHost is the host the request's client reached: when another node
+// forwarded it, the one that node was reached at; behind a reverse proxy
+// that says so (X-Forwarded-Host: nginx's default and Go's ReverseProxy
+// rewrite Host to brain's own address), the proxy's; else the request's
+// own Host. A page's same-origin WebSocket behind such a proxy was
+// refused 403 (its Origin is the proxy's). Taking the header from anyone
+// opens nothing to a browser page: a WebSocket handshake carries no
+// header a page chose, and a fetch that sets it asks first (a preflight),
+// which only a listed site's page passes.
 func clientHost(r *http.Request) string {
 	if r.Header.Get(forwardedHeader) != "" {
 		if h := r.Header.Get(forwardedHostHeader); h != "" {
+			return h
+		}
+	}
+	if h := r.Header.Get("X-Forwarded-Host"); h != "" {
+		if i := strings.IndexByte(h, ','); i >= 0 { // proxies in a row: the first was reached by the client
+			h = h[:i]
+		}
+		if h = strings.TrimSpace(h); h != "" {
 			return h
 		}
 	}
@@ -60,6 +77,18 @@ func crossOrigin(r *http.Request, patterns []string) string {
 	return why + " or one the kernel lists (browser_origins), and this one is not listed"
 }
 
+// sameOrListedOrigin applies crossOrigin to r: a request it refuses is
+// answered 403 saying why, logged (originRefused), and reported false.
+func (srv *Server) sameOrListedOrigin(w http.ResponseWriter, r *http.Request) bool {
+	why := crossOrigin(r, srv.opts.OriginPatterns)
+	if why == "" {
+		return true
+	}
+	srv.originRefused(r, r.Header.Get("Origin"))
+	httpError(w, http.StatusForbidden, "forbidden", why)
+	return false
+}
+
 // originMatches reports whether origin u matches one of patterns, as
 // coder/websocket matches its OriginPatterns: path.Match, case folded,
 // against the host, or against scheme://host for a pattern with "://".
@@ -83,22 +112,52 @@ func originMatches(u *url.URL, patterns []string) bool {
 // are never cookies, so credentials are not allowed: a page sends the
 // token it holds, and no page rides on one the browser keeps. nil when
 // there are no patterns (same-origin pages need no CORS).
-func newCORS(patterns []string) *cors.Cors {
+func (srv *Server) newCORS(patterns []string) *cors.Cors {
 	if len(patterns) == 0 {
 		return nil
 	}
 	return cors.New(cors.Options{
-		AllowOriginFunc: func(origin string) bool {
+		AllowOriginVaryRequestFunc: func(r *http.Request, origin string) (bool, []string) {
 			u, err := url.Parse(origin)
-			return err == nil && u.Host != "" && originMatches(u, patterns)
+			if err == nil && u.Host != "" && originMatches(u, patterns) {
+				return true, nil
+			}
+			srv.originRefused(r, origin)
+			return false, nil
 		},
-		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
-		// What the API and the MCP transport read (a browser sends the
-		// CORS-safelisted ones without asking).
-		AllowedHeaders: []string{"Authorization", "Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"},
+		AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete},
+		// Any header a listed site's page sends: browsers' tracing and
+		// error-reporting libraries add their own (traceparent,
+		// sentry-trace, baggage) to every fetch, and a preflight refused
+		// for one looks, in the browser, like a refused origin. The
+		// answer names the headers asked for (Authorization among them,
+		// which a bare * would not cover).
+		AllowedHeaders: []string{"*"},
 		// What a page's script must read: the MCP session, and why a
 		// request was refused or should wait.
-		ExposedHeaders: []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Retry-After", "Www-Authenticate"},
+		ExposedHeaders: []string{"Mcp-Session-Id", "Retry-After", "Www-Authenticate"},
 		MaxAge:         600, // seconds a browser keeps a preflight's answer
+		// A listed site's page on the public internet may reach a kernel on
+		// loopback or a private network: Chromium asks for this answer
+		// (Private Network Access) before it sends such a request.
+		AllowPrivateNetwork: true,
 	})
+}
+
+// originRefusedEvery is how often a refused Origin is logged, at most.
+const originRefusedEvery = time.Minute
+
+// originRefused logs, at most once a minute for each Origin, that a
+// browser page of another site was refused: a browser hides the refusal
+// from the page's scripts (a failed preflight, a WebSocket closed 1006),
+// so the kernel's log is where its operator learns which site to list.
+func (srv *Server) originRefused(r *http.Request, origin string) {
+	origin = textcut.Cut(origin, 200)
+	now := time.Now()
+	if last, ok := srv.originsRefused.Load(origin); ok && now.Sub(last.(time.Time)) < originRefusedEvery {
+		return
+	}
+	srv.originsRefused.Store(origin, now)
+	srv.log.Info("a browser page of another site was refused: list its origin under browser_origins to let it in (docs/serve.md)",
+		slog.String("origin", origin), slog.String("path", r.URL.Path), slog.String("host", clientHost(r)))
 }

@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,16 +23,43 @@ import (
 // originKernel serves a kernel letting in the browser origins patterns.
 func originKernel(t *testing.T, patterns ...string) (*httptest.Server, *server.Manager) {
 	t.Helper()
+	ts, mgr, _ := originKernelLogged(t, patterns...)
+	return ts, mgr
+}
+
+// originKernelLogged is originKernel with the kernel's log.
+func originKernelLogged(t *testing.T, patterns ...string) (*httptest.Server, *server.Manager, *lockedBuffer) {
+	t.Helper()
 	tokens, err := server.NewTokens(tenantTokens()...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := &lockedBuffer{}
 	mgr := server.NewManager(server.ManagerOptions{})
 	mcpH := mcpbridge.Handler(nil, nil)
 	t.Cleanup(func() { _ = mcpH.Close() })
-	ts := httptest.NewServer(server.New(server.Options{Tokens: tokens, Manager: mgr, MCP: mcpH.Endpoint, OriginPatterns: patterns}))
+	ts := httptest.NewServer(server.New(server.Options{Tokens: tokens, Manager: mgr, MCP: mcpH.Endpoint, OriginPatterns: patterns,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}))
 	t.Cleanup(ts.Close)
-	return ts, mgr
+	return ts, mgr, logs
+}
+
+// lockedBuffer is a bytes.Buffer safe for a server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestBrowserOrigins: the pages of the sites a kernel lists
@@ -39,9 +69,12 @@ func originKernel(t *testing.T, patterns ...string) (*httptest.Server, *server.M
 // their WebSockets open — and the others are refused before their session
 // is made, told how a kernel lets a site in. A page of another site could
 // use neither (no config said so), and its refused WebSocket left the
-// session it asked for behind.
+// session it asked for behind. The headers a page's own libraries add
+// (traceparent, sentry-trace) pass a listed site's preflight, and so does
+// Chromium's question for a private network; a refusal is logged once a
+// minute per Origin, since the browser hides it from the page.
 func TestBrowserOrigins(t *testing.T) {
-	ts, mgr := originKernel(t, "http://app.example:*", "*.trusted.example")
+	ts, mgr, logs := originKernelLogged(t, "http://app.example:*", "*.trusted.example")
 	do := func(method, path, origin string, h http.Header, body string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
@@ -56,12 +89,17 @@ func TestBrowserOrigins(t *testing.T) {
 		t.Cleanup(func() { resp.Body.Close() })
 		return resp
 	}
-	preflight := http.Header{"Access-Control-Request-Method": {"POST"}, "Access-Control-Request-Headers": {"authorization,content-type,mcp-protocol-version"}}
+	preflight := http.Header{"Access-Control-Request-Method": {"POST"}, "Access-Control-Request-Headers": {"authorization,content-type,mcp-protocol-version,sentry-trace,traceparent"},
+		"Access-Control-Request-Private-Network": {"true"}}
 	for _, origin := range []string{"http://app.example:3000", "https://ui.trusted.example"} {
 		resp := do("OPTIONS", "/v1/sessions/c1/mcp", origin, preflight, "")
+		allowed := strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers"))
 		if resp.StatusCode/100 != 2 || resp.Header.Get("Access-Control-Allow-Origin") != origin ||
-			!strings.Contains(strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")), "authorization") {
-			t.Fatalf("preflight from %s: %d %v, want it allowed with Authorization", origin, resp.StatusCode, resp.Header)
+			!strings.Contains(allowed, "authorization") || !strings.Contains(allowed, "traceparent") || resp.Header.Get("Access-Control-Allow-Private-Network") != "true" {
+			t.Fatalf("preflight from %s: %d %v, want it allowed with Authorization, traceparent and a private network", origin, resp.StatusCode, resp.Header)
+		}
+		if resp.Header.Get("Access-Control-Allow-Credentials") != "" {
+			t.Fatalf("preflight from %s allows credentials: %v", origin, resp.Header)
 		}
 	}
 	for _, origin := range []string{"http://evil.example", "https://app.example:3000", "http://trusted.example.evil"} {
@@ -100,6 +138,10 @@ func TestBrowserOrigins(t *testing.T) {
 	if n := mgr.Live(); n != live {
 		t.Fatalf("%d sessions live after the refused WebSocket, %d before: its session was made", n, live)
 	}
+	_, _, _ = dial("c3", "http://evil.example") // a minute has not passed: not logged again
+	if got := strings.Count(logs.String(), `origin=http://evil.example`); got != 1 || !strings.Contains(logs.String(), "list its origin under browser_origins") {
+		t.Fatalf("the refusals of http://evil.example (a preflight, two WebSockets, within a minute) logged %d times, want once:\n%s", got, logs)
+	}
 
 	// A kernel listing none refuses another site's page, saying how to
 	// list it.
@@ -126,6 +168,16 @@ func TestBrowserOrigins(t *testing.T) {
 	if !strings.Contains(e.Message, "browser_origins, docs/serve.md") || plainMgr.Live() != 0 {
 		t.Fatalf("refused with %q, %d sessions made", e.Message, plainMgr.Live())
 	}
+
+	// Behind a reverse proxy that rewrites Host (nginx's default, Go's
+	// ReverseProxy) and says which host it was reached at, a page of the
+	// proxy's own origin is same-origin: it was refused 403.
+	c, _, err = websocket.Dial(ctx, "ws"+strings.TrimPrefix(plain.URL, "http")+"/v1/sessions/c5/ws?token="+tenantAClient,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://brain.example"}, "X-Forwarded-Host": {"brain.example, inner.proxy"}}})
+	if err != nil {
+		t.Fatalf("a same-origin page behind a proxy: %v", err)
+	}
+	c.CloseNow()
 }
 
 // TestBrowserOriginsInChromium: a page of another site, in a real

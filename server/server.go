@@ -75,6 +75,9 @@ type Server struct {
 	// cors answers the CORS requests of the pages OriginPatterns lets in
 	// (origin.go); nil without patterns.
 	cors *cors.Cors
+	// originsRefused is when each refused Origin was last logged
+	// (origin.go, originRefused).
+	originsRefused sync.Map // origin → time.Time
 }
 
 // New returns a server.
@@ -85,7 +88,8 @@ func New(opts Options) *Server {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
-	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), frames: workers.New(readHandedFrame, runnerIdle), cors: newCORS(opts.OriginPatterns)}
+	srv := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), frames: workers.New(readHandedFrame, runnerIdle)}
+	srv.cors = srv.newCORS(opts.OriginPatterns)
 	srv.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv.mux.HandleFunc("GET /readyz", srv.handleReady) // storefault.go
 	srv.mux.HandleFunc("GET /v1/sessions/{id}/ws", srv.withSession(srv.joinWS, srv.handleWS))
@@ -230,8 +234,7 @@ func (srv *Server) joinWS(w http.ResponseWriter, r *http.Request, pr Principal) 
 	// A browser page of another site is refused before the session is
 	// made (Accept would refuse it after, leaving the session behind), and
 	// told how a kernel lets it in.
-	if why := crossOrigin(r, srv.opts.OriginPatterns); why != "" {
-		httpError(w, http.StatusForbidden, "forbidden", why)
+	if !srv.sameOrListedOrigin(w, r) {
 		return createNever, false
 	}
 	if pr.Model {
@@ -283,8 +286,7 @@ func mcpBodyRead(r *http.Request) bool {
 // A browser's request from a page of another site is refused first
 // (crossOrigin: the WebSocket's rule).
 func (srv *Server) joinMCP(w http.ResponseWriter, r *http.Request, pr Principal) (createMode, bool) {
-	if why := crossOrigin(r, srv.opts.OriginPatterns); why != "" {
-		httpError(w, http.StatusForbidden, "forbidden", why)
+	if !srv.sameOrListedOrigin(w, r) {
 		return createNever, false
 	}
 	if !pr.Model {

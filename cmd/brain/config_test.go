@@ -85,8 +85,12 @@ func TestConfigErrors(t *testing.T) {
 		{"a bare host as a browser origin", "browser_origins: [\"https://app.example.com\", app.example.com]\n",
 			`brain.yaml:1:46: browser_origins[1]: "app.example.com" is not an origin: want scheme://host[:port]`},
 		{"a path in a browser origin", "browser_origins: [\"https://app.example.com/ui\"]\n", `browser_origins[0]: "https://app.example.com/ui" is not an origin`},
-		{"every site", "browser_origins: [\"*\"]\n", `browser_origins[0]: "*" is not an origin`},
-		{"another scheme", "browser_origins: [\"ftp://app.example.com\"]\n", `browser_origins[0]: "ftp://app.example.com" is not an origin`},
+		{"every site", "browser_origins: [\"*\"]\n", `browser_origins[0]: "*" would let every site in`},
+		{"every site of a scheme", "browser_origins: [\"https://example.com\", \"https://*\"]\n", `browser_origins[1]: "https://*" would let every site of https in`},
+		{"every site, twice wild", "browser_origins: [\"http://*.*:*\"]\n", `browser_origins[0]: "http://*.*:*" would let every site of http in`},
+		{"null", "browser_origins: [\"null\"]\n", `browser_origins[0]: "null" cannot be listed: every site's sandboxed iframes`},
+		{"a port out of range", "browser_origins: [\"http://127.0.0.1:99999\"]\n", `browser_origins[0]: "http://127.0.0.1:99999" has no port 99999`},
+		{"an unquoted wildcard", "browser_origins:\n  - *.example.com\n", `brain.yaml:2:5: YAML anchors and aliases are not allowed here (a value beginning with * is an alias to YAML: quote it, "*…")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,11 +116,14 @@ func TestConfigTakesFractionsWhereWanted(t *testing.T) {
 }
 
 // TestBrowserOriginPatterns: browser_origins become the server's Origin
-// patterns — case folded, a trailing slash dropped, an IPv6 literal's
-// brackets escaped (path.Match reads them as a class) — and each matches
-// what its entry says (server.TestBrowserOrigins has the server's side).
+// patterns as browsers send Origin — case folded, a trailing slash and a
+// default port dropped, a Unicode name in punycode, a :* port matching no
+// port too, an IPv6 literal's brackets escaped (path.Match reads them as
+// a class), another scheme than http kept — and each matches what its
+// entry says (server.TestBrowserOrigins has the server's side). An entry
+// with a default port, or in Unicode, never matched.
 func TestBrowserOriginPatterns(t *testing.T) {
-	c, err := loadServeConfig(writeConfig(t, "browser_origins: [\"https://App.example.com/\", \"https://*.example.com\", \"http://localhost:*\", \"http://[::1]:8080\"]\n"), t.TempDir())
+	c, err := loadServeConfig(writeConfig(t, "browser_origins: [\"https://App.example.com/\", \"https://*.example.com\", \"http://localhost:*\", \"http://[::1]:8080\", \"https://app.example.org:443\", \"https://bücher.example\", \"chrome-extension://abcdefghij\"]\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +131,13 @@ func TestBrowserOriginPatterns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"https://app.example.com", "https://*.example.com", "http://localhost:*", `http://\[::1\]:8080`}
+	want := []string{"https://app.example.com", "https://*.example.com", "http://localhost:*", "http://localhost", `http://\[::1\]:8080`, "https://app.example.org", "https://xn--bcher-kva.example", "chrome-extension://abcdefghij"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("patterns %q, want %q", got, want)
 	}
-	for origin, ok := range map[string]bool{"https://app.example.com": true, "https://ui.example.com": true, "http://localhost:6274": true, "http://[::1]:8080": true,
-		"http://app.example.com": false, "https://example.com.evil": false, "http://localhost.evil:1": false, "http://[::1]:8081": false} {
+	for origin, ok := range map[string]bool{"https://app.example.com": true, "https://ui.example.com": true, "http://localhost:6274": true, "http://localhost": true, "http://[::1]:8080": true,
+		"https://app.example.org": true, "https://xn--bcher-kva.example": true, "chrome-extension://abcdefghij": true,
+		"http://app.example.com": false, "https://example.com.evil": false, "http://localhost.evil:1": false, "http://[::1]:8081": false, "https://app.example.org:8443": false} {
 		matched := slices.ContainsFunc(got, func(p string) bool { m, _ := path.Match(p, origin); return m })
 		if matched != ok {
 			t.Errorf("%s matched: %v, want %v", origin, matched, ok)

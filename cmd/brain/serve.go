@@ -251,6 +251,11 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 	if turnDriver != nil {
 		fmt.Fprintf(stdout, "  model: %s (turns started with turn_start run on it)\n", cfg.Model.Name)
 	}
+	if len(cfg.BrowserOrigins) > 0 {
+		// The patterns as they match (default ports dropped, punycode), an
+		// IPv6 literal's brackets unescaped.
+		fmt.Fprintf(stdout, "  browser pages of other sites let in: %s\n", strings.NewReplacer(`\[`, "[", `\]`, "]").Replace(strings.Join(origins, " ")))
+	}
 	fmt.Fprintf(stdout, "  metrics: %s://%s/metrics (operator token)\n", httpScheme, l.Addr())
 	if tp != nil {
 		logger.Info("tracing: exporting spans over OTLP (OTEL_* variables)")

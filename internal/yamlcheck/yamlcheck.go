@@ -37,8 +37,12 @@ func Check(data []byte, opts Options) *Error {
 		switch {
 		case tk.Type == token.TagType:
 			return at(tk, fmt.Sprintf("YAML tags (%s) are not allowed here", tk.Value))
-		case !opts.Anchors && (tk.Type == token.AnchorType || tk.Type == token.AliasType):
-			return at(tk, "YAML anchors and aliases are not allowed here")
+		case !opts.Anchors && tk.Type == token.AliasType:
+			// A value people write beginning with * (a wildcard origin,
+			// a glob) is an alias to YAML unless quoted.
+			return at(tk, `YAML anchors and aliases are not allowed here (a value beginning with * is an alias to YAML: quote it, "*…")`)
+		case !opts.Anchors && tk.Type == token.AnchorType:
+			return at(tk, `YAML anchors and aliases are not allowed here (a value beginning with & is an anchor to YAML: quote it, "&…")`)
 		}
 	}
 	return nil

@@ -19,6 +19,7 @@ import type {
   CapabilityOutcomeEvent,
   CapabilityProgressCommand,
   Command,
+  ErrorCode,
   Event,
   Frame,
   Outcome,
@@ -52,6 +53,14 @@ interface RunningCall {
 
 const OPEN = 1;
 const RECENT = 1024;
+/**
+ * FINAL_CLOSES are the close codes after which the client does not
+ * connect again, with the error code each ends it with: 4401, the token
+ * was removed from the kernel's tokens.json (or its grant changed); 4404,
+ * the session was deleted, and a connection never makes it again.
+ */
+const FINAL_CLOSES: Record<number, ErrorCode> = { 4401: "forbidden", 4404: "not_found" };
+
 const MAX_QUOTA_RETRIES = 8;
 
 /**
@@ -206,12 +215,16 @@ export class BrainClient {
    * running handlers' signals fire with `cancelled`.
    */
   close(): void {
+    this.end(new BrainError("cancelled", "the client was closed"));
+  }
+
+  /** end closes the client for good, ending what waits with err. */
+  private end(err: BrainError): void {
     if (this.closed) {
       return;
     }
     this.closed = true;
     clearTimeout(this.timer);
-    const err = new BrainError("cancelled", "the client was closed");
     for (const [id, p] of this.pending) {
       this.pending.delete(id);
       p.reject(err);
@@ -531,6 +544,17 @@ export class BrainClient {
     };
     ws.onclose = (ev: { code?: number; reason?: string }) => {
       if (this.ws !== ws) {
+        return;
+      }
+      const final = FINAL_CLOSES[ev?.code ?? 0];
+      if (final !== undefined && this.wsState === "open") {
+        // Connecting again would be refused for ever (the same token, a
+        // deleted session): the client ends, saying why.
+        detach(ws);
+        this.ws = undefined;
+        const err = new BrainError(final, `the kernel ended the connection for good (${ev.code}: ${ev.reason || "no reason given"}); the client is closed`);
+        this.emitError(err);
+        this.end(err);
         return;
       }
       if (this.wsState !== "open") {

@@ -128,6 +128,28 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     client.close();
   });
 
+  test("a deleted session ends the client for good, saying so (it reconnected for ever)", async () => {
+    const client = brain.client("deleted-under-it");
+    clients.push(client);
+    await client.connect();
+    const errors: BrainError[] = [];
+    client.on("error", (e) => errors.push(e));
+    const res = await fetch(`${brain.url}/v1/sessions/deleted-under-it`, { method: "DELETE", headers: { Authorization: `Bearer ${brain.token}` } });
+    assert.equal(res.status, 200, await res.text());
+    const deadline = Date.now() + 10_000;
+    while (client.state !== "closed") {
+      assert.ok(Date.now() < deadline, `state ${client.state} after the delete`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0]!.code, "not_found");
+    assert.match(errors[0]!.message, /4404/);
+    await assert.rejects(
+      client.register({ name: "late", description: "", inputSchema: { type: "object" }, side: "client", origin: { kind: "client" } }),
+      (err: unknown) => err instanceof BrainError,
+    );
+  });
+
   test("a handler's error reaches the MCP caller with its code", async () => {
     const { client, mcp } = await setup("errors");
     class QuotaError extends Error {
