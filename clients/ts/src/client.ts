@@ -53,6 +53,9 @@ interface RunningCall {
 
 const OPEN = 1;
 const RECENT = 1024;
+/** DIAGNOSE_AFTER is how many connections in a row must close before they open for the client to ask the kernel why over HTTP. */
+const DIAGNOSE_AFTER = 3;
+
 /**
  * FINAL_CLOSES are the close codes after which the client does not
  * connect again, with the error code each ends it with: 4401, the token
@@ -100,6 +103,7 @@ export class BrainClient {
   private closed = false;
   private started = false;
   private attempt = 0;
+  private failedOpens = 0; // connections in a row that closed before they opened
   private timer: ReturnType<typeof setTimeout> | undefined;
   private seq: number | undefined;
   private nextID = 0;
@@ -510,6 +514,7 @@ export class BrainClient {
       if (this.ws !== ws) {
         return;
       }
+      this.failedOpens = 0;
       this.setState("open");
       if (resumes) {
         this.markSynced();
@@ -559,10 +564,14 @@ export class BrainClient {
       }
       if (this.wsState !== "open") {
         // Never opened: a wrong URL or token, or the kernel is down. Say
-        // so (a browser tells no more than this), then retry.
+        // so (a browser tells no more than this), then retry; the third
+        // time in a row, ask the kernel why over HTTP (diagnose).
         this.emitError(
           new BrainError("unavailable", `could not connect to ${base}/v1/sessions/${this.opts.session}/ws (close code ${ev?.code ?? "?"}${ev?.reason ? `: ${ev.reason}` : ""})`),
         );
+        if (++this.failedOpens === DIAGNOSE_AFTER) {
+          void this.diagnose();
+        }
       } else if (ev?.code !== undefined && ev.code !== 1000 && ev.code !== 1001 && ev.code !== 1006 && ev.reason) {
         this.emitError(new BrainError("unavailable", `the kernel closed the connection (${ev.code}: ${ev.reason})`));
       }
@@ -570,6 +579,47 @@ export class BrainClient {
       this.ws = undefined;
       this.onDisconnect();
     };
+  }
+
+  /**
+   * diagnose asks the kernel over HTTP why connections do not open — a
+   * browser hides a refused WebSocket's status (close code 1006) — and
+   * says it in an error event: the kernel's own message for a refused
+   * token; that the kernel cannot be reached, or (in a browser) does not
+   * list this page's origin, when the request fails outright. The client
+   * goes on retrying.
+   */
+  private async diagnose(): Promise<void> {
+    const fetchFn = (globalThis as { fetch?: typeof fetch }).fetch;
+    if (fetchFn === undefined) {
+      return;
+    }
+    const url = `${this.opts.url}/v1/sessions/${encodeURIComponent(this.opts.session)}`;
+    let why: BrainError | undefined;
+    try {
+      const res = await fetchFn(url, { headers: { Authorization: `Bearer ${this.opts.token}` } });
+      if (res.status === 401 || res.status === 403) {
+        let msg = `HTTP ${res.status}`;
+        try {
+          const body = (await res.json()) as { message?: unknown };
+          if (typeof body.message === "string") {
+            msg = body.message;
+          }
+        } catch {
+          // no JSON body: the status says it
+        }
+        why = new BrainError("forbidden", `the kernel refuses this client's token: ${msg}`);
+      }
+    } catch (err) {
+      const page = typeof (globalThis as { document?: unknown }).document !== "undefined";
+      why = new BrainError(
+        "unavailable",
+        `the kernel at ${this.opts.url} does not answer from here${page ? ", or does not let this page's origin in (browser_origins in its config: its log names refused origins)" : ""}: ${(err as Error).message}`,
+      );
+    }
+    if (why !== undefined && !this.closed && this.wsState !== "open") {
+      this.emitError(why);
+    }
   }
 
   /** markSynced settles connect's waiters: the connection has the session's state. */

@@ -108,7 +108,7 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     );
   });
 
-  test("a wrong token: connect keeps trying and says why", async () => {
+  test("a wrong token: connect keeps trying and says why, the kernel's words included", async () => {
     const client = brain.client("badtoken", { token: "not-a-token-of-this-kernel" });
     clients.push(client);
     const errors: BrainError[] = [];
@@ -122,6 +122,12 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     }
     assert.equal(errors[0]!.code, "unavailable");
     assert.match(errors[0]!.message, /could not connect to ws:\/\/127\.0\.0\.1:\d+\/v1\/sessions\/badtoken\/ws/);
+    // The third failure in a row asks the kernel why over HTTP, and says it.
+    while (!errors.some((e) => e.code === "forbidden")) {
+      assert.ok(Date.now() < deadline, `no diagnosis among ${errors.map((e) => e.message).join(" | ")}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.match(errors.find((e) => e.code === "forbidden")!.message, /refuses this client's token: a valid token is required/);
     assert.equal(client.state, "connecting");
     ac.abort(new Error("gave up"));
     await assert.rejects(connecting, /gave up/);
