@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // bodyWithin bounds how long a request's body may take to arrive, from
@@ -99,17 +101,24 @@ func noDuplicateKeys(data []byte) error {
 		}
 		switch t {
 		case json.Delim('{'):
-			seen := map[string]bool{}
+			seen := map[string]string{} // folded → as written
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
 					return errNotJSON
 				}
 				k, _ := kt.(string)
-				if seen[k] {
-					return fmt.Errorf("the key %q appears twice in one object", k)
+				// encoding/json matches a key to a field without regard to
+				// case, and takes the last: {"side":"client","Side":"operator"}
+				// made a client token an operator's (an adversarial probe).
+				f := foldKey(k)
+				if first, ok := seen[f]; ok {
+					if first == k {
+						return fmt.Errorf("the key %q appears twice in one object", k)
+					}
+					return fmt.Errorf("the keys %q and %q are one key twice in one object (keys are matched without regard to case)", first, k)
 				}
-				seen[k] = true
+				seen[f] = k
 				if err := walk(depth + 1); err != nil {
 					return err
 				}
@@ -129,6 +138,13 @@ func noDuplicateKeys(data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// foldKey folds k as encoding/json does when it matches a key to a field:
+// case, and the letters that fold to ASCII ones (the Kelvin sign to k,
+// the long s to s).
+func foldKey(k string) string {
+	return strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, k)
 }
 
 // errNotJSON ends noDuplicateKeys' walk at bytes that are not JSON.

@@ -38,3 +38,24 @@ func TestDecodeStrictCutShort(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeStrictKeysInAnotherCase: encoding/json matches a key to a
+// field without regard to case and takes the last, so a key repeated in
+// another case is one key twice: {"side":"client","Side":"operator"} made
+// a client token an operator's, {"id":"a","ID":"b"} made session b (an
+// adversarial probe). Each is refused, naming both spellings.
+func TestDecodeStrictKeysInAnotherCase(t *testing.T) {
+	var tok struct{ Side, Tenant string }
+	for _, s := range []string{`{"side":"client","Side":"operator"}`, `{"tenant":"a","TENANT":"b"}`, `{"side":"client","ſide":"operator"}`} {
+		if err := decodeStrict([]byte(s), &tok); err == nil || !strings.Contains(err.Error(), "without regard to case") {
+			t.Errorf("%s: %v (decoded %+v), want the keys refused as one key twice", s, err, tok)
+		}
+	}
+	var id struct{ ID string }
+	if err := decodeStrict([]byte(`{"id":"a","ID":"b"}`), &id); err == nil || !strings.Contains(err.Error(), `"id" and "ID"`) {
+		t.Errorf(`{"id":"a","ID":"b"}: %v (decoded %+v)`, err, id)
+	}
+	if err := decodeStrict([]byte(`{"Side":"client"}`), &tok); err != nil || tok.Side != "client" { // one key, in any case, as before
+		t.Errorf(`{"Side":"client"}: %v %+v`, err, tok)
+	}
+}

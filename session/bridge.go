@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brainrt/brain/internal/jsonkeys"
 	"github.com/brainrt/brain/internal/jsonvalid"
+	"github.com/brainrt/brain/internal/textcut"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -220,6 +222,13 @@ func (s *Session) admit(invoker protocol.Audience, name string, input json.RawMe
 	}
 	if err := r.input.ValidateJSON(input); err != nil {
 		return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q is invalid: %v", name, err)
+	}
+	// A key given twice means what each reader makes of it: the schema's
+	// validator and Go take the last, an approver's app may show the
+	// first (an adversarial probe had fs.read approved for one path and
+	// run on the other).
+	if k, _, dup := jsonkeys.Duplicate(input, false); dup {
+		return nil, protocol.Fail(protocol.CodeInvalidInput, "input for %q holds the key %q twice in one object: which value is meant is up to each reader (send it once)", name, textcut.Cut(k, 64))
 	}
 	var id string
 	if rs == nil {

@@ -1460,3 +1460,37 @@ func TestFakeClock(t *testing.T) {
 		})
 	})
 }
+
+// TestInputKeyTwice: an input holding a key twice in one object is
+// invalid_input before anything is published or run — with approval too,
+// where the approver's app could show one value and the tool run the
+// other (an adversarial probe: fs.read approved for notes.txt read
+// secret.txt). A key in another object, or in another case, is another
+// key here (a Go tool's decoding refuses case variants: package tool).
+func TestInputKeyTwice(t *testing.T) {
+	s := session.New("dup", nil)
+	ran := 0
+	for _, approval := range []bool{false, true} {
+		name := fmt.Sprintf("t.read%v", approval)
+		if err := s.RegisterAgent(protocol.Capability{Name: name, Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`), RequiresApproval: approval,
+			Side: protocol.SideAgent, Origin: protocol.Origin{Kind: protocol.OriginAgent}},
+			session.HandlerFunc(func(context.Context, *session.Call) (json.RawMessage, error) {
+				ran++
+				return json.RawMessage(`{}`), nil
+			})); err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range []string{`{"path":"notes.txt","path":"secret.txt"}`, `{"o":{"path":"a","p\u0061th":"b"}}`} {
+			out := s.Invoke(context.Background(), protocol.AudienceLLM, name, json.RawMessage(in))
+			if out.Err == nil || out.Err.Code != protocol.CodeInvalidInput || !strings.Contains(out.Err.Message, `the key "path" twice`) {
+				t.Fatalf("%s %s: %+v, want invalid_input naming the key", name, in, out)
+			}
+		}
+	}
+	if ran != 0 || len(s.Snapshot().PendingCalls) != 0 {
+		t.Fatalf("ran %d times, %d calls pending", ran, len(s.Snapshot().PendingCalls))
+	}
+	if out := s.Invoke(context.Background(), protocol.AudienceLLM, "t.readfalse", json.RawMessage(`{"path":"a","PATH":"b","o":{"path":"c"}}`)); out.Err != nil || ran != 1 {
+		t.Fatalf("distinct keys: %+v, ran %d", out, ran)
+	}
+}

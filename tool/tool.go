@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/internal/jsonkeys"
 	"github.com/brainrt/brain/protocol"
 )
 
@@ -344,6 +345,12 @@ func (in *instance[In, Out, H, B]) handlesFor(hs *Handles) (H, error) {
 // Invoke decodes the input, runs the tool's function with exactly its
 // declared handles, and encodes the output.
 func (in *instance[In, Out, H, B]) Invoke(ctx context.Context, call *Call) (json.RawMessage, error) {
+	// encoding/json matches keys to fields without regard to case and
+	// takes the last: {"mode":"read","MODE":"write"} passes a schema that
+	// allows only "read" under "mode", and decodes as "write".
+	if k1, k2, dup := jsonkeys.Duplicate(call.Input, true); dup {
+		return nil, protocol.Errorf(protocol.CodeInvalidInput, "input holds %q and %q in one object: to a Go tool they are one key (matched without regard to case); send it once", k1, k2)
+	}
 	var input In
 	if err := json.Unmarshal(call.Input, &input); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidInput, "input does not decode: %v", err)

@@ -3,11 +3,13 @@ package tool_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/brainrt/brain/handle"
+	"github.com/brainrt/brain/protocol"
 	"github.com/brainrt/brain/tool"
 )
 
@@ -160,5 +162,27 @@ func TestProvisionAndInvoke(t *testing.T) {
 	}
 	if got.Token != "t0k" || got.Endpoint != "https://x" || len(prog) != 1 || prog[0].Message != "half" {
 		t.Errorf("bindings %+v, progress %+v", got, prog)
+	}
+}
+
+// TestInputKeyInAnotherCase: a Go tool's input decodes with encoding/json,
+// which matches keys to fields without regard to case and takes the last:
+// {"pattern":"ok","PATTERN":"other"} would pass a schema checking
+// "pattern" and run with "other". It is invalid_input, naming both.
+func TestInputKeyInAnotherCase(t *testing.T) {
+	ran := false
+	tl := tool.New(tool.Spec{Name: "s", Description: "d"},
+		func(ctx *tool.Context[tool.None, tool.None], in searchIn) (searchOut, error) {
+			ran = true
+			return searchOut{}, nil
+		})
+	inst, err := tl.Provision(context.Background(), tool.Handles{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = inst.Invoke(context.Background(), &tool.Call{ID: "c1", Input: json.RawMessage(`{"pattern":"ok","PATTERN":"other"}`)})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidInput || !strings.Contains(pe.Message, `"pattern" and "PATTERN"`) || ran {
+		t.Fatalf("Invoke = %v (ran %v), want invalid_input naming both keys", err, ran)
 	}
 }
