@@ -304,7 +304,7 @@ func unauthenticated(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case twoTokens(r):
 		msg = "two different tokens (two Authorization headers, two ?token=, or a header and a ?token= that differ): send one"
-	case r.URL.Query().Has("token") && !isWebSocketHandshake(r):
+	case r.URL.Query().Get("token") != "" && !(wsRoutes[r.Pattern] && isWebSocketHandshake(r)):
 		msg += "; ?token= is taken by WebSocket connections only, where a browser cannot set the header"
 	case r.Header.Get("Authorization") != "" && bearerToken(r) == "":
 		msg += "; the Authorization header holds no Bearer token"

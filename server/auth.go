@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/base64"
 	"net/http"
 	"strings"
 )
@@ -23,11 +24,18 @@ func bearerToken(r *http.Request) string {
 		return ""
 	}
 	header, _ := headerToken(r)
-	if wsRoutes[r.Pattern] && r.Method == http.MethodGet && isWebSocketHandshake(r) {
-		for _, q := range r.URL.Query()["token"] {
-			if q != "" {
-				return q
-			}
+	handshake := wsRoutes[r.Pattern] && r.Method == http.MethodGet && isWebSocketHandshake(r)
+	for _, q := range r.URL.Query()["token"] {
+		switch {
+		case q == "":
+		case handshake:
+			return q
+		default:
+			// A token in the URL of any other request is refused, header
+			// or not: the URL is logged by every proxy on the way, and a
+			// header beside it is the request's word against its URL's
+			// (an adversarial probe found the header served).
+			return ""
 		}
 	}
 	return header
@@ -92,4 +100,37 @@ var wsRoutes = map[string]bool{
 // isWebSocketHandshake reports a request to upgrade to a WebSocket.
 func isWebSocketHandshake(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// handshakeProblem says why r is not a WebSocket handshake
+// coder/websocket's Accept takes (RFC 6455, 4.2.1), with the status it
+// answers: checked before a connection's session is made, since Accept
+// checks only after.
+func handshakeProblem(r *http.Request) (status int, why string) {
+	hasToken := func(header, token string) bool {
+		for _, v := range r.Header.Values(header) {
+			for _, t := range strings.Split(v, ",") {
+				if strings.EqualFold(strings.TrimSpace(t), token) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	switch {
+	case !r.ProtoAtLeast(1, 1):
+		return http.StatusUpgradeRequired, "a WebSocket handshake is HTTP/1.1 or later, not " + r.Proto
+	case !hasToken("Connection", "Upgrade") || !hasToken("Upgrade", "websocket"):
+		return http.StatusUpgradeRequired, "this endpoint is a WebSocket: the request needs Connection: Upgrade and Upgrade: websocket"
+	case r.Header.Get("Sec-WebSocket-Version") != "13":
+		return http.StatusBadRequest, "a WebSocket handshake of version 13 is wanted (Sec-WebSocket-Version: 13)"
+	}
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return http.StatusBadRequest, "a WebSocket handshake has one Sec-WebSocket-Key"
+	}
+	if k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(keys[0])); err != nil || len(k) != 16 {
+		return http.StatusBadRequest, "the Sec-WebSocket-Key is not 16 bytes in base64"
+	}
+	return 0, ""
 }

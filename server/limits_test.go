@@ -466,6 +466,21 @@ func TestTokenInURL(t *testing.T) {
 			t.Errorf("%s %s?token= with Upgrade: websocket: status %d, want 401", q.method, q.path, status)
 		}
 	}
+	// Nor does a header beside it make one take it: a token in the URL of
+	// any other request is refused, the header's good or not (an
+	// adversarial probe: the header was served).
+	for _, tok := range []string{clientToken, appToken} {
+		if status := do("GET", "/v1/sessions/u1?token="+tok, http.Header{"Authorization": {"Bearer " + clientToken}}); status != http.StatusUnauthorized {
+			t.Errorf("GET /v1/sessions/u1?token= with a header: status %d, want 401", status)
+		}
+	}
+	if status := do("GET", "/v1/sessions/u1?token=", http.Header{"Authorization": {"Bearer " + clientToken}}); status != http.StatusOK {
+		t.Errorf("an empty ?token= beside a header: status %d, want 200 (it presents nothing)", status)
+	}
+	// Two Origin headers: a browser sends one (the CORS answer echoed both).
+	if status := do("GET", "/v1/sessions/u1", http.Header{"Authorization": {"Bearer " + clientToken}, "Origin": {f.srv.URL, "http://evil.example"}}); status != http.StatusBadRequest {
+		t.Errorf("two Origin headers: status %d, want 400", status)
+	}
 	// Only "Bearer <token>" presents a token in the header.
 	for h, want := range map[string]int{
 		"Bearer " + clientToken:   http.StatusOK,

@@ -242,3 +242,42 @@ func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestRefusedHandshakeMakesNoSession: a request to a session's WebSocket
+// that is no handshake coder/websocket takes — a plain GET, a missing or
+// bad key, another version — is refused (426 or 400, saying what is
+// missing) before its session is made: Accept refused it after, and the
+// session stayed (an adversarial probe).
+func TestRefusedHandshakeMakesNoSession(t *testing.T) {
+	ts, mgr := originKernel(t)
+	upgrade := withHeader(withHeader(withHeader(http.Header{}, "Connection", "Upgrade"), "Upgrade", "websocket"), "Sec-WebSocket-Version", "13")
+	for name, c := range map[string]struct {
+		h    http.Header
+		want int
+	}{
+		"a plain GET":     {http.Header{}, http.StatusUpgradeRequired},
+		"no key":          {upgrade, http.StatusBadRequest},
+		"a bad key":       {withHeader(upgrade, "Sec-WebSocket-Key", "short"), http.StatusBadRequest},
+		"another version": {withHeader(withHeader(upgrade, "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), "Sec-WebSocket-Version", "8"), http.StatusBadRequest},
+	} {
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/sessions/h1/ws", nil)
+		req.Header = c.h.Clone()
+		req.Header.Set("Authorization", "Bearer "+tenantAClient)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Message string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || e.Message == "" || mgr.Live() != 0 {
+			t.Fatalf("%s: %d %q, %d sessions live; want %d, a reason and none", name, resp.StatusCode, e.Message, mgr.Live(), c.want)
+		}
+	}
+}
+
+func withHeader(h http.Header, k, v string) http.Header {
+	h = h.Clone()
+	h.Set(k, v)
+	return h
+}

@@ -130,6 +130,12 @@ func (srv *Server) handleConversation(w http.ResponseWriter, r *http.Request, pr
 // forwarded had its CORS answered there: answered again, its response
 // would carry each header twice, which a browser refuses.
 func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.Header.Values("Origin")) > 1 {
+		// A browser sends one; with two, the CORS answer echoed both,
+		// the unlisted one among them (an adversarial probe).
+		httpError(w, http.StatusBadRequest, "invalid_request", "two Origin headers: a request has one")
+		return
+	}
 	if srv.cors != nil && r.Header.Get("Origin") != "" && r.Header.Get(forwardedHeader) == "" {
 		srv.cors.ServeHTTP(w, r, srv.serve)
 		return
@@ -235,6 +241,16 @@ func (srv *Server) joinWS(w http.ResponseWriter, r *http.Request, pr Principal) 
 	// made (Accept would refuse it after, leaving the session behind), and
 	// told how a kernel lets it in.
 	if !srv.sameOrListedOrigin(w, r) {
+		return createNever, false
+	}
+	if status, why := handshakeProblem(r); why != "" {
+		// Accept would refuse it after the session was made (a plain GET,
+		// a missing key: an adversarial probe made sessions so).
+		if status == http.StatusUpgradeRequired {
+			w.Header().Set("Connection", "Upgrade")
+			w.Header().Set("Upgrade", "websocket")
+		}
+		httpError(w, status, "invalid_request", why)
 		return createNever, false
 	}
 	if pr.Model {

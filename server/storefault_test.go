@@ -195,6 +195,9 @@ func TestStoreFaultsTold(t *testing.T) {
 		defer leaseErr.Store(nil)
 		req, _ := http.NewRequest("GET", hs.URL+"/v1/sessions/fresh/ws", nil)
 		req.Header.Set("Authorization", "Bearer "+clientToken)
+		for k, v := range map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="} {
+			req.Header.Set(k, v) // a handshake: anything else is refused before the store is asked
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -63,17 +63,27 @@ func checkTree(dir string, seen map[string]bool) error {
 		if err != nil {
 			return err
 		}
+		inStream := filepath.Base(filepath.Dir(dir)) == "streams" // dir is a stream's own
 		if fi.IsDir() {
+			// A directory where the store keeps a file: nats-server gave
+			// up the stream's recovery, and brain made it anew (an
+			// adversarial probe: a directory for 1.blk, 0 sessions after).
+			if filepath.Base(dir) == "msgs" || (inStream && (e.Name() == "meta.inf" || e.Name() == "meta.sum")) {
+				return &fs.PathError{Op: "open", Path: path, Err: errors.New("a directory, where the stream keeps a file")}
+			}
 			if err := checkTree(path, seen); err != nil {
 				return err
 			}
 			continue
 		}
-		if name := e.Name(); (name == "msgs" || name == "obs") && filepath.Base(filepath.Dir(dir)) == "streams" {
+		if name := e.Name(); (name == "msgs" || name == "obs") && inStream {
 			return &fs.PathError{Op: "open", Path: path, Err: errors.New("not a directory, where the stream keeps one")}
 		}
 		if !fi.Mode().IsRegular() {
-			continue
+			// A named pipe, a socket, a device: the embedded server's read
+			// of a pipe waited for ever, before brain listened or logged
+			// anything (an adversarial probe).
+			return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("not a regular file (%s), where the store keeps files", fileKind(fi.Mode()))}
 		}
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
@@ -84,6 +94,19 @@ func checkTree(dir string, seen map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// fileKind names a file's kind for a refusal.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
 }
 
 // accessible reports a directory brain's user may not list, enter or

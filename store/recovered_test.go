@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,5 +121,63 @@ func TestStoreThroughASymlink(t *testing.T) {
 	st2 := open(t, dir, nil)
 	if got := load(t, st2, "kept"); len(got) != 2 {
 		t.Fatalf("through links: %d events, want 2", len(got))
+	}
+}
+
+// TestStoreFileKinds: a named pipe where the store keeps a file hung the
+// start for ever (the embedded server's read waited on it, before brain
+// listened or logged), and a directory where a block is kept made the
+// server give the stream's recovery up, and brain made it anew, empty
+// (an adversarial probe). Each is refused naming the path and what it
+// is, and nothing in the store changes; put right, the store opens with
+// its session.
+func TestStoreFileKinds(t *testing.T) {
+	dir := t.TempDir()
+	st := open(t, dir, nil)
+	appendAll(t, journal(t, st, "kept"), benchEvent(1), benchEvent(2))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := filepath.Join(dir, "jetstream", "$G", "streams", "BRAIN_EVENTS", "msgs")
+	blocks, _ := filepath.Glob(filepath.Join(msgs, "*.blk"))
+	if len(blocks) == 0 {
+		t.Fatalf("no block file in %s", msgs)
+	}
+	for _, c := range []struct {
+		name, want string
+		make       func(path string) error
+	}{
+		{"a named pipe", "not a regular file (a named pipe)", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"a directory", "a directory, where the stream keeps a file", func(p string) error { return os.Mkdir(p, 0o700) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			aside := blocks[0] + ".aside"
+			if err := os.Rename(blocks[0], aside); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.make(blocks[0]); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st2, err := store.Open(ctx, &store.Options{DataDir: dir})
+			if err == nil {
+				_ = st2.Close()
+				t.Fatalf("a store with %s for a block was opened", c.name)
+			}
+			if !strings.Contains(err.Error(), blocks[0]) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("the refusal: %v", err)
+			}
+			if err := os.Remove(blocks[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(aside, blocks[0]); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	st3 := open(t, dir, nil)
+	if got := load(t, st3, "kept"); len(got) != 2 {
+		t.Fatalf("after the fix: %d events, want 2", len(got))
 	}
 }

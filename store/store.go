@@ -362,6 +362,22 @@ func (s *Store) Created() time.Time { return s.stream.CachedInfo().Created }
 // older than its Created; a store made anew does not.
 func (s *Store) Oldest() time.Time { return s.stream.CachedInfo().State.FirstTime }
 
+// Counts returns the stream's last sequence and how many events it holds,
+// now (the store's record at a stop: cmd/brain's storeid.go).
+func (s *Store) Counts(ctx context.Context) (lastSeq, events uint64, err error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return info.State.LastSeq, info.State.Msgs, nil
+}
+
+// OpenedCounts is [Store.Counts] as the stream was opened.
+func (s *Store) OpenedCounts() (lastSeq, events uint64) {
+	st := s.stream.CachedInfo().State
+	return st.LastSeq, st.Msgs
+}
+
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)

@@ -178,6 +178,8 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 		if err := checkStoreID(a.data, st.Created(), st.Oldest(), logger); err != nil {
 			return err
 		}
+		lastSeq, events := st.OpenedCounts()
+		checkStoreCounts(a.data, lastSeq, events, logger)
 	}
 	scheme := "http"
 	if tlsConfig != nil {
@@ -309,6 +311,15 @@ func serve(ctx context.Context, a serveArgs, stdout io.Writer, logger *slog.Logg
 			mcpHandler.Detach()
 			endConns(cause)
 		}, logger)
+		if a.nats == "" { // the embedded store: its counts, for the next start (storeid.go)
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if lastSeq, events, cerr := st.Counts(cctx); cerr == nil {
+				if werr := recordStoreCounts(a.data, lastSeq, events); werr != nil {
+					logger.Warn("brain serve: record the session store's counts", slog.String("error", werr.Error()))
+				}
+			}
+			ccancel()
+		}
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -359,7 +359,9 @@ func TestServeClusterFaults(t *testing.T) {
 		for i, n := range nodes {
 			wg.Go(func() {
 				for k := 0; ; k++ {
-					code, body, hdr, err := n.get(ctx, fmt.Sprintf("/v1/sessions/fresh-%s-%d/ws", n.id, k), token)
+					// A new session's request (not a /ws GET, which is
+					// refused before the store is asked unless a handshake).
+					code, body, hdr, err := n.request(ctx, "POST", "/v1/sessions", token, fmt.Sprintf(`{"id":"fresh-%s-%d"}`, n.id, k))
 					var e struct{ Code, Message string }
 					if err == nil && code == http.StatusServiceUnavailable && json.Unmarshal(body, &e) == nil && e.Message == want && hdr.Get("Retry-After") != "" {
 						told[i] = time.Since(killed)

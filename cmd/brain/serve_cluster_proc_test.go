@@ -198,7 +198,16 @@ func (n *brainNode) log() string {
 // get is GET path on the node with token ("" for none); it returns the
 // status, the body and the response's headers.
 func (n *brainNode) get(ctx context.Context, path, token string) (int, []byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+n.addr+path, nil)
+	return n.request(ctx, "GET", path, token, "")
+}
+
+// request sends method path with token and body (none when "").
+func (n *brainNode) request(ctx context.Context, method, path, token, body string) (int, []byte, http.Header, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.addr+path, rd)
 	if err != nil {
 		return 0, nil, nil, err
 	}
