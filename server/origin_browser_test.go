@@ -1,14 +1,12 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/brainrt/brain/internal/browsertest"
+	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/mcpbridge"
 	"github.com/brainrt/brain/server"
 )
@@ -28,13 +27,13 @@ func originKernel(t *testing.T, patterns ...string) (*httptest.Server, *server.M
 }
 
 // originKernelLogged is originKernel with the kernel's log.
-func originKernelLogged(t *testing.T, patterns ...string) (*httptest.Server, *server.Manager, *lockedBuffer) {
+func originKernelLogged(t *testing.T, patterns ...string) (*httptest.Server, *server.Manager, *testutil.LockedBuffer) {
 	t.Helper()
 	tokens, err := server.NewTokens(tenantTokens()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	mgr := server.NewManager(server.ManagerOptions{})
 	mcpH := mcpbridge.Handler(nil, nil)
 	t.Cleanup(func() { _ = mcpH.Close() })
@@ -42,24 +41,6 @@ func originKernelLogged(t *testing.T, patterns ...string) (*httptest.Server, *se
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}))
 	t.Cleanup(ts.Close)
 	return ts, mgr, logs
-}
-
-// lockedBuffer is a bytes.Buffer safe for a server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestBrowserOrigins: the pages of the sites a kernel lists

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/brainrt/brain/internal/regularfile"
 )
 
 // checkStoreFiles refuses to start the embedded server on a store that
@@ -83,7 +85,7 @@ func checkTree(dir string, seen map[string]bool) error {
 			// A named pipe, a socket, a device: the embedded server's read
 			// of a pipe waited for ever, before brain listened or logged
 			// anything (an adversarial probe).
-			return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("not a regular file (%s), where the store keeps files", fileKind(fi.Mode()))}
+			return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("not a regular file (%s), where the store keeps files", regularfile.Kind(fi.Mode()))}
 		}
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
@@ -94,19 +96,6 @@ func checkTree(dir string, seen map[string]bool) error {
 		}
 	}
 	return nil
-}
-
-// fileKind names a file's kind for a refusal.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "mode " + m.String()
 }
 
 // accessible reports a directory brain's user may not list, enter or

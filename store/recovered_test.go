@@ -12,6 +12,24 @@ import (
 	"github.com/brainrt/brain/store"
 )
 
+// closedStoreWithKept makes a store holding session "kept" (2 events),
+// closes it, and returns its directory and its block files.
+func closedStoreWithKept(t *testing.T) (dir string, blocks []string) {
+	t.Helper()
+	dir = t.TempDir()
+	st := open(t, dir, nil)
+	appendAll(t, journal(t, st, "kept"), benchEvent(1), benchEvent(2))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := filepath.Join(dir, "jetstream", "$G", "streams", "BRAIN_EVENTS", "msgs")
+	blocks, _ = filepath.Glob(filepath.Join(msgs, "*.blk"))
+	if len(blocks) == 0 {
+		t.Fatalf("no block file in %s", msgs)
+	}
+	return dir, blocks
+}
+
 // TestUnrecoveredStreamIsNotReplaced: a stream whose files the embedded
 // server cannot open (here a block file that is a symbolic link to
 // itself, which no user may open; in the probe, one brain's user could not
@@ -19,17 +37,7 @@ import (
 // directory, and leaves the files as they were. Open made a new stream
 // over them, emptying the block: every session lost (a lifecycle probe).
 func TestUnrecoveredStreamIsNotReplaced(t *testing.T) {
-	dir := t.TempDir()
-	st := open(t, dir, nil)
-	appendAll(t, journal(t, st, "kept"), benchEvent(1), benchEvent(2))
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	msgs := filepath.Join(dir, "jetstream", "$G", "streams", "BRAIN_EVENTS", "msgs")
-	blocks, _ := filepath.Glob(filepath.Join(msgs, "*.blk"))
-	if len(blocks) == 0 {
-		t.Fatalf("no block file in %s", msgs)
-	}
+	dir, blocks := closedStoreWithKept(t)
 	kept, err := os.ReadFile(blocks[0])
 	if err != nil {
 		t.Fatal(err)
@@ -132,17 +140,7 @@ func TestStoreThroughASymlink(t *testing.T) {
 // is, and nothing in the store changes; put right, the store opens with
 // its session.
 func TestStoreFileKinds(t *testing.T) {
-	dir := t.TempDir()
-	st := open(t, dir, nil)
-	appendAll(t, journal(t, st, "kept"), benchEvent(1), benchEvent(2))
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	msgs := filepath.Join(dir, "jetstream", "$G", "streams", "BRAIN_EVENTS", "msgs")
-	blocks, _ := filepath.Glob(filepath.Join(msgs, "*.blk"))
-	if len(blocks) == 0 {
-		t.Fatalf("no block file in %s", msgs)
-	}
+	dir, blocks := closedStoreWithKept(t)
 	for _, c := range []struct {
 		name, want string
 		make       func(path string) error

@@ -14,23 +14,30 @@ import (
 	"github.com/brainrt/brain/protocol"
 )
 
+// serveOnce runs serve on data until use (if any) returns, stops it
+// gracefully, and returns what it logged.
+func serveOnce(t *testing.T, data string, use func(addr string)) string {
+	t.Helper()
+	var logs testutil.LockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	addr, _, done := serveLogged(t, ctx, serveArgs{addr: "127.0.0.1:0", data: data, consoleAddr: "off", idle: time.Hour}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if use != nil {
+		use(addr)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	return logs.String()
+}
+
 // TestStoreMadeAnewIsSaid: a data directory whose nats/ was deleted
 // starts (with no sessions), and says so in the log — once, naming what
 // to do; a start on the same store, or a first start, says nothing.
 func TestStoreMadeAnewIsSaid(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	start := func() string {
-		t.Helper()
-		var logs testutil.LockedBuffer
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		_, _, done := serveLogged(t, ctx, serveArgs{addr: "127.0.0.1:0", data: data, consoleAddr: "off", idle: time.Hour}, slog.New(slog.NewTextHandler(&logs, nil)))
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-		return logs.String()
-	}
+	start := func() string { t.Helper(); return serveOnce(t, data, nil) }
 	t.Chdir(dir) // the default workspace is made here
 	const said = "the session store was made anew"
 	if logs := start(); strings.Contains(logs, said) {
@@ -60,20 +67,7 @@ func TestStoreRecordedAgainIsNoAlarm(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	t.Chdir(dir)
 	const alarm = "the session store was made anew"
-	start := func(use func(addr string)) string {
-		t.Helper()
-		var logs testutil.LockedBuffer
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		addr, _, done := serveLogged(t, ctx, serveArgs{addr: "127.0.0.1:0", data: data, consoleAddr: "off", idle: time.Hour}, slog.New(slog.NewTextHandler(&logs, nil)))
-		if use != nil {
-			use(addr)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-		return logs.String()
-	}
+	start := func(use func(addr string)) string { t.Helper(); return serveOnce(t, data, use) }
 	request := func(addr, method, path string) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(`{"id":"kept"}`))
@@ -148,20 +142,7 @@ func TestStoreLossAfterAStopIsSaid(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	t.Chdir(dir)
 	const said = "the session store holds fewer events than at its last stop"
-	start := func(use func(addr string)) string {
-		t.Helper()
-		var logs testutil.LockedBuffer
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		addr, _, done := serveLogged(t, ctx, serveArgs{addr: "127.0.0.1:0", data: data, consoleAddr: "off", idle: time.Hour}, slog.New(slog.NewTextHandler(&logs, nil)))
-		if use != nil {
-			use(addr)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-		return logs.String()
-	}
+	start := func(use func(addr string)) string { t.Helper(); return serveOnce(t, data, use) }
 	logs := start(func(addr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

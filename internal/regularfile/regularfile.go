@@ -31,7 +31,7 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, Kind(fi.Mode()))
 	}
 	if fi.Size() > limit {
 		return nil, fmt.Errorf("%s has %d bytes, more than the %d allowed", path, fi.Size(), limit)
@@ -46,8 +46,9 @@ func Read(path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// kind names what a file that is not regular is.
-func kind(m os.FileMode) string {
+// Kind names what a file that is not regular is, for an error: "a named
+// pipe", "a directory".
+func Kind(m os.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
