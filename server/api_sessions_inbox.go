@@ -215,6 +215,7 @@ func (srv *Server) handleApprovalsWS(w http.ResponseWriter, r *http.Request, _ P
 	if !srv.sameOrListedOrigin(w, r) { // Accept's rule, with brain's words
 		return
 	}
+	r.Host = clientHost(r) // what Accept checks the Origin against, as serveWS does
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: srv.opts.OriginPatterns})
 	if err != nil {
 		return

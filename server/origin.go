@@ -7,6 +7,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/cors"
@@ -144,20 +145,54 @@ func (srv *Server) newCORS(patterns []string) *cors.Cors {
 	})
 }
 
-// originRefusedEvery is how often a refused Origin is logged, at most.
-const originRefusedEvery = time.Minute
+// originRefusedEvery is the window of the refused Origins' log, and
+// originsLoggedPerWindow how many distinct ones a window logs: each
+// Origin once a window, and past the cap only a count, said as the next
+// window begins. Anyone may send any Origin, token or not: a line and a
+// record for each of 20,000 made-up ones flooded the log and grew memory
+// that was never given back (a re-probe).
+const (
+	originRefusedEvery     = time.Minute
+	originsLoggedPerWindow = 32
+)
 
-// originRefused logs, at most once a minute for each Origin, that a
-// browser page of another site was refused: a browser hides the refusal
-// from the page's scripts (a failed preflight, a WebSocket closed 1006),
-// so the kernel's log is where its operator learns which site to list.
+// refusedOrigins is what the log of refused Origins remembers: the
+// current window's.
+type refusedOrigins struct {
+	mu         sync.Mutex
+	start      time.Time
+	logged     map[string]bool
+	suppressed int
+}
+
+// originRefused logs, once a window for each Origin and for at most
+// originsLoggedPerWindow of them, that a browser page of another site
+// was refused: a browser hides the refusal from the page's scripts (a
+// failed preflight, a WebSocket closed 1006), so the kernel's log is
+// where its operator learns which site to list.
 func (srv *Server) originRefused(r *http.Request, origin string) {
 	origin = textcut.Cut(origin, 200)
+	ro := &srv.originsRefused
 	now := time.Now()
-	if last, ok := srv.originsRefused.Load(origin); ok && now.Sub(last.(time.Time)) < originRefusedEvery {
-		return
+	ro.mu.Lock()
+	var dropped int
+	if ro.logged == nil || now.Sub(ro.start) >= originRefusedEvery {
+		dropped = ro.suppressed
+		ro.start, ro.logged, ro.suppressed = now, map[string]bool{}, 0
 	}
-	srv.originsRefused.Store(origin, now)
-	srv.log.Info("a browser page of another site was refused: list its origin under browser_origins to let it in (docs/serve.md)",
-		slog.String("origin", origin), slog.String("path", r.URL.Path), slog.String("host", clientHost(r)))
+	logIt := !ro.logged[origin] && len(ro.logged) < originsLoggedPerWindow
+	switch {
+	case logIt:
+		ro.logged[origin] = true
+	case !ro.logged[origin]:
+		ro.suppressed++
+	}
+	ro.mu.Unlock()
+	if dropped > 0 {
+		srv.log.Info("browser pages of other sites refused in the last window beyond those logged", slog.Int("refusals", dropped))
+	}
+	if logIt {
+		srv.log.Info("a browser page of another site was refused: list its origin under browser_origins to let it in (docs/serve.md)",
+			slog.String("origin", origin), slog.String("path", r.URL.Path), slog.String("host", clientHost(r)))
+	}
 }

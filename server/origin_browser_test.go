@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -152,13 +153,42 @@ func TestBrowserOrigins(t *testing.T) {
 
 	// Behind a reverse proxy that rewrites Host (nginx's default, Go's
 	// ReverseProxy) and says which host it was reached at, a page of the
-	// proxy's own origin is same-origin: it was refused 403.
-	c, _, err = websocket.Dial(ctx, "ws"+strings.TrimPrefix(plain.URL, "http")+"/v1/sessions/c5/ws?token="+tenantAClient,
-		&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://brain.example"}, "X-Forwarded-Host": {"brain.example, inner.proxy"}}})
-	if err != nil {
-		t.Fatalf("a same-origin page behind a proxy: %v", err)
+	// proxy's own origin is same-origin: it was refused 403 — and the
+	// approvals' stream was still, after the session's was fixed (the
+	// re-probe).
+	for _, path := range []string{"/v1/sessions/c5/ws?token=" + tenantAClient, "/v1/approvals/ws?token=" + tenantOps} {
+		c, _, err = websocket.Dial(ctx, "ws"+strings.TrimPrefix(plain.URL, "http")+path,
+			&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://brain.example"}, "X-Forwarded-Host": {"brain.example, inner.proxy"}}})
+		if err != nil {
+			t.Fatalf("a same-origin page behind a proxy, %s: %v", path, err)
+		}
+		c.CloseNow()
 	}
-	c.CloseNow()
+}
+
+// TestRefusedOriginsLogBounded: anyone may send any Origin, token or not;
+// the log of refusals holds at most originsLoggedPerWindow of them a
+// minute and counts the rest (a line and a record for each of 20,000
+// made-up Origins flooded the log and grew memory: a re-probe). A kernel
+// listing no site logs a page's refused preflight too (it logged nothing:
+// the page saw a CORS failure, the operator nothing).
+func TestRefusedOriginsLogBounded(t *testing.T) {
+	for _, patterns := range [][]string{{"https://app.example"}, nil} {
+		ts, _, logs := originKernelLogged(t, patterns...)
+		for i := range 200 {
+			req, _ := http.NewRequest("OPTIONS", ts.URL+"/v1/sessions/x/mcp", nil)
+			req.Header.Set("Origin", fmt.Sprintf("https://site%d.example", i))
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		if n := strings.Count(logs.String(), "a browser page of another site was refused"); n != 32 {
+			t.Fatalf("patterns %v: 200 refused Origins logged %d times, want the window's 32:\n%.2000s", patterns, n, logs)
+		}
+	}
 }
 
 // TestBrowserOriginsInChromium: a page of another site, in a real

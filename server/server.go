@@ -75,9 +75,8 @@ type Server struct {
 	// cors answers the CORS requests of the pages OriginPatterns lets in
 	// (origin.go); nil without patterns.
 	cors *cors.Cors
-	// originsRefused is when each refused Origin was last logged
-	// (origin.go, originRefused).
-	originsRefused sync.Map // origin → time.Time
+	// originsRefused is the log of refused Origins' window (origin.go).
+	originsRefused refusedOrigins
 }
 
 // New returns a server.
@@ -139,6 +138,11 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if srv.cors != nil && r.Header.Get("Origin") != "" && r.Header.Get(forwardedHeader) == "" {
 		srv.cors.ServeHTTP(w, r, srv.serve)
 		return
+	}
+	if srv.cors == nil && r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" && crossOrigin(r, nil) != "" {
+		// A page of another site asks a kernel that lists none: its fetch
+		// fails in the browser as a CORS error; the log says which site.
+		srv.originRefused(r, r.Header.Get("Origin"))
 	}
 	srv.serve(w, r)
 }

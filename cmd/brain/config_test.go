@@ -88,6 +88,8 @@ func TestConfigErrors(t *testing.T) {
 		{"every site", "browser_origins: [\"*\"]\n", `browser_origins[0]: "*" would let every site in`},
 		{"every site of a scheme", "browser_origins: [\"https://example.com\", \"https://*\"]\n", `browser_origins[1]: "https://*" would let every site of https in`},
 		{"every site, twice wild", "browser_origins: [\"http://*.*:*\"]\n", `browser_origins[0]: "http://*.*:*" would let every site of http in`},
+		{"every site under a top-level domain", "browser_origins: [\"https://*.com\"]\n", `browser_origins[0]: "https://*.com" would let every site under .com in`},
+		{"every address", "browser_origins: [\"http://*.*.*.*:*\"]\n", `browser_origins[0]: "http://*.*.*.*:*" would let every address of http in`},
 		{"null", "browser_origins: [\"null\"]\n", `browser_origins[0]: "null" cannot be listed: every site's sandboxed iframes`},
 		{"a port out of range", "browser_origins: [\"http://127.0.0.1:99999\"]\n", `browser_origins[0]: "http://127.0.0.1:99999" has no port 99999`},
 		{"an unquoted wildcard", "browser_origins:\n  - *.example.com\n", `brain.yaml:2:5: YAML anchors and aliases are not allowed here (a value beginning with * is an alias to YAML: quote it, "*…")`},
@@ -123,7 +125,7 @@ func TestConfigTakesFractionsWhereWanted(t *testing.T) {
 // entry says (server.TestBrowserOrigins has the server's side). An entry
 // with a default port, or in Unicode, never matched.
 func TestBrowserOriginPatterns(t *testing.T) {
-	c, err := loadServeConfig(writeConfig(t, "browser_origins: [\"https://App.example.com/\", \"https://*.example.com\", \"http://localhost:*\", \"http://[::1]:8080\", \"https://app.example.org:443\", \"https://bücher.example\", \"chrome-extension://abcdefghij\"]\n"), t.TempDir())
+	c, err := loadServeConfig(writeConfig(t, "browser_origins: [\"https://App.example.com/\", \"https://*.example.com\", \"http://localhost:*\", \"http://[::1]:8080\", \"https://app.example.org:443\", \"https://bücher.example\", \"chrome-extension://abcdefghij\", \"http://192.168.1.*:*\"]\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +133,12 @@ func TestBrowserOriginPatterns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"https://app.example.com", "https://*.example.com", "http://localhost:*", "http://localhost", `http://\[::1\]:8080`, "https://app.example.org", "https://xn--bcher-kva.example", "chrome-extension://abcdefghij"}
+	want := []string{"https://app.example.com", "https://*.example.com", "http://localhost:*", "http://localhost", `http://\[::1\]:8080`, "https://app.example.org", "https://xn--bcher-kva.example", "chrome-extension://abcdefghij", "http://192.168.1.*:*", "http://192.168.1.*"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("patterns %q, want %q", got, want)
 	}
 	for origin, ok := range map[string]bool{"https://app.example.com": true, "https://ui.example.com": true, "http://localhost:6274": true, "http://localhost": true, "http://[::1]:8080": true,
-		"https://app.example.org": true, "https://xn--bcher-kva.example": true, "chrome-extension://abcdefghij": true,
+		"https://app.example.org": true, "https://xn--bcher-kva.example": true, "chrome-extension://abcdefghij": true, "http://192.168.1.20:8080": true,
 		"http://app.example.com": false, "https://example.com.evil": false, "http://localhost.evil:1": false, "http://[::1]:8081": false, "https://app.example.org:8443": false} {
 		matched := slices.ContainsFunc(got, func(p string) bool { m, _ := path.Match(p, origin); return m })
 		if matched != ok {

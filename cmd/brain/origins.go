@@ -108,8 +108,8 @@ func originPattern(o string) (pattern, why string) {
 			}
 			labels[j] = l
 		}
-		if strings.Contains(labels[len(labels)-1], "*") {
-			return "", "would let every site of " + scheme + " in: name the site (https://app.example.com) or a domain's subdomains (https://*.example.com)"
+		if why := tooWide(scheme, labels); why != "" {
+			return "", why
 		}
 		host = strings.Join(labels, ".")
 	}
@@ -134,6 +134,37 @@ func originPattern(o string) (pattern, why string) {
 	}
 	// An IPv6 literal's brackets are path.Match's character classes.
 	return strings.NewReplacer("[", `\[`, "]", `\]`).Replace(pattern), ""
+}
+
+// tooWide says why a host pattern with wildcards would let in sites no
+// one means to list, or "": a name needs two whole labels after its last
+// wildcard (*.example.com, not *.com: every site under a top-level
+// domain), and an IPv4 address its first number (192.168.1.*, not *.*.*.*).
+func tooWide(scheme string, labels []string) string {
+	last := -1
+	for i, l := range labels {
+		if strings.Contains(l, "*") {
+			last = i
+		}
+	}
+	if last < 0 {
+		return ""
+	}
+	ipv4 := len(labels) == 4
+	for _, l := range labels {
+		ipv4 = ipv4 && strings.Trim(l, "0123456789*") == ""
+	}
+	switch {
+	case ipv4 && !strings.Contains(labels[0], "*"):
+		return ""
+	case ipv4:
+		return "would let every address of " + scheme + " in: give the address's first number (http://192.168.1.*)"
+	case len(labels)-1-last >= 2:
+		return ""
+	case last == len(labels)-1:
+		return "would let every site of " + scheme + " in: name the site (https://app.example.com) or a domain's subdomains (https://*.example.com)"
+	}
+	return "would let every site under ." + strings.Join(labels[last+1:], ".") + " in: name a domain (https://*.example.com)"
 }
 
 func isASCII(s string) bool {

@@ -57,9 +57,10 @@ const RECENT = 1024;
 const DIAGNOSE_AFTER = 3;
 
 /**
- * FINAL_CLOSES are the close codes after which the client does not
+ * FINAL_CLOSES are the close codes after which the client may not
  * connect again, with the error code each ends it with: 4401, the token
- * was removed from the kernel's tokens.json (or its grant changed); 4404,
+ * was removed from the kernel's tokens.json or its grant changed (the
+ * client asks the kernel, and ends only if it refuses the token); 4404,
  * the session was deleted, and a connection never makes it again.
  */
 const FINAL_CLOSES: Record<number, ErrorCode> = { 4401: "forbidden", 4404: "not_found" };
@@ -553,11 +554,29 @@ export class BrainClient {
       }
       const final = FINAL_CLOSES[ev?.code ?? 0];
       if (final !== undefined && this.wsState === "open") {
-        // Connecting again would be refused for ever (the same token, a
-        // deleted session): the client ends, saying why.
         detach(ws);
         this.ws = undefined;
         const err = new BrainError(final, `the kernel ended the connection for good (${ev.code}: ${ev.reason || "no reason given"}); the client is closed`);
+        if (ev.code === 4401) {
+          // A token's grant changed (its name, tenant or app) or it was
+          // removed: only the kernel knows which. Ask it; connect again
+          // unless it refuses the token.
+          this.setState("connecting");
+          void this.askWhy().then((why) => {
+            if (this.closed) {
+              return;
+            }
+            if (why?.code === "forbidden") {
+              this.emitError(err);
+              this.end(err);
+            } else {
+              this.onDisconnect();
+            }
+          });
+          return;
+        }
+        // A deleted session is never made again by a connection: the
+        // client ends, saying why.
         this.emitError(err);
         this.end(err);
         return;
@@ -590,11 +609,24 @@ export class BrainClient {
    * goes on retrying.
    */
   private async diagnose(): Promise<void> {
+    const why = await this.askWhy();
+    if (why !== undefined && !this.closed && this.wsState !== "open") {
+      this.emitError(why);
+    }
+  }
+
+  /**
+   * askWhy asks the kernel over HTTP whether it takes this client's token
+   * for its session (diagnose): a BrainError saying why not, or undefined
+   * when it does (or fetch is not there to ask with).
+   */
+  private async askWhy(): Promise<BrainError | undefined> {
     const fetchFn = (globalThis as { fetch?: typeof fetch }).fetch;
     if (fetchFn === undefined) {
-      return;
+      return undefined;
     }
-    const url = `${this.opts.url}/v1/sessions/${encodeURIComponent(this.opts.session)}`;
+    const http = this.opts.url.replace(/^ws/, "http"); // a ws:// URL names the same kernel over HTTP
+    const url = `${http}/v1/sessions/${encodeURIComponent(this.opts.session)}`;
     let why: BrainError | undefined;
     try {
       const res = await fetchFn(url, { headers: { Authorization: `Bearer ${this.opts.token}` } });
@@ -614,12 +646,10 @@ export class BrainClient {
       const page = typeof (globalThis as { document?: unknown }).document !== "undefined";
       why = new BrainError(
         "unavailable",
-        `the kernel at ${this.opts.url} does not answer from here${page ? ", or does not let this page's origin in (browser_origins in its config: its log names refused origins)" : ""}: ${(err as Error).message}`,
+        `the kernel at ${http} does not answer from here${page ? ", or does not let this page's origin in (browser_origins in its config: its log names refused origins)" : ""}: ${(err as Error).message}`,
       );
     }
-    if (why !== undefined && !this.closed && this.wsState !== "open") {
-      this.emitError(why);
-    }
+    return why;
   }
 
   /** markSynced settles connect's waiters: the connection has the session's state. */

@@ -82,18 +82,14 @@ export class Brain {
     return b;
   }
 
-  private writeTokens(): void {
+  /** writeTokens writes the kernel's tokens.json (which brain reloads when it changes): the client token named clientName, or none when null. */
+  writeTokens(clientName: string | null = "ts-tests"): void {
     mkdirSync(join(this.dir, "data"), { recursive: true, mode: 0o700 });
-    writeFileSync(
-      join(this.dir, "data", "tokens.json"),
-      JSON.stringify({
-        tokens: [
-          { token: this.token, side: "client", name: "ts-tests", tenant: "ts" },
-          { token: this.modelToken, side: "model", tenant: "ts" },
-        ],
-      }),
-      { mode: 0o600 },
-    );
+    const tokens: object[] = [{ token: this.modelToken, side: "model", tenant: "ts" }];
+    if (clientName !== null) {
+      tokens.unshift({ token: this.token, side: "client", name: clientName, tenant: "ts" });
+    }
+    writeFileSync(join(this.dir, "data", "tokens.json"), JSON.stringify({ tokens }), { mode: 0o600 });
   }
 
   /** The HTTP base URL. */

@@ -156,6 +156,34 @@ describe("client-side capabilities over MCP", { timeout: 30_000 }, () => {
     );
   });
 
+  test("4401: a token's grant changed, the client connects again; the token removed, it ends", async () => {
+    const own = await Brain.start(); // its own kernel: this test rewrites the tokens
+    try {
+      const client = own.client("grants");
+      await within(client.connect(), 10_000, "the client to connect");
+      const errors: BrainError[] = [];
+      client.on("error", (e) => errors.push(e));
+      const states: string[] = [];
+      client.on("state", (st) => states.push(st));
+      own.writeTokens("renamed"); // the same token, another name: its sockets close 4401
+      const deadline = Date.now() + 20_000;
+      const stateNow = (): string => client.state; // read anew each time (no narrowing)
+      while (!(states.includes("connecting") && stateNow() === "open")) {
+        assert.ok(Date.now() < deadline, `states ${states.join(",")} after a grant changed`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(!errors.some((e) => e.code === "forbidden"), errors.map((e) => e.message).join(" | "));
+      own.writeTokens(null); // removed
+      while (stateNow() !== "closed") {
+        assert.ok(Date.now() < deadline, `state ${stateNow()} after the token was removed`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(errors.some((e) => e.code === "forbidden" && /4401/.test(e.message)), errors.map((e) => e.message).join(" | "));
+    } finally {
+      await own.stop();
+    }
+  });
+
   test("a handler's error reaches the MCP caller with its code", async () => {
     const { client, mcp } = await setup("errors");
     class QuotaError extends Error {
