@@ -118,6 +118,8 @@ func handshakeProblem(r *http.Request) (status int, why string) {
 		return false
 	}
 	switch {
+	case r.Method != http.MethodGet: // the route's GET takes HEAD too (a re-probe made sessions by HEAD)
+		return http.StatusMethodNotAllowed, "a WebSocket handshake is a GET, not " + r.Method
 	case !r.ProtoAtLeast(1, 1):
 		return http.StatusUpgradeRequired, "a WebSocket handshake is HTTP/1.1 or later, not " + r.Proto
 	case !hasToken("Connection", "Upgrade") || !hasToken("Upgrade", "websocket"):

@@ -136,6 +136,12 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if srv.cors != nil && r.Header.Get("Origin") != "" && r.Header.Get(forwardedHeader) == "" {
+		if r.Method == http.MethodOptions && asksInternalHeaders(r.Header.Get("Access-Control-Request-Headers")) {
+			// A page's fetch may send any header but the ones a kernel
+			// and its proxies set (a re-probe found them allowed).
+			httpError(w, http.StatusForbidden, "forbidden", "a page may not send the headers a cluster node or a proxy sets (Brain-Forwarded-By, Brain-Forwarded-Host, Brain-Mcp-Caller, X-Forwarded-Host, Forwarded)")
+			return
+		}
 		srv.cors.ServeHTTP(w, r, srv.serve)
 		return
 	}
@@ -145,6 +151,19 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		srv.originRefused(r, r.Header.Get("Origin"))
 	}
 	srv.serve(w, r)
+}
+
+// asksInternalHeaders reports whether a preflight's
+// Access-Control-Request-Headers names a header brain's nodes or a proxy
+// in front of it set, which no page may.
+func asksInternalHeaders(list string) bool {
+	for _, h := range strings.Split(list, ",") {
+		switch strings.ToLower(strings.TrimSpace(h)) {
+		case "brain-forwarded-by", "brain-forwarded-host", "brain-mcp-caller", "x-forwarded-host", "forwarded":
+			return true
+		}
+	}
+	return false
 }
 
 // serve serves the routes above.

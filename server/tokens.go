@@ -15,6 +15,7 @@ import (
 	"sync"
 	"unicode"
 
+	"github.com/brainrt/brain/internal/regularfile"
 	"github.com/brainrt/brain/session"
 )
 
@@ -271,10 +272,14 @@ func randomToken() (string, error) {
 	return hex.EncodeToString(raw[:]), nil
 }
 
+// maxTokensFile bounds tokens.json: a token a line of some 200 bytes,
+// far more tokens than a kernel holds.
+const maxTokensFile = 16 << 20
+
 // ReadTokens reads a tokens file (dir/tokens.json) strictly: it must exist,
 // be private to its owner (mode 0600) and hold valid tokens.
 func ReadTokens(path string) ([]Token, error) {
-	b, err := os.ReadFile(path)
+	b, err := regularfile.Read(path, maxTokensFile) // a named pipe there held the start for ever (a re-probe)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/brainrt/brain/internal/regularfile"
 )
 
 // WatchTokens keeps tokens in step with the tokens file at path until ctx
@@ -54,7 +56,7 @@ func WatchTokens(ctx context.Context, tokens *Tokens, path string, interval time
 			continue
 		}
 		last, sinceAll = stamp, 0
-		data, err := os.ReadFile(path)
+		data, err := regularfile.Read(path, maxTokensFile)
 		var list []Token
 		if err == nil {
 			// Checked whatever the bytes: a chmod that left the file

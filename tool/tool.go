@@ -345,11 +345,11 @@ func (in *instance[In, Out, H, B]) handlesFor(hs *Handles) (H, error) {
 // Invoke decodes the input, runs the tool's function with exactly its
 // declared handles, and encodes the output.
 func (in *instance[In, Out, H, B]) Invoke(ctx context.Context, call *Call) (json.RawMessage, error) {
-	// encoding/json matches keys to fields without regard to case and
-	// takes the last: {"mode":"read","MODE":"write"} passes a schema that
-	// allows only "read" under "mode", and decodes as "write".
-	if k1, k2, dup := jsonkeys.Duplicate(call.Input, true); dup {
-		return nil, protocol.Errorf(protocol.CodeInvalidInput, "input holds %q and %q in one object: to a Go tool they are one key (matched without regard to case); send it once", k1, k2)
+	// Keys equal but for case, where they name one field (casekeys.go).
+	if _, _, maybe := jsonkeys.Duplicate(call.Input, true); maybe { // most inputs have no such pair anywhere: 0 allocations to tell
+		if k1, k2, dup := caseTwin(call.Input, reflect.TypeFor[In]()); dup {
+			return nil, protocol.Errorf(protocol.CodeInvalidInput, "input holds %q and %q in one object: to this Go tool they are one field (matched without regard to case); send it once", k1, k2)
+		}
 	}
 	var input In
 	if err := json.Unmarshal(call.Input, &input); err != nil {

@@ -182,7 +182,34 @@ func TestInputKeyInAnotherCase(t *testing.T) {
 	}
 	_, err = inst.Invoke(context.Background(), &tool.Call{ID: "c1", Input: json.RawMessage(`{"pattern":"ok","PATTERN":"other"}`)})
 	var pe *protocol.Error
-	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidInput || !strings.Contains(pe.Message, `"pattern" and "PATTERN"`) || ran {
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidInput || !strings.Contains(pe.Message, `"PATTERN" and "pattern"`) || ran {
 		t.Fatalf("Invoke = %v (ran %v), want invalid_input naming both keys", err, ran)
+	}
+
+	// Free-form data keeps its keys as sent: a script's arguments, a
+	// request's headers ("Name" and "name" are two there; the re-probe found
+	// js.eval refusing them). Fields of a nested struct are one field still.
+	type inner struct {
+		Mode string `json:"mode"`
+	}
+	type freeIn struct {
+		Args    map[string]any    `json:"args"`
+		Raw     json.RawMessage   `json:"raw"`
+		Any     any               `json:"any"`
+		Headers map[string]string `json:"headers"`
+		Opts    []inner           `json:"opts"`
+	}
+	free := tool.New(tool.Spec{Name: "f", Description: "d"}, func(ctx *tool.Context[tool.None, tool.None], in freeIn) (string, error) { return "ran", nil })
+	finst, err := free.Provision(context.Background(), tool.Handles{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := finst.Invoke(context.Background(), &tool.Call{ID: "c2", Input: json.RawMessage(`{"args":{"Name":"Ada","name":"ada"},"raw":{"A":1,"a":2},"any":{"X":1,"x":2},"headers":{"Content-Type":"a","content-type":"b"},"opts":[{"mode":"read"}]}`)})
+	if err != nil || string(out) != `"ran"` {
+		t.Fatalf("free-form keys in another case: %s %v, want it run", out, err)
+	}
+	_, err = finst.Invoke(context.Background(), &tool.Call{ID: "c3", Input: json.RawMessage(`{"opts":[{"mode":"read"},{"mode":"read","MODE":"write"}]}`)})
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidInput {
+		t.Fatalf("a nested struct's field twice: %v, want invalid_input", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"golang.org/x/net/idna"
+	"golang.org/x/net/publicsuffix"
 )
 
 // browserOriginPatterns checks browser_origins — the sites whose pages
@@ -72,6 +73,12 @@ func originPattern(o string) (pattern, why string) {
 	if !ok || !schemePattern.MatchString(scheme) {
 		return "", notAnOrigin
 	}
+	switch scheme {
+	case "ws", "wss", "javascript", "data", "file", "about", "blob":
+		// Never a page's origin: ws is a socket's URL (list the page's
+		// http or https origin), the others send Origin null or none.
+		return "", "is no origin a browser page sends: want the page's own scheme://host[:port], e.g. https://app.example.com"
+	}
 	rest = strings.TrimSuffix(rest, "/")
 	if rest == "" || strings.ContainsAny(rest, "/?#@\\ ") {
 		return "", notAnOrigin
@@ -121,8 +128,8 @@ func originPattern(o string) (pattern, why string) {
 		}
 	default:
 		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 {
-			return "", "has no port " + port + ": a port is 1 to 65535"
+		if err != nil || n < 1 || n > 65535 || port[0] == '0' { // browsers send no leading zero
+			return "", "has no port " + port + ": a port is 1 to 65535, written as browsers send it (no leading zero)"
 		}
 		if (scheme == "https" && n == 443) || (scheme == "http" && n == 80) {
 			port = "" // browsers leave the default port out of Origin
@@ -159,12 +166,18 @@ func tooWide(scheme string, labels []string) string {
 		return ""
 	case ipv4:
 		return "would let every address of " + scheme + " in: give the address's first number (http://192.168.1.*)"
-	case len(labels)-1-last >= 2:
-		return ""
 	case last == len(labels)-1:
 		return "would let every site of " + scheme + " in: name the site (https://app.example.com) or a domain's subdomains (https://*.example.com)"
 	}
-	return "would let every site under ." + strings.Join(labels[last+1:], ".") + " in: name a domain (https://*.example.com)"
+	// What follows the last wildcard must be a domain someone owns, not a
+	// suffix under which anyone registers one (com, co.uk, github.io: the
+	// public suffix list): *.github.io is every GitHub Pages site, and
+	// *example.com — a typo of *.example.com — is evilexample.com too.
+	suffix := strings.Join(labels[last+1:], ".")
+	if ps, _ := publicsuffix.PublicSuffix(suffix); ps == suffix {
+		return "would let every site under ." + suffix + " in (anyone may have a name there): name a domain (https://*.example.com)"
+	}
+	return ""
 }
 
 func isASCII(s string) bool {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/brainrt/brain/internal/regularfile"
 )
 
 // The embedded store keeps the sessions under <data>/nats. A data
@@ -35,7 +37,7 @@ const storeIDFile = "store.id"
 func checkStoreID(dataDir string, created, oldest time.Time, logger *slog.Logger) error {
 	path := filepath.Join(dataDir, storeIDFile)
 	stamp := created.UTC().Format(time.RFC3339Nano)
-	b, err := os.ReadFile(path)
+	b, err := regularfile.Read(path, 1<<10) // a named pipe there held the start for ever (a re-probe)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -64,7 +66,7 @@ func checkStoreID(dataDir string, created, oldest time.Time, logger *slog.Logger
 				slog.String("what_to_do", "if nats/ was deleted or damaged, stop brain and restore the data directory from a backup (docs/operations.md, \"Backups\"); if starting afresh was meant, nothing: "+storeIDFile+" now names the new store"))
 		}
 	}
-	if err := os.WriteFile(path, []byte(stamp+"\n"), 0o600); err != nil {
+	if err := writeReplacing(path, []byte(stamp+"\n")); err != nil {
 		return fmt.Errorf("record the session store: %w", err)
 	}
 	return nil
@@ -78,7 +80,32 @@ const storeCountsFile = "store.last"
 // recordStoreCounts writes the store's counts at a graceful stop, when no
 // journal appends any more.
 func recordStoreCounts(dataDir string, lastSeq, events uint64) error {
-	return os.WriteFile(filepath.Join(dataDir, storeCountsFile), fmt.Appendf(nil, "last_seq=%d events=%d\n", lastSeq, events), 0o600)
+	return writeReplacing(filepath.Join(dataDir, storeCountsFile), fmt.Appendf(nil, "last_seq=%d events=%d\n", lastSeq, events))
+}
+
+// writeReplacing writes b to a new file beside path and renames it over
+// path: whatever was at path (a named pipe, which a write waits on for
+// ever, held a stop past its bound; a link) is replaced, not written
+// through.
+func writeReplacing(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(f.Name(), 0o600)
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		_ = os.Remove(f.Name())
+	}
+	return werr
 }
 
 // checkStoreCounts compares the store's counts as it opened with those
@@ -90,13 +117,20 @@ func recordStoreCounts(dataDir string, lastSeq, events uint64) error {
 // records nothing.
 func checkStoreCounts(dataDir string, lastSeq, events uint64, logger *slog.Logger) {
 	path := filepath.Join(dataDir, storeCountsFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
+	b, err := regularfile.Read(path, 1<<10)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return // no record: a first start, or the last stop was not graceful
+	case err != nil:
+		_ = os.Remove(path)
+		logger.Warn("the data directory's record of its session store at the last stop was not readable; not compared", slog.String("file", path), slog.String("error", err.Error()))
+		return
 	}
 	_ = os.Remove(path)
 	var wasLast, wasEvents uint64
-	if _, err := fmt.Sscanf(string(b), "last_seq=%d events=%d", &wasLast, &wasEvents); err != nil {
+	if _, err := fmt.Sscanf(string(b), "last_seq=%d events=%d", &wasLast, &wasEvents); err != nil || string(b) != fmt.Sprintf("last_seq=%d events=%d\n", wasLast, wasEvents) {
+		// Only what recordStoreCounts writes is compared: anything else
+		// (a trailing word, another spelling) raised a false alarm.
 		logger.Warn("the data directory's record of its session store at the last stop was not readable; not compared", slog.String("file", path))
 		return
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,5 +178,54 @@ func TestStoreLossAfterAStopIsSaid(t *testing.T) {
 	}
 	if logs := start(nil); strings.Contains(logs, said) {
 		t.Fatalf("the start after that said it again:\n%s", logs)
+	}
+}
+
+// TestDataFilesThatArePipes: a named pipe at tokens.json, store.id or
+// store.last held the start for ever with an empty log (and one put at
+// store.last while brain ran held the stop past its bound): a re-probe.
+// tokens.json and store.id are refused naming the path; store.last is
+// warned of and replaced at the stop.
+func TestDataFilesThatArePipes(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	t.Chdir(dir)
+	serveOnce(t, data, nil) // makes tokens.json, store.id
+	for _, name := range []string{"tokens.json", storeIDFile} {
+		path := filepath.Join(data, name)
+		aside := path + ".aside"
+		if err := os.Rename(path, aside); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		done := make(chan error, 1)
+		go func() {
+			done <- serve(ctx, serveArgs{addr: "127.0.0.1:0", data: data, consoleAddr: "off", idle: time.Hour}, io.Discard, slog.New(slog.DiscardHandler))
+		}()
+		err := testutil.Recv(t, done, "serve's refusal of a pipe at "+name) // it hung for ever
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "named pipe") {
+			t.Fatalf("a named pipe at %s: %v, want a refusal naming it", name, err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(aside, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := filepath.Join(data, storeCountsFile)
+	_ = os.Remove(last)
+	if err := syscall.Mkfifo(last, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if logs := serveOnce(t, data, nil); !strings.Contains(logs, "was not readable; not compared") {
+		t.Fatalf("a named pipe at store.last:\n%s", logs)
+	}
+	if fi, err := os.Lstat(last); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("store.last after the stop: %v %v, want the record, a regular file", fi, err)
 	}
 }
