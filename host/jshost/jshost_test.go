@@ -170,6 +170,7 @@ export default {};
 `
 
 func TestInvoke(t *testing.T) {
+	calls = map[string]int{} // the call ids count from c1 in each run (-count=2 ran on from the first's)
 	dir := t.TempDir()
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("héllo"), 0o644); err != nil {
