@@ -139,7 +139,7 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodOptions && asksInternalHeaders(r.Header.Get("Access-Control-Request-Headers")) {
 			// A page's fetch may send any header but the ones a kernel
 			// and its proxies set (a re-probe found them allowed).
-			httpError(w, http.StatusForbidden, "forbidden", "a page may not send the headers a cluster node or a proxy sets (Brain-Forwarded-By, Brain-Forwarded-Host, Brain-Mcp-Caller, X-Forwarded-Host, Forwarded)")
+			httpError(w, http.StatusForbidden, "forbidden", "a page may not send the headers a cluster node or a proxy sets ("+forwardedHeader+", "+forwardedHostHeader+", "+mcpCallerHeader+", X-Forwarded-Host, Forwarded)")
 			return
 		}
 		srv.cors.ServeHTTP(w, r, srv.serve)
@@ -158,9 +158,11 @@ func (srv *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // in front of it set, which no page may.
 func asksInternalHeaders(list string) bool {
 	for _, h := range strings.Split(list, ",") {
-		switch strings.ToLower(strings.TrimSpace(h)) {
-		case "brain-forwarded-by", "brain-forwarded-host", "brain-mcp-caller", "x-forwarded-host", "forwarded":
-			return true
+		h = strings.TrimSpace(h)
+		for _, internal := range []string{forwardedHeader, forwardedHostHeader, mcpCallerHeader, "X-Forwarded-Host", "Forwarded"} {
+			if strings.EqualFold(h, internal) {
+				return true
+			}
 		}
 	}
 	return false
