@@ -246,11 +246,12 @@ func (f *fencedJournal) admits(r *protocol.Frame) bool {
 // journal has stored it.
 func (f *fencedJournal) shows(seq uint64) bool { return seq <= f.durable.Load() }
 
-// restoredUpTo tells a clustered session's journal j the events the
-// store held when the session was loaded: peers may be shown them.
-func restoredUpTo(j session.Journal, events []session.Event) {
-	if f, ok := j.(*fencedJournal); ok && len(events) > 0 {
-		f.durable.Store(events[len(events)-1].Seq)
+// restoredUpTo tells a clustered session's journal j the last event the
+// store held when the session was loaded (seq last): peers may be shown
+// the events up to it.
+func restoredUpTo(j session.Journal, last uint64) {
+	if f, ok := j.(*fencedJournal); ok && last > 0 {
+		f.durable.Store(last)
 	}
 }
 

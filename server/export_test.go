@@ -57,3 +57,21 @@ func SetWriterStarts(t interface{ Cleanup(func()) }, f func(replies func() int))
 func SetJournalFaultFor(t interface{ Cleanup(func()) }, d time.Duration) {
 	setTunable(t, journalFaultFor, d)
 }
+
+// CheckpointsWritten waits until the checkpoints of the sessions
+// hibernated so far are written (checkpoints.go), or ctx ends.
+func (m *Manager) CheckpointsWritten(ctx interface{ Done() <-chan struct{} }) bool {
+	for {
+		m.checkpoints.mu.Lock()
+		done, running := m.checkpoints.done, m.checkpoints.running
+		m.checkpoints.mu.Unlock()
+		if !running {
+			return true
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

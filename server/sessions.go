@@ -94,6 +94,9 @@ type Manager struct {
 	// shared by all of them.
 	runners *workers.Pool[func()]
 	runOn   func(f func())
+	// checkpoints writes hibernated sessions' checkpoints, with a
+	// Checkpointer store (checkpoints.go); nil without one.
+	checkpoints *checkpoints
 }
 
 // runnerIdle is how long a shared runner goroutine waits for its next job
@@ -130,9 +133,16 @@ func NewManager(opts ManagerOptions) *Manager {
 	}
 	l := opts.Limits.withDefaults()
 	runners := workers.New(runJob, runnerIdle)
-	return &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}, inbox: newInbox(),
+	m := &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}, inbox: newInbox(),
 		limits: l, owners: newOwners(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession},
 		runners: runners, runOn: runners.Submit}
+	if c, ok := opts.Store.(Checkpointer); ok {
+		template := opts.Session
+		m.checkpoints = newCheckpoints(func(ctx context.Context, id string) error {
+			return c.Checkpoint(ctx, id, &template)
+		}, opts.Logger)
+	}
+	return m
 }
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -247,13 +257,18 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 		opts.MaxEventBytes = sz.MaxEventBytes() // no event is shown that the store could not hold
 	}
 	var events []session.Event
-	var cj *countingJournal // counts journal bytes (limits.go)
+	var cp *session.Checkpoint // the events up to a point, in short (Checkpointer)
+	var cj *countingJournal    // counts journal bytes (limits.go)
 	if m.opts.Store != nil {
 		if err := m.takeLease(ctx, e); err != nil { // cluster.go; before the journal reads the last event
 			return nil, false, err
 		}
 		var j session.Journal
-		if r, ok := m.opts.Store.(Resumer); ok {
+		if r, ok := m.opts.Store.(Checkpointer); ok {
+			if cp, events, j, err = r.ResumeFrom(ctx, id); err != nil {
+				return nil, false, fmt.Errorf("session %s: load: %w", id, err)
+			}
+		} else if r, ok := m.opts.Store.(Resumer); ok {
 			if events, j, err = r.Resume(ctx, id); err != nil {
 				return nil, false, fmt.Errorf("session %s: load: %w", id, err)
 			}
@@ -279,20 +294,30 @@ func (m *Manager) open(ctx context.Context, e *managed, create bool) (s *session
 		if r, ok := j.(session.EventReader); ok {
 			opts.History = r // the session keeps its latest events in memory, and reads the older back
 		}
+		last := uint64(0)
+		if cp != nil {
+			cj.bytes.Add(cp.Bytes)
+			last = cp.Seq
+		}
 		for _, ev := range events {
 			cj.bytes.Add(eventBytes(ev))
+			last = ev.Seq
 		}
-		restoredUpTo(cj.j, events) // cluster.go
+		restoredUpTo(cj.j, last) // cluster.go
 	}
-	if len(events) > 0 {
-		s, err := session.Restore(id, events, &opts, m.opts.Attach)
+	if cp != nil || len(events) > 0 {
+		s, err := session.RestoreFrom(id, cp, events, &opts, m.opts.Attach)
 		if err != nil {
 			return nil, false, err
 		}
 		if cj != nil {
 			m.journals.track(s, cj)
 		}
-		m.log.Info("session restored", slog.String("session", id), slog.Int("events", len(events)))
+		if cp != nil {
+			m.log.Info("session restored", slog.String("session", id), slog.Uint64("checkpoint", cp.Seq), slog.Int("events_after", len(events)))
+		} else {
+			m.log.Info("session restored", slog.String("session", id), slog.Int("events", len(events)))
+		}
 		return s, false, nil
 	}
 	if !create {
@@ -352,6 +377,9 @@ func (m *Manager) Hibernate(idle time.Duration) int {
 			m.opts.Release(e.s)
 		}
 		m.log.Debug("session hibernated", slog.String("session", e.s.ID()))
+		if m.checkpoints != nil {
+			m.checkpoints.add(e.id) // checkpoints.go: its next wake reads a few events, not all
+		}
 	}
 	return len(drop)
 }

@@ -118,6 +118,9 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 	}
 	m.log.Info("sessions released for the stop", slog.Int("sessions", len(entries)))
+	if m.checkpoints != nil {
+		m.checkpoints.close(ctx) // the one being written, not those waiting: their sessions wake from their events
+	}
 	return errors.Join(errs...)
 }
 

@@ -152,6 +152,16 @@ func (s *Session) emitDurableLocked(e entry) error {
 //
 // The restored session journals to opts.Journal like any other.
 func Restore(id string, events []Event, opts *Options, reattach func(*Session) error) (*Session, error) {
+	return RestoreFrom(id, nil, events, opts, reattach)
+}
+
+// RestoreFrom is [Restore] from a [Checkpoint] of the session's events up
+// to cp.Seq and the events stored after it (from cp.Seq+1 on): the
+// session comes back as Restore would bring it back from all of its
+// events. cp may be nil (then it is Restore). A checkpoint that does not
+// hold together (events out of order, a finished call naming no table
+// entry) is an error naming what is wrong, and nothing is restored.
+func RestoreFrom(id string, cp *Checkpoint, events []Event, opts *Options, reattach func(*Session) error) (*Session, error) {
 	// New applies the defaults: given them applied already, it would take
 	// the 0 a negative PeerGrace becomes for "unset".
 	var o Options
@@ -161,99 +171,19 @@ func Restore(id string, events []Event, opts *Options, reattach func(*Session) e
 	journal := o.Journal
 	o.Journal = nil // replaying must not append again
 	s := New(id, &o)
-	var calls []*restoredCall
-	byID := map[string]*restoredCall{}
-	// streams are the render streams whose partials the journal holds but
-	// neither their call nor their end (render_stream.go): a stream dies
-	// with the process, so they end below, as RenderStream.Close would.
-	type stream struct {
-		id, name string
-		owner    *Peer
+	r := newReplay(s)
+	if cp != nil {
+		if err := r.checkpoint(cp); err != nil {
+			return nil, fmt.Errorf("restore session %q: %w", id, err)
+		}
 	}
-	var streams []stream
-	revs := map[string]string{} // name → revision of its latest registration, of any origin
 	for i, e := range events {
-		if e.Seq != s.events.last+1 && !(i == 0 && e.Seq > 0) {
+		if e.Msg == nil || e.Seq != s.events.last+1 && !(i == 0 && cp == nil && e.Seq > 0) {
 			return nil, fmt.Errorf("restore session %q: event %d has seq %d after %d", id, i, e.Seq, s.events.last)
 		}
-		s.mu.Lock()
-		s.events.last = e.Seq - 1
-		var owner *Peer
-		ownerOf := func(name string) {
-			if r, ok := s.caps[name]; ok && revs[name] == r.rev {
-				owner = &r.owner
-			}
-		}
-		switch m := e.Msg.(type) {
-		case *protocol.CapabilityRegister:
-			for _, c := range m.Capabilities {
-				revs[c.Name], _ = revisionOf(&c)
-				s.dropCapLocked(c.Name) // a registration of another origin ends the old one
-				if p, ok := restoredOwner(c.Origin); ok {
-					if r, err := s.prepare(p, c, nil); err == nil {
-						s.putCapLocked(c.Name, r)
-					}
-				}
-			}
-		case *protocol.CapabilityDeregister:
-			for _, n := range m.Names {
-				if r, ok := s.caps[n]; !ok || r.def[0].Origin.Kind != protocol.OriginFramework {
-					s.dropCapLocked(n)
-					delete(revs, n)
-				}
-			}
-		case *protocol.ApprovalRequested:
-			ownerOf(m.Name)
-			if p := byID[m.CallID]; p != nil { // reissued after a re-registration
-				p.rev = revs[m.Name]
-			} else {
-				p := &restoredCall{id: m.CallID, name: m.Name, input: m.Input, invoker: m.Invoker, approval: true, rev: revs[m.Name], detached: m.Detached}
-				calls, byID[m.CallID] = append(calls, p), p
-			}
-		case *protocol.ApprovalDecided:
-			ownerOf(m.Name)
-			if p := byID[m.CallID]; p != nil {
-				p.approval, p.decision = false, m
-			}
-		case *protocol.ApprovalWithdrawn:
-			ownerOf(m.Name)
-			if p := byID[m.CallID]; p != nil {
-				p.reissued = true
-			}
-		case *protocol.CapabilityInvoked:
-			ownerOf(m.Name)
-			streams = slices.DeleteFunc(streams, func(st stream) bool { return st.id == m.CallID })
-			if p := byID[m.CallID]; p != nil {
-				p.approval, p.invoked = false, true
-			} else {
-				p := &restoredCall{id: m.CallID, name: m.Name, input: m.Input, invoker: protocol.AudienceLLM, invoked: true, rev: revs[m.Name]}
-				calls, byID[m.CallID] = append(calls, p), p
-			}
-		case *protocol.RenderInvoked:
-			ownerOf(m.CapabilityName)
-			if m.Partial && byID[m.CallID] == nil && !slices.ContainsFunc(streams, func(st stream) bool { return st.id == m.CallID }) {
-				streams = append(streams, stream{m.CallID, m.CapabilityName, owner})
-			}
-		case *protocol.CapabilityOutcome:
-			ownerOf(m.Name)
-			streams = slices.DeleteFunc(streams, func(st stream) bool { return st.id == m.CallID })
-			var fireAndForget *Peer
-			if p := byID[m.CallID]; p != nil {
-				delete(byID, m.CallID)
-				calls = slices.DeleteFunc(calls, func(q *restoredCall) bool { return q == p })
-				// Fire-and-forget as the call was made: the registration it
-				// was dispatched to (p.rev), not a later one of the name.
-				if r, ok := s.caps[m.Name]; ok && p.invoked && p.rev == r.rev && r.def[0].FireAndForget && r.handler == nil {
-					fireAndForget = &r.owner
-				}
-			}
-			s.rememberFinishedLocked(m.CallID, m.Outcome, fireAndForget)
-		case *protocol.TurnStarted, *protocol.TurnEnded, *protocol.ConversationMessage:
-			s.replayTurnLocked(e.Seq, m) // turn.go
-		}
-		s.events.appendLocked(entry{typ: e.Msg.MessageType(), msg: e.Msg, owner: owner})
-		s.mu.Unlock()
+		r.apply(e, true)
 	}
+	calls, streams, revs := r.calls, r.streams, r.revs
 	s.mu.Lock()
 	for name, rev := range revs {
 		if _, ok := s.caps[name]; !ok {

@@ -54,11 +54,14 @@ type entry struct {
 // ring when they are large (evictForBytes). Guarded by Session.mu.
 type eventLog struct {
 	ring  []entry
-	size  uint64        // events replayed
-	keep  uint64        // events in memory (the ring's bound), at most size
-	first uint64        // seq of the first event appended (1, or later after a restore)
-	last  uint64        // seq of the newest event; 0 before the first
-	wake  chan struct{} // closed on the next append; nil when nobody waits
+	size  uint64 // events replayed
+	keep  uint64 // events in memory (the ring's bound), at most size
+	first uint64 // seq of the first event appended (1, or later after a restore)
+	// origin is the seq of the session's first event when the log starts
+	// later (restoredFrom); 0 when the log starts with it.
+	origin uint64
+	last   uint64        // seq of the newest event; 0 before the first
+	wake   chan struct{} // closed on the next append; nil when nobody waits
 	// notify holds the subscribers told of the next append by a call
 	// instead of a channel (Subscription.Notify); nil when none is.
 	notify map[*Subscription]func()
@@ -113,10 +116,24 @@ func (l *eventLog) oldestOf(n uint64) uint64 {
 	if l.first == 0 {
 		return 1
 	}
-	if l.last-l.first < n {
-		return l.first
+	from := l.first
+	if l.origin != 0 {
+		from = l.origin
+	}
+	if l.last-from < n {
+		return from
 	}
 	return l.last - n + 1
+}
+
+// restoredFrom notes that the session's events start at seq first, before
+// the log's (a restore from a [Checkpoint]): those before the log's are
+// replayed from History, as the events the ring no longer holds are.
+func (l *eventLog) restoredFrom(first uint64) {
+	if l.first > first {
+		l.origin = first
+		l.floor = max(l.floor, l.first)
+	}
 }
 
 func (l *eventLog) at(seq uint64) entry { return l.ring[(seq-l.first)%l.keep] }

@@ -82,9 +82,11 @@ func wakeLog(n int) []session.Event {
 
 // BenchmarkWake wakes a hibernated session of 1,000 events from an
 // embedded store: "load" is [store.Store.Load] alone; "wake" is what
-// package server does to wake a session — [store.Store.Resume] (the
-// load, and the journal that continues it) and [session.Restore]
-// journaling to it. Besides ns/op it reports cpu-ns/op, the process's CPU time (user
+// package server did to wake a session before checkpoints —
+// [store.Store.Resume] (the load, and the journal that continues it) and
+// [session.Restore] journaling to it; "checkpoint" is what it does now:
+// [store.Store.ResumeFrom] and [session.RestoreFrom] from the checkpoint
+// the session's hibernation wrote. Besides ns/op it reports cpu-ns/op, the process's CPU time (user
 // and system, every goroutine's, the embedded server's included) a wake:
 // on a shared machine the wall time is mostly the wait for a core.
 func BenchmarkWake(b *testing.B) {
@@ -115,6 +117,28 @@ func BenchmarkWake(b *testing.B) {
 			}
 			if got := s.LastSeq(); got != n {
 				b.Fatalf("restored up to seq %d, want %d (the restore appended)", got, n)
+			}
+		}
+	})
+	// As a hibernated session wakes in package server: from the
+	// checkpoint its hibernation wrote.
+	if err := st.Checkpoint(context.Background(), "wake", nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("checkpoint", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			cp, events, j, err := st.ResumeFrom(context.Background(), "wake")
+			if err != nil || cp == nil {
+				b.Fatalf("resume: checkpoint %v, %v", cp != nil, err)
+			}
+			s, err := session.RestoreFrom("wake", cp, events, &session.Options{Journal: j}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got := s.LastSeq(); got != n {
+				b.Fatalf("restored up to seq %d, want %d", got, n)
 			}
 		}
 	})

@@ -34,6 +34,16 @@
 // last stream sequence itself, and leaves the server to check only the
 // appends it cannot vouch for (fence.go).
 //
+// # Checkpoints
+//
+// The embedded store keeps a checkpoint of each session it is asked to
+// ([Store.Checkpoint], which package server calls when it hibernates a
+// session): a [session.Checkpoint] in the key-value bucket
+// brain_checkpoints. [Store.ResumeFrom] wakes a session from it and the
+// events stored after it, reading no other event, for
+// [session.RestoreFrom]; a session without a checkpoint its events still
+// bear out is woken from every event, as [Store.Resume] does.
+//
 // docs/operations.md describes the data directory, the fsync choice,
 // retention and backups.
 package store

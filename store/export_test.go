@@ -188,3 +188,7 @@ func Fences(s *Store) int {
 // CountsLost returns how many count updates of this store another
 // writer won (owned.go).
 func CountsLost(s *Store) int64 { return s.countsLost.Load() }
+
+// Checkpoints returns the store's checkpoints bucket (nil if it keeps
+// none): tests plant broken checkpoints in it.
+func Checkpoints(s *Store) jetstream.KeyValue { return s.checkpoints }

@@ -94,13 +94,6 @@ func (fs *fences) get(subject string) *subjectFence {
 	return f
 }
 
-// existing returns subject's fence if a journal holds one, or nil.
-func (fs *fences) existing(subject string) *subjectFence {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.m[subject].Value()
-}
-
 // collected removes subject's entry once its fence is gone, unless a
 // newer fence took its place.
 func (fs *fences) collected(subject string) {

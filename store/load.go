@@ -150,7 +150,7 @@ const loadCatchUp = 50
 // It also returns the stream sequence of the last event it read (0: none).
 func (s *Store) loadDirect(ctx context.Context, subj string) (events []session.Event, last uint64, err error) {
 	err = s.withLoadSlot(func(sl *replySlot) (err error) {
-		events, last, err = s.loadDirectOn(ctx, sl, subj)
+		events, last, _, err = s.loadDirectOn(ctx, sl, subj, 1)
 		return err
 	})
 	return events, last, err
@@ -172,33 +172,37 @@ func (s *Store) withLoadSlot(f func(*replySlot) error) error {
 	return err
 }
 
-// loadDirectOn is loadDirect on the slot sl.
-func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([]session.Event, uint64, error) {
+// loadDirectOn is loadDirect on the slot sl, of the events from stream
+// sequence from on. It also returns the bytes the events take in the
+// stream (their frames).
+func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string, from uint64) ([]session.Event, uint64, int64, error) {
 	var events []session.Event
 	var last uint64 // the stream sequence of the last event read
+	var size int64
 	decode := func(data []byte) error {
 		f, err := protocol.DecodeFrame(data)
 		if err != nil {
 			return err
 		}
 		events = append(events, session.Event{Seq: f.Seq, Msg: f.Msg})
+		size += int64(len(data))
 		return nil
 	}
 	total := uint64(0) // the session's events when the first batch was read
-	for next, batches := uint64(1), 0; ; batches++ {
+	for next, batches := from, 0; ; batches++ {
 		b, err := s.directGet(ctx, sl, subj, next, s.loadBatch, decode)
 		var bad *badMessage
 		switch {
 		case errors.As(err, &bad):
-			return nil, 0, s.undecodable(ctx, subj, next, bad)
+			return nil, 0, 0, s.undecodable(ctx, subj, next, bad)
 		case err != nil:
-			return nil, 0, err
+			return nil, 0, 0, err
 		case !b.found && batches == 0:
-			return []session.Event{}, 0, nil // never stored, or deleted
+			return []session.Event{}, 0, 0, nil // never stored, or deleted
 		case !b.found:
-			return nil, 0, fmt.Errorf("direct get: the events after stream sequence %d are gone: %s", next-1, missingWhy)
+			return nil, 0, 0, fmt.Errorf("direct get: the events after stream sequence %d are gone: %s", next-1, missingWhy)
 		case b.pending < b.sent:
-			return nil, 0, fmt.Errorf("direct get: a batch of %d ends with %d pending, fewer than it sent: the server counts pending messages differently than this store expects", b.sent, b.pending)
+			return nil, 0, 0, fmt.Errorf("direct get: a batch of %d ends with %d pending, fewer than it sent: the server counts pending messages differently than this store expects", b.sent, b.pending)
 		}
 		last = b.last
 		if batches == 0 {
@@ -214,9 +218,9 @@ func (s *Store) loadDirectOn(ctx context.Context, sl *replySlot, subj string) ([
 		}
 	}
 	if uint64(len(events)) < total {
-		return nil, 0, fmt.Errorf("direct get: %d of %d events missing: %s", total-uint64(len(events)), total, missingWhy)
+		return nil, 0, 0, fmt.Errorf("direct get: %d of %d events missing: %s", total-uint64(len(events)), total, missingWhy)
 	}
-	return events, last, nil
+	return events, last, size, nil
 }
 
 // badMessage is a message of a batch that each refused.

@@ -102,17 +102,20 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // storedAtSize is what TestScaleStored measures at one size.
 type storedAtSize struct {
-	Sessions          int     `json:"sessions"`
-	FillPerSecond     float64 `json:"fillSessionsPerSecond"`
-	DiskPerSession    float64 `json:"diskBytesPerSession"` // one event each
-	OpenMs            float64 `json:"openMs"`              // Open of the store, as brain serve starts
-	HeapPerSession    float64 `json:"heapBytesPerSessionAfterOpen"`
-	RSSPerSession     float64 `json:"rssBytesPerSessionAfterOpen"`
-	FirstPageMs       float64 `json:"firstPageMs"` // reads the index
-	NextPageMs        float64 `json:"nextPageMs"`
-	IndexPerSession   float64 `json:"indexHeapBytesPerSession"`
-	WakeP50Ms         float64 `json:"wakeP50Ms"` // journal, load and restore of a 1,000-event session
-	WakeP99Ms         float64 `json:"wakeP99Ms"`
+	Sessions        int     `json:"sessions"`
+	FillPerSecond   float64 `json:"fillSessionsPerSecond"`
+	DiskPerSession  float64 `json:"diskBytesPerSession"` // one event each
+	OpenMs          float64 `json:"openMs"`              // Open of the store, as brain serve starts
+	HeapPerSession  float64 `json:"heapBytesPerSessionAfterOpen"`
+	RSSPerSession   float64 `json:"rssBytesPerSessionAfterOpen"`
+	FirstPageMs     float64 `json:"firstPageMs"` // reads the index
+	NextPageMs      float64 `json:"nextPageMs"`
+	IndexPerSession float64 `json:"indexHeapBytesPerSession"`
+	WakeP50Ms       float64 `json:"wakeP50Ms"` // journal, checkpoint and restore of a 1,000-event session
+	WakeP99Ms       float64 `json:"wakeP99Ms"`
+	// The same sessions woken from all of their events (no checkpoint).
+	WakeEventsP50Ms   float64 `json:"wakeEventsP50Ms"`
+	WakeEventsP99Ms   float64 `json:"wakeEventsP99Ms"`
 	DiskPerEvent      float64 `json:"diskBytesPerEvent"` // in the 1,000-event sessions
 	WakeSessionEvents int     `json:"wakeSessionEvents"`
 }
@@ -142,11 +145,13 @@ func TestScaleStored(t *testing.T) {
 	}
 	opts := &store.Options{MaxStore: 64 << 30}
 	st := open(t, dir, opts)
-	// The long logs woken at each size.
+	// The long logs woken at each size: finished calls, checkpointed as a
+	// hibernation does (a session with a call pending is not hibernated).
 	for i := range wakeSessions {
-		j := journal(t, st, fmt.Sprintf("wake-%03d", i))
-		for seq := uint64(1); seq <= wakeEvents; seq++ {
-			appendAll(t, j, benchEvent(seq))
+		id := fmt.Sprintf("wake-%03d", i)
+		appendAll(t, journal(t, st, id), wakeLog(wakeEvents)...)
+		if err := st.Checkpoint(ctx(t), id, nil); err != nil {
+			t.Fatal(err)
 		}
 	}
 	_ = st.Close()
@@ -195,25 +200,44 @@ func TestScaleStored(t *testing.T) {
 		}
 		fig.NextPageMs = ms(time.Since(start))
 
-		var wakes []time.Duration
+		// Woken from their checkpoints first, as package server wakes a
+		// session: the events stream's blocks are still unread after the
+		// start when the same sessions are then woken from all of their
+		// events.
+		var wakes, fromEvents []time.Duration
 		for i := range wakeSessions {
 			id := fmt.Sprintf("wake-%03d", i)
 			start := time.Now()
-			events, j, err := st.Resume(ctx(t), id)     // as package server wakes a session
-			if err != nil || len(events) < wakeEvents { // each wake appends what the restore ends (the pending call)
-				t.Fatalf("load %s: %d events, %v", id, len(events), err)
+			cp, events, j, err := st.ResumeFrom(ctx(t), id)
+			if err != nil || cp == nil || cp.Seq != wakeEvents || len(events) != 0 {
+				t.Fatalf("resume %s: checkpoint %v, %d events after it, %v", id, cp != nil, len(events), err)
 			}
-			s, err := session.Restore(id, events, &session.Options{Journal: j}, nil)
+			s, err := session.RestoreFrom(id, cp, events, &session.Options{Journal: j}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			wakes = append(wakes, time.Since(start))
 			_ = s // a restored session holds no goroutine: the collector takes it
 		}
+		for i := range wakeSessions {
+			id := fmt.Sprintf("wake-%03d", i)
+			start := time.Now()
+			events, j, err := st.Resume(ctx(t), id)
+			if err != nil || len(events) != wakeEvents {
+				t.Fatalf("load %s: %d events, %v", id, len(events), err)
+			}
+			s, err := session.Restore(id, events, &session.Options{Journal: j}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromEvents = append(fromEvents, time.Since(start))
+			_ = s
+		}
 		fig.WakeP50Ms, fig.WakeP99Ms = ms(quantile(wakes, 0.5)), ms(quantile(wakes, 0.99))
+		fig.WakeEventsP50Ms, fig.WakeEventsP99Ms = ms(quantile(fromEvents, 0.5)), ms(quantile(fromEvents, 0.99))
 		_ = st.Close()
-		t.Logf("%d stored sessions: filled at %.0f/s; disk %.0f B a session, %.0f B an event; open %.0f ms, then %.0f B heap and %.0f B RSS a session; first page %.1f ms (the index: %.0f B a session), next %.2f ms; wake of a %d-event session p50 %.2f ms, p99 %.2f ms (load %s)",
-			n, fig.FillPerSecond, fig.DiskPerSession, fig.DiskPerEvent, fig.OpenMs, fig.HeapPerSession, fig.RSSPerSession, fig.FirstPageMs, fig.IndexPerSession, fig.NextPageMs, wakeEvents, fig.WakeP50Ms, fig.WakeP99Ms, loadAverage())
+		t.Logf("%d stored sessions: filled at %.0f/s; disk %.0f B a session, %.0f B an event; open %.0f ms, then %.0f B heap and %.0f B RSS a session; first page %.1f ms (the index: %.0f B a session), next %.2f ms; wake of a %d-event session from its checkpoint p50 %.2f ms, p99 %.2f ms, from its events p50 %.2f ms, p99 %.2f ms (load %s)",
+			n, fig.FillPerSecond, fig.DiskPerSession, fig.DiskPerEvent, fig.OpenMs, fig.HeapPerSession, fig.RSSPerSession, fig.FirstPageMs, fig.IndexPerSession, fig.NextPageMs, wakeEvents, fig.WakeP50Ms, fig.WakeP99Ms, fig.WakeEventsP50Ms, fig.WakeEventsP99Ms, loadAverage())
 		figs = append(figs, fig)
 	}
 	writeFigures(t, map[string]any{"loadAverage": loadAverage(), "stored": figs})

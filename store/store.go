@@ -128,9 +128,12 @@ type Store struct {
 	js       jetstream.JetStream
 	stream   jetstream.Stream
 	owners   jetstream.KeyValue // who created each session (owners.go)
-	replies  replySlots         // where journal appends wait for acknowledgements (reply.go)
-	fences   fences             // the sessions' fences on the embedded server (fence.go)
-	idx      index              // the sessions with stored events, by id (index.go)
+	// checkpoints holds each hibernated session's checkpoint
+	// (checkpoint.go); nil on a store that keeps none.
+	checkpoints jetstream.KeyValue
+	replies     replySlots // where journal appends wait for acknowledgements (reply.go)
+	fences      fences     // the sessions' fences on the embedded server (fence.go)
+	idx         index      // the sessions with stored events, by id (index.go)
 	// direct: loads use batched direct gets (load.go); loads is where
 	// their batches arrive.
 	direct bool
@@ -279,6 +282,11 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 	}
 	if err := s.markCounted(rctx); err != nil {
 		return nil, err
+	}
+	if checkpointsWanted(s.direct, o) {
+		if err := s.openCheckpoints(rctx); err != nil {
+			return nil, err
+		}
 	}
 	if s.ns == nil {
 		go s.monitor() // health.go
@@ -465,8 +473,49 @@ func (s *Store) Journal(sessionID string) (session.Journal, error) {
 // then reads the same block again. The journal expects exactly the
 // events returned, so its first append fails with [ErrConflict] if
 // another journal wrote after them. Elsewhere Resume is Journal, then
-// Load.
+// Load. [Store.ResumeFrom] reads a checkpoint instead, where there is one.
 func (s *Store) Resume(ctx context.Context, sessionID string) ([]session.Event, session.Journal, error) {
+	return s.resume(ctx, sessionID)
+}
+
+// ResumeFrom is [Store.Resume] from the session's checkpoint, when it has
+// one ([Store.Checkpoint]): it returns the checkpoint and the events
+// stored after it, for session.RestoreFrom, and reads no other event. A
+// session without a usable checkpoint — never checkpointed, checkpointed
+// by another version, or whose stored events no longer bear its
+// checkpoint out — gets a nil checkpoint and all of its events, as from
+// Resume.
+//
+// Only the embedded store with one replica and no cap on a session's
+// events keeps checkpoints (Options.MaxEventsPerSession); any other
+// always answers as Resume.
+func (s *Store) ResumeFrom(ctx context.Context, sessionID string) (*session.Checkpoint, []session.Event, session.Journal, error) {
+	subj, err := subjectFor(sessionID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if s.checkpoints == nil || s.closed.Load() {
+		events, j, err := s.resume(ctx, sessionID)
+		return nil, events, j, err
+	}
+	j := &journal{s: s, id: sessionID, subject: subj, token: rand.Text(), fence: s.fences.get(subj)} // the fence before the reads, as Journal's before its read
+	st, events, last := s.resumeCheckpoint(ctx, sessionID, subj)
+	if st == nil {
+		events, j, err := s.resume(ctx, sessionID)
+		return nil, events, j, err
+	}
+	j.lastStream, j.lastSeq = last, st.Seq
+	if n := len(events); n > 0 {
+		j.lastSeq = events[n-1].Seq
+	}
+	j.recordAnchor(st.Seq, st.Stream)
+	cp := st.Checkpoint
+	cp.Bytes = st.Bytes
+	return &cp, events, j, nil
+}
+
+// resume is Resume.
+func (s *Store) resume(ctx context.Context, sessionID string) ([]session.Event, session.Journal, error) {
 	subj, err := subjectFor(sessionID)
 	if err != nil {
 		return nil, nil, err
@@ -544,12 +593,18 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if f := s.fences.existing(subj); f != nil {
+	{
 		// No plain append may land after the purge: a journal's next
 		// one is checked by the server, and finds the session deleted.
+		// Nor may a checkpoint be written meanwhile (Checkpoint holds the
+		// fence too).
+		f := s.fences.get(subj)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		defer f.forget()
+	}
+	if err := s.dropCheckpoint(ctx, sessionID); err != nil { // first: a checkpoint never outlives its events
+		return err
 	}
 	if err := s.retry(ctx, fmt.Sprintf("delete session %q", sessionID), func(ctx context.Context) error {
 		return s.stream.Purge(ctx, jetstream.WithPurgeSubject(subj))

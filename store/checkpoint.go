@@ -1,0 +1,326 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+)
+
+// A session's checkpoint (session.Checkpoint) is kept in a key-value
+// bucket of its own, beside the session's events: a wake reads it and the
+// events stored after it instead of every event (Store.ResumeFrom), and
+// the kernel writes it when a session hibernates (Store.Checkpoint). The
+// bucket's file blocks hold only checkpoints, a few KiB each, so a wake
+// after a start seldom pays for loading a block of the events stream —
+// 8 MB, whose first read took 9–16 ms (docs/performance.md).
+//
+// A checkpoint is trusted only while the events stream holds exactly the
+// events it covers and those after it: the subject's message count
+// (which the server keeps in memory, per subject) must be at least the
+// checkpoint's, and the events after it must continue it. A session's
+// events are only ever appended, and purged whole when it is deleted —
+// which purges its checkpoint first, under the session's fence, which a
+// checkpoint is written under too.
+//
+// Only the embedded store with one replica keeps checkpoints; so does
+// nothing that caps a session's events (Options.MaxEventsPerSession drops
+// old ones, which the count cannot see).
+const (
+	checkpointBucket = "brain_checkpoints"
+	// checkpointVersion is the encoding's version: a checkpoint of
+	// another is ignored (the session is loaded from its events) and
+	// written again at its next hibernation.
+	checkpointVersion = 1
+)
+
+// storedCheckpoint is a checkpoint as the bucket holds it: the session's
+// checkpoint with its events as frames (the journal's encoding), the
+// stream sequence of its last event, and the bytes its events take in the
+// stream.
+type storedCheckpoint struct {
+	Version int `json:"v"`
+	session.Checkpoint
+	Stream uint64            `json:"stream"`
+	Bytes  int64             `json:"bytes"`
+	State  []json.RawMessage `json:"state"`
+	Latest []json.RawMessage `json:"latest"`
+}
+
+// checkpointsWanted reports whether a store keeps checkpoints (see above).
+func checkpointsWanted(direct bool, o Options) bool {
+	return direct && o.Replicas <= 1 && o.MaxEventsPerSession == 0
+}
+
+// openCheckpoints makes the checkpoints bucket.
+func (s *Store) openCheckpoints(ctx context.Context) error {
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      checkpointBucket,
+		Description: "brain: each hibernated session's checkpoint, which a wake reads instead of every event",
+		Storage:     jetstream.FileStorage,
+		Replicas:    1,
+	})
+	if err != nil {
+		return fmt.Errorf("store: create bucket %s: %w", checkpointBucket, err)
+	}
+	s.checkpoints = kv
+	return nil
+}
+
+// Checkpoint writes the checkpoint of a session's stored events — the
+// one it had, brought up to the events stored since — for
+// [Store.ResumeFrom] to read at its next wake. opts are the options the
+// session is restored with (session.Compact). It does nothing on a store
+// that keeps no checkpoints (see [Store.ResumeFrom]), for a session with
+// no stored event, or when nothing was stored since the last checkpoint.
+// The session's appends wait while it runs. A checkpoint too large for
+// the bucket (a registry of very large definitions) is not written: the
+// session is loaded from its events.
+func (s *Store) Checkpoint(ctx context.Context, sessionID string, opts *session.Options) error {
+	subj, err := subjectFor(sessionID)
+	if err != nil || s.checkpoints == nil {
+		return err
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	f := s.fences.get(subj) // Delete waits: no checkpoint outlives its session
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := s.readCheckpoint(ctx, sessionID)
+	if prev != nil {
+		n, err := s.storedEvents(ctx, subj)
+		if err != nil {
+			return fmt.Errorf("store: checkpoint session %q: count its events: %w", sessionID, err)
+		}
+		switch covered := prev.Seq - prev.First + 1; {
+		case n == covered:
+			return nil // nothing stored since
+		case n < covered || prev.First > prev.Seq:
+			prev = nil // not borne out by the stream: made again from every event
+		}
+	}
+	from := uint64(1)
+	if prev != nil {
+		from = prev.Stream + 1
+	}
+	var events []session.Event
+	var last uint64
+	var added int64
+	err = s.withLoadSlot(func(sl *replySlot) (err error) {
+		events, last, added, err = s.loadDirectOn(ctx, sl, subj, from)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
+	}
+	if len(events) == 0 {
+		return nil // nothing new, or nothing at all
+	}
+	var cp *session.Checkpoint
+	if prev != nil {
+		if events[0].Seq != prev.Seq+1 { // not this session's continuation: start again
+			return s.checkpointAgain(ctx, sessionID, opts)
+		}
+		cp = &prev.Checkpoint
+	}
+	next, err := session.Compact(cp, events, opts)
+	if err != nil {
+		if prev != nil {
+			return s.checkpointAgain(ctx, sessionID, opts)
+		}
+		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
+	}
+	st := storedCheckpoint{Version: checkpointVersion, Checkpoint: *next, Stream: last, Bytes: added}
+	if prev != nil {
+		st.Bytes += prev.Bytes
+	}
+	data, err := encodeCheckpoint(&st)
+	if err != nil {
+		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
+	}
+	if len(data) > s.maxEvent {
+		s.log.Debug("store: checkpoint not written: larger than an event may be", slog.String("session", sessionID), slog.Int("bytes", len(data)))
+		return s.dropCheckpoint(ctx, sessionID)
+	}
+	if _, err := s.checkpoints.Put(ctx, sessionID, data); err != nil {
+		return fmt.Errorf("store: checkpoint session %q: write: %w", sessionID, err)
+	}
+	return nil
+}
+
+// checkpointAgain drops a session's checkpoint that its events do not
+// continue, and makes one from all of them. f.mu is held.
+func (s *Store) checkpointAgain(ctx context.Context, sessionID string, opts *session.Options) error {
+	if err := s.dropCheckpoint(ctx, sessionID); err != nil {
+		return err
+	}
+	subj, _ := subjectFor(sessionID)
+	var events []session.Event
+	var last uint64
+	var bytes int64
+	err := s.withLoadSlot(func(sl *replySlot) (err error) {
+		events, last, bytes, err = s.loadDirectOn(ctx, sl, subj, 1)
+		return err
+	})
+	if err != nil || len(events) == 0 {
+		return err
+	}
+	cp, err := session.Compact(nil, events, opts)
+	if err != nil {
+		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
+	}
+	data, err := encodeCheckpoint(&storedCheckpoint{Version: checkpointVersion, Checkpoint: *cp, Stream: last, Bytes: bytes})
+	if err != nil || len(data) > s.maxEvent {
+		return err
+	}
+	if _, err := s.checkpoints.Put(ctx, sessionID, data); err != nil {
+		return fmt.Errorf("store: checkpoint session %q: write: %w", sessionID, err)
+	}
+	return nil
+}
+
+// dropCheckpoint removes a session's checkpoint, if it has one.
+func (s *Store) dropCheckpoint(ctx context.Context, sessionID string) error {
+	if s.checkpoints == nil {
+		return nil
+	}
+	err := s.checkpoints.Purge(ctx, sessionID)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("store: drop the checkpoint of session %q: %w", sessionID, err)
+	}
+	return nil
+}
+
+// readCheckpoint returns a session's checkpoint, or nil when it has none
+// or one that cannot be used (logged: the session is then loaded from its
+// events).
+func (s *Store) readCheckpoint(ctx context.Context, sessionID string) *storedCheckpoint {
+	e, err := s.checkpoints.Get(ctx, sessionID)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil
+	case err != nil:
+		s.log.Warn("store: a session's checkpoint could not be read; the session is loaded from its events",
+			slog.String("session", sessionID), slog.String(logKeyError, err.Error()))
+		return nil
+	}
+	st, err := decodeCheckpoint(e.Value())
+	if err != nil {
+		s.log.Warn("store: a session's checkpoint is unusable; the session is loaded from its events, and checkpointed again when it hibernates",
+			slog.String("session", sessionID), slog.String(logKeyError, err.Error()))
+		return nil
+	}
+	return st
+}
+
+// encodeCheckpoint encodes a checkpoint for the bucket; its State and
+// Latest events are encoded as frames.
+func encodeCheckpoint(st *storedCheckpoint) ([]byte, error) {
+	frames := func(events []session.Event) ([]json.RawMessage, error) {
+		out := make([]json.RawMessage, len(events))
+		for i, e := range events {
+			b, err := protocol.AppendFrame(nil, &protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+			if err != nil {
+				return nil, fmt.Errorf("event %d: %w", e.Seq, err)
+			}
+			out[i] = b
+		}
+		return out, nil
+	}
+	var err error
+	if st.State, err = frames(st.Checkpoint.State); err != nil {
+		return nil, err
+	}
+	if st.Latest, err = frames(st.Checkpoint.Latest); err != nil {
+		return nil, err
+	}
+	return json.Marshal(st)
+}
+
+// decodeCheckpoint decodes what encodeCheckpoint wrote, refusing another
+// version and events that do not decode; session.RestoreFrom checks that
+// the rest holds together.
+func decodeCheckpoint(data []byte) (*storedCheckpoint, error) {
+	var st storedCheckpoint
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if st.Version != checkpointVersion {
+		return nil, fmt.Errorf("checkpoint: version %d, this kernel reads %d", st.Version, checkpointVersion)
+	}
+	events := func(frames []json.RawMessage) ([]session.Event, error) {
+		out := make([]session.Event, len(frames))
+		for i, b := range frames {
+			f, err := protocol.DecodeFrame(b)
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: event %d: %w", i, err)
+			}
+			out[i] = session.Event{Seq: f.Seq, Msg: f.Msg}
+		}
+		return out, nil
+	}
+	var err error
+	if st.Checkpoint.State, err = events(st.State); err != nil {
+		return nil, err
+	}
+	if st.Checkpoint.Latest, err = events(st.Latest); err != nil {
+		return nil, err
+	}
+	st.State, st.Latest = nil, nil
+	if st.Stream == 0 || len(st.Checkpoint.Latest) == 0 {
+		return nil, errors.New("checkpoint: no events")
+	}
+	return &st, nil
+}
+
+// storedEvents returns how many messages the stream holds on subj, from
+// the per-subject counts the server keeps in memory: no file block is
+// read.
+func (s *Store) storedEvents(ctx context.Context, subj string) (uint64, error) {
+	ctx, cancel := s.requestContext(ctx)
+	defer cancel()
+	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Subjects[subj], nil
+}
+
+// resumeCheckpoint returns a session's checkpoint and the events stored
+// after it, with the stream sequence of the last of them; nil when the
+// session has no checkpoint the stream still bears out (see above).
+func (s *Store) resumeCheckpoint(ctx context.Context, sessionID, subj string) (*storedCheckpoint, []session.Event, uint64) {
+	st := s.readCheckpoint(ctx, sessionID)
+	if st == nil {
+		return nil, nil, 0
+	}
+	n, err := s.storedEvents(ctx, subj)
+	covered := st.Seq - st.First + 1
+	switch {
+	case err != nil:
+		s.log.Warn("store: the events of a session could not be counted; it is loaded from its events",
+			slog.String("session", sessionID), slog.String(logKeyError, err.Error()))
+		return nil, nil, 0
+	case n < covered || st.First > st.Seq:
+		return nil, nil, 0 // deleted and made again, or not this session's
+	case n == covered:
+		return st, nil, st.Stream
+	}
+	var events []session.Event
+	var last uint64
+	err = s.withLoadSlot(func(sl *replySlot) (err error) {
+		events, last, _, err = s.loadDirectOn(ctx, sl, subj, st.Stream+1)
+		return err
+	})
+	if err != nil || len(events) == 0 || events[0].Seq != st.Seq+1 || uint64(len(events)) != n-covered {
+		return nil, nil, 0
+	}
+	return st, events, last
+}

@@ -1,0 +1,234 @@
+package store_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/brainrt/brain/protocol"
+	"github.com/brainrt/brain/session"
+	"github.com/brainrt/brain/store"
+)
+
+// restoredState is what a session restored from a store shows: its
+// registry, pending calls and last seq, and every event a subscriber
+// from the start reads (the older ones read back from the store).
+func restoredState(t *testing.T, s *session.Session) string {
+	t.Helper()
+	snap, err := json.Marshal(s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := s.Subscribe(0)
+	defer sub.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", snap)
+	for seq := uint64(0); seq < s.LastSeq(); {
+		e, err := sub.Next(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq = e.Seq
+		f, _ := protocol.EncodeFrame(&protocol.Frame{Seq: e.Seq, Msg: e.Msg})
+		fmt.Fprintf(&b, "%s\n", f)
+	}
+	return b.String()
+}
+
+// wake wakes a session as package server does, from its checkpoint when
+// it has one; it returns the session and whether a checkpoint was used.
+func wake(t *testing.T, st *store.Store, id string) (*session.Session, *session.Checkpoint, []session.Event) {
+	t.Helper()
+	cp, events, j, err := st.ResumeFrom(ctx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &session.Options{Journal: j}
+	if r, ok := j.(session.EventReader); ok {
+		opts.History = r
+	}
+	s, err := session.RestoreFrom(id, cp, events, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cp, events
+}
+
+// TestCheckpointWake: a session checkpointed as it hibernates wakes from
+// its checkpoint — reading no event but those stored after it — as it
+// wakes from all of its events: the same registry and pending calls, the
+// same events replayed to a subscriber from the start, after a restart
+// too; and what it appends then continues the stream.
+func TestCheckpointWake(t *testing.T) {
+	dir := t.TempDir()
+	st := open(t, dir, nil)
+	j := journal(t, st, "s")
+	events := []session.Event{{Seq: 1, Msg: &protocol.CapabilityRegister{Capabilities: []protocol.Capability{clientCap("ui.confirm", true)}}},
+		{Seq: 2, Msg: &protocol.ApprovalRequested{CallID: "cold1-1", Name: "ui.confirm", Input: json.RawMessage(`{}`), Invoker: protocol.AudienceLLM}}}
+	for _, e := range wakeLog(1000) {
+		events = append(events, session.Event{Seq: e.Seq + 2, Msg: e.Msg})
+	}
+	appendAll(t, j, events...)
+
+	full, err := session.Restore("s", load(t, st, "s"), &session.Options{PeerGrace: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := restoredState(t, full)
+
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	s, cp, after := wake(t, st, "s")
+	if cp == nil || len(after) != 0 || cp.Seq != 1002 || len(cp.State) != 2 || len(cp.Latest) != 32 {
+		t.Fatalf("woke from checkpoint %+v and %d events after it; want one to 1002 of the registration, the pending call and 32 events", cp, len(after))
+	}
+	if got := restoredState(t, s); got != want {
+		t.Fatalf("woken from the checkpoint:\n%.2000s\nwant, from the events:\n%.2000s", got, want)
+	}
+
+	// The session goes on; its next wake reads the checkpoint and what
+	// came after it.
+	if out := s.Invoke(ctx(t), protocol.AudienceLLM, "__capabilities.list", json.RawMessage(`{}`)); !out.IsOK() {
+		t.Fatal(out.Err)
+	}
+	last := s.LastSeq()
+	stored := load(t, st, "s")
+	if uint64(len(stored)) != last {
+		t.Fatalf("stored %d events, the session is at %d", len(stored), last)
+	}
+	full, err = session.Restore("s", stored, &session.Options{PeerGrace: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = restoredState(t, full)
+	s2, cp, after := wake(t, st, "s")
+	if cp == nil || cp.Seq != 1002 || len(after) != int(last-1002) {
+		t.Fatalf("woke from %+v and %d events after it; want the checkpoint at 1002 and %d", cp, len(after), last-1002)
+	}
+	if got := restoredState(t, s2); got != want {
+		t.Fatalf("woken from the checkpoint and %d events:\n%.2000s\nwant:\n%.2000s", len(after), got, want)
+	}
+
+	// Checkpointed again and restarted: the new checkpoint covers them.
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, dir, nil)
+	s3, cp, after := wake(t, st, "s")
+	if cp == nil || cp.Seq != last || len(after) != 0 {
+		t.Fatalf("after a restart, woke from %+v and %d events", cp, len(after))
+	}
+	if got := restoredState(t, s3); got != want {
+		t.Fatalf("woken after a restart:\n%.2000s\nwant:\n%.2000s", got, want)
+	}
+}
+
+// TestCheckpointOfADeletedSession: a deleted session's checkpoint goes
+// with it, so a session made again under its id — even with as many
+// events — is never woken from it.
+func TestCheckpointOfADeletedSession(t *testing.T) {
+	st := open(t, t.TempDir(), nil)
+	appendAll(t, journal(t, st, "s"), ev(1, "a"), ev(2, "a"), ev(3, "a"))
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx(t), "s"); err != nil {
+		t.Fatal(err)
+	}
+	if cp, events, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp != nil || len(events) != 0 {
+		t.Fatalf("a deleted session resumed from %v with %d events, %v", cp, len(events), err)
+	}
+	appendAll(t, journal(t, st, "s"), ev(1, "b"), ev(2, "b"), ev(3, "b"))
+	cp, events, _, err := st.ResumeFrom(ctx(t), "s")
+	if err != nil || cp != nil || !slices.Equal(writers(events), []string{"b.1", "b.2", "b.3"}) {
+		t.Fatalf("the session made again resumed from %v with %v, %v", cp, writers(events), err)
+	}
+}
+
+// TestCheckpointThatIsWrong: a checkpoint the stream does not bear out —
+// garbage in the bucket, another version, one covering more events than
+// the session has — is not used: the session wakes from its events, and
+// the store says why.
+func TestCheckpointThatIsWrong(t *testing.T) {
+	var logs bytes.Buffer
+	dir := t.TempDir()
+	st := open(t, dir, &store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	appendAll(t, journal(t, st, "s"), ev(1, "a"), ev(2, "a"), ev(3, "a"))
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	kv := store.Checkpoints(st)
+	good, err := kv.Get(ctx(t), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(good.Value(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	variant := func(k string, v any) []byte {
+		m := map[string]any{}
+		for k, v := range raw {
+			m[k] = v
+		}
+		m[k] = v
+		b, _ := json.Marshal(m)
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		log  string
+	}{
+		{"garbage", []byte("{not json"), "unusable"},
+		{"another version", variant("v", 99), "version 99"},
+		{"a bad event", variant("latest", []string{`{"seq":3,"type":"nonsense"}`}), "unusable"},
+		{"more events than stored", variant("seq", 9), ""},
+	} {
+		logs.Reset()
+		if _, err := kv.Put(ctx(t), "s", c.data); err != nil {
+			t.Fatal(err)
+		}
+		cp, events, _, err := st.ResumeFrom(ctx(t), "s")
+		if err != nil || cp != nil || !slices.Equal(writers(events), []string{"a.1", "a.2", "a.3"}) {
+			t.Fatalf("%s: resumed from %v with %v, %v; want every event", c.name, cp, writers(events), err)
+		}
+		if c.log != "" && !strings.Contains(logs.String(), c.log) {
+			t.Errorf("%s: the log does not say %q:\n%s", c.name, c.log, logs.String())
+		}
+	}
+	// Checkpointed again, it is used again.
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp == nil || cp.Seq != 3 {
+		t.Fatalf("after checkpointing again: %v, %v", cp, err)
+	}
+}
+
+// TestNoCheckpointsWhereEventsAreCapped: a store that drops a session's
+// old events keeps no checkpoints (its count could not tell a checkpoint
+// outrun), and Checkpoint does nothing there.
+func TestNoCheckpointsWhereEventsAreCapped(t *testing.T) {
+	st := open(t, t.TempDir(), &store.Options{MaxEventsPerSession: 2})
+	appendAll(t, journal(t, st, "s"), ev(1, "a"), ev(2, "a"), ev(3, "a"))
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	cp, events, _, err := st.ResumeFrom(ctx(t), "s")
+	if err != nil || cp != nil || !slices.Equal(writers(events), []string{"a.2", "a.3"}) {
+		t.Fatalf("resumed from %v with %v, %v", cp, writers(events), err)
+	}
+	if err := st.Checkpoint(ctx(t), "bad id!", nil); !errors.Is(err, store.ErrInvalidSessionID) {
+		t.Fatalf("checkpoint of an invalid id: %v", err)
+	}
+}
