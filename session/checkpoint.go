@@ -179,7 +179,22 @@ func (r *replay) state(cp *Checkpoint) error {
 	return nil
 }
 
-// check reports what is wrong with a checkpoint read from a store.
+// Check reports what is wrong with a checkpoint read from a store —
+// events out of order, or not ending at Seq; a finished call naming no
+// entry of its tables — as [RestoreFrom] would refuse it: a store checks
+// it first, and wakes the session from its events instead.
+func (cp *Checkpoint) Check() error {
+	if err := cp.check(); err != nil {
+		return err
+	}
+	if err := cp.Finished.check(); err != nil {
+		return fmt.Errorf("checkpoint: finished calls: %w", err)
+	}
+	return nil
+}
+
+// check is Check but for the finished calls (finishedRing.load checks
+// them).
 func (cp *Checkpoint) check() error {
 	if len(cp.Latest) == 0 {
 		return errors.New("checkpoint: no latest events")
@@ -226,6 +241,30 @@ func (f *finishedRing) export() FinishedCalls {
 // large, else the newest that fit. It refuses a call that names no entry
 // of fc's tables, and tables past their bounds.
 func (f *finishedRing) load(fc FinishedCalls, own string) error {
+	if err := fc.check(); err != nil {
+		return err
+	}
+	if f.size == 0 || len(fc.Calls) == 0 {
+		return nil
+	}
+	f.prefixes = append([]string{own}, fc.Prefixes...)
+	f.codes, f.owners = slices.Clone(fc.Codes), slices.Clone(fc.Owners)
+	calls := fc.Calls
+	f.next = fc.Next
+	if len(calls) != f.size { // a ring of another size: oldest first, the newest that fit
+		calls = append(slices.Clone(calls[fc.Next:]), calls[:fc.Next]...)
+		calls, f.next = calls[max(0, len(calls)-f.size):], 0
+	}
+	f.calls = make([]finishedCall, len(calls), min(f.size, max(16, len(calls))))
+	for i, c := range calls {
+		f.calls[i] = finishedCall(c)
+	}
+	return nil
+}
+
+// check reports a call that names no entry of the tables, and tables past
+// their bounds.
+func (fc *FinishedCalls) check() error {
 	switch {
 	case len(fc.Prefixes)+1 > maxFinishedPrefixes:
 		return fmt.Errorf("%d call-id prefixes, more than %d", len(fc.Prefixes), maxFinishedPrefixes-1)
@@ -245,21 +284,6 @@ func (f *finishedRing) load(fc FinishedCalls, own string) error {
 			code != codeOverflow && int(code) >= len(fc.Codes) && (code < codeFireAndForget || int(code-codeFireAndForget) >= len(fc.Owners)) {
 			return fmt.Errorf("call %d names no entry of the tables", i)
 		}
-	}
-	if f.size == 0 || len(fc.Calls) == 0 {
-		return nil
-	}
-	f.prefixes = append([]string{own}, fc.Prefixes...)
-	f.codes, f.owners = slices.Clone(fc.Codes), slices.Clone(fc.Owners)
-	calls := fc.Calls
-	f.next = fc.Next
-	if len(calls) != f.size { // a ring of another size: oldest first, the newest that fit
-		calls = append(slices.Clone(calls[fc.Next:]), calls[:fc.Next]...)
-		calls, f.next = calls[max(0, len(calls)-f.size):], 0
-	}
-	f.calls = make([]finishedCall, len(calls), min(f.size, max(16, len(calls))))
-	for i, c := range calls {
-		f.calls[i] = finishedCall(c)
 	}
 	return nil
 }

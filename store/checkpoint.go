@@ -274,8 +274,11 @@ func decodeCheckpoint(data []byte) (*storedCheckpoint, error) {
 		return nil, err
 	}
 	st.State, st.Latest = nil, nil
-	if st.Stream == 0 || len(st.Checkpoint.Latest) == 0 {
-		return nil, errors.New("checkpoint: no events")
+	if st.Stream == 0 {
+		return nil, errors.New("checkpoint: no stream sequence")
+	}
+	if err := st.Checkpoint.Check(); err != nil {
+		return nil, err
 	}
 	return &st, nil
 }

@@ -192,7 +192,9 @@ func TestCheckpointThatIsWrong(t *testing.T) {
 		{"garbage", []byte("{not json"), "unusable"},
 		{"another version", variant("v", 99), "version 99"},
 		{"a bad event", variant("latest", []string{`{"seq":3,"type":"nonsense"}`}), "unusable"},
-		{"more events than stored", variant("seq", 9), ""},
+		{"a seq its events do not end at", variant("seq", 9), "not its seq 9"},
+		{"a finished call past the tables", variant("finished", map[string]any{"codes": []string{""}, "calls": []uint64{1<<15 | 5<<9}}), "names no entry"},
+		{"more events than stored", variant("first", 0), "first event's seq is 0"},
 	} {
 		logs.Reset()
 		if _, err := kv.Put(ctx(t), "s", c.data); err != nil {
