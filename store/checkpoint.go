@@ -33,11 +33,17 @@ import (
 // nothing that caps a session's events (Options.MaxEventsPerSession drops
 // old ones, which the count cannot see).
 const (
-	checkpointBucket = "brain_checkpoints"
+	checkpointBucket  = "brain_checkpoints"
+	checkpointSubject = "$KV." + checkpointBucket + "." // and the session's id
 	// checkpointVersion is the encoding's version: a checkpoint of
 	// another is ignored (the session is loaded from its events) and
 	// written again at its next hibernation.
 	checkpointVersion = 1
+	// minCheckpointEvents is the fewest events a session must have
+	// stored for its first checkpoint: a shorter one is read whole as
+	// fast, and its checkpoint — its latest 32 events and more — would
+	// take as much disk again as its events.
+	minCheckpointEvents = 128
 )
 
 // storedCheckpoint is a checkpoint as the bucket holds it: the session's
@@ -69,7 +75,11 @@ func (s *Store) openCheckpoints(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store: create bucket %s: %w", checkpointBucket, err)
 	}
-	s.checkpoints = kv
+	stream, err := s.js.Stream(ctx, "KV_"+checkpointBucket)
+	if err != nil {
+		return fmt.Errorf("store: bucket %s: %w", checkpointBucket, err)
+	}
+	s.checkpoints, s.checkpointStream = kv, stream
 	return nil
 }
 
@@ -120,8 +130,8 @@ func (s *Store) Checkpoint(ctx context.Context, sessionID string, opts *session.
 	if err != nil {
 		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
 	}
-	if len(events) == 0 {
-		return nil // nothing new, or nothing at all
+	if len(events) == 0 || prev == nil && len(events) < minCheckpointEvents {
+		return nil // nothing new, or too few to be worth one
 	}
 	var cp *session.Checkpoint
 	if prev != nil {
@@ -186,13 +196,17 @@ func (s *Store) checkpointAgain(ctx context.Context, sessionID string, opts *ses
 	return nil
 }
 
-// dropCheckpoint removes a session's checkpoint, if it has one.
+// dropCheckpoint removes a session's checkpoint, if it has one. It
+// purges the key's subject from the bucket's stream: a key-value purge
+// would leave a marker behind, for every session deleted.
 func (s *Store) dropCheckpoint(ctx context.Context, sessionID string) error {
 	if s.checkpoints == nil {
 		return nil
 	}
-	err := s.checkpoints.Purge(ctx, sessionID)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	err := s.retry(ctx, fmt.Sprintf("drop the checkpoint of session %q", sessionID), func(ctx context.Context) error {
+		return s.checkpointStream.Purge(ctx, jetstream.WithPurgeSubject(checkpointSubject+sessionID))
+	})
+	if err != nil {
 		return fmt.Errorf("store: drop the checkpoint of session %q: %w", sessionID, err)
 	}
 	return nil

@@ -137,9 +137,12 @@ func TestCheckpointWake(t *testing.T) {
 // events — is never woken from it.
 func TestCheckpointOfADeletedSession(t *testing.T) {
 	st := open(t, t.TempDir(), nil)
-	appendAll(t, journal(t, st, "s"), ev(1, "a"), ev(2, "a"), ev(3, "a"))
+	appendAll(t, journal(t, st, "s"), evs("a", 200)...)
 	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
 		t.Fatal(err)
+	}
+	if cp, _, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp == nil {
+		t.Fatalf("not checkpointed: %v", err)
 	}
 	if err := st.Delete(ctx(t), "s"); err != nil {
 		t.Fatal(err)
@@ -147,11 +150,56 @@ func TestCheckpointOfADeletedSession(t *testing.T) {
 	if cp, events, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp != nil || len(events) != 0 {
 		t.Fatalf("a deleted session resumed from %v with %d events, %v", cp, len(events), err)
 	}
-	appendAll(t, journal(t, st, "s"), ev(1, "b"), ev(2, "b"), ev(3, "b"))
+	appendAll(t, journal(t, st, "s"), evs("b", 200)...)
 	cp, events, _, err := st.ResumeFrom(ctx(t), "s")
-	if err != nil || cp != nil || !slices.Equal(writers(events), []string{"b.1", "b.2", "b.3"}) {
-		t.Fatalf("the session made again resumed from %v with %v, %v", cp, writers(events), err)
+	if err != nil || cp != nil || !slices.Equal(writers(events), writers(evs("b", 200))) {
+		t.Fatalf("the session made again resumed from %v with %d events, %v", cp, len(events), err)
 	}
+	// Deleting sessions, checkpointed or not, leaves nothing in the
+	// bucket (a key-value purge would leave a marker for each).
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(t, journal(t, st, "short"), evs("c", 3)...)
+	for _, id := range []string{"s", "short", "never"} {
+		if err := st.Delete(ctx(t), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := store.CheckpointStream(st).Info(ctx(t))
+	if err != nil || info.State.Msgs != 0 {
+		t.Fatalf("the bucket holds %d messages after the deletes, %v", info.State.Msgs, err)
+	}
+}
+
+// TestNoCheckpointOfAShortSession: a session with fewer events than a
+// checkpoint would hold is not checkpointed (it is read whole as fast).
+func TestNoCheckpointOfAShortSession(t *testing.T) {
+	st := open(t, t.TempDir(), nil)
+	appendAll(t, journal(t, st, "s"), evs("a", 127)...)
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	if cp, events, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp != nil || len(events) != 127 {
+		t.Fatalf("resumed from %v with %d events, %v", cp, len(events), err)
+	}
+	j := journal(t, st, "s")
+	appendAll(t, j, ev(128, "a"))
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	if cp, events, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp == nil || cp.Seq != 128 || len(events) != 0 {
+		t.Fatalf("at 128 events: resumed from %v with %d events, %v", cp, len(events), err)
+	}
+}
+
+// evs returns n events made by ev, from seq 1.
+func evs(by string, n int) []session.Event {
+	out := make([]session.Event, n)
+	for i := range out {
+		out[i] = ev(uint64(i+1), by)
+	}
+	return out
 }
 
 // TestCheckpointThatIsWrong: a checkpoint the stream does not bear out —
@@ -162,7 +210,7 @@ func TestCheckpointThatIsWrong(t *testing.T) {
 	var logs bytes.Buffer
 	dir := t.TempDir()
 	st := open(t, dir, &store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	appendAll(t, journal(t, st, "s"), ev(1, "a"), ev(2, "a"), ev(3, "a"))
+	appendAll(t, journal(t, st, "s"), evs("a", 200)...)
 	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +239,7 @@ func TestCheckpointThatIsWrong(t *testing.T) {
 	}{
 		{"garbage", []byte("{not json"), "unusable"},
 		{"another version", variant("v", 99), "version 99"},
-		{"a bad event", variant("latest", []string{`{"seq":3,"type":"nonsense"}`}), "unusable"},
+		{"a bad event", variant("latest", []string{`{"seq":200,"type":"nonsense"}`}), "unusable"},
 		{"a seq its events do not end at", variant("seq", 9), "not its seq 9"},
 		{"a finished call past the tables", variant("finished", map[string]any{"codes": []string{""}, "calls": []uint64{1<<15 | 5<<9}}), "names no entry"},
 		{"more events than stored", variant("first", 0), "first event's seq is 0"},
@@ -201,8 +249,8 @@ func TestCheckpointThatIsWrong(t *testing.T) {
 			t.Fatal(err)
 		}
 		cp, events, _, err := st.ResumeFrom(ctx(t), "s")
-		if err != nil || cp != nil || !slices.Equal(writers(events), []string{"a.1", "a.2", "a.3"}) {
-			t.Fatalf("%s: resumed from %v with %v, %v; want every event", c.name, cp, writers(events), err)
+		if err != nil || cp != nil || !slices.Equal(writers(events), writers(evs("a", 200))) {
+			t.Fatalf("%s: resumed from %v with %d events, %v; want every event", c.name, cp, len(events), err)
 		}
 		if c.log != "" && !strings.Contains(logs.String(), c.log) {
 			t.Errorf("%s: the log does not say %q:\n%s", c.name, c.log, logs.String())
@@ -212,7 +260,7 @@ func TestCheckpointThatIsWrong(t *testing.T) {
 	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
 		t.Fatal(err)
 	}
-	if cp, _, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp == nil || cp.Seq != 3 {
+	if cp, _, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp == nil || cp.Seq != 200 {
 		t.Fatalf("after checkpointing again: %v, %v", cp, err)
 	}
 }
@@ -222,12 +270,12 @@ func TestCheckpointThatIsWrong(t *testing.T) {
 // outrun), and Checkpoint does nothing there.
 func TestNoCheckpointsWhereEventsAreCapped(t *testing.T) {
 	st := open(t, t.TempDir(), &store.Options{MaxEventsPerSession: 2})
-	appendAll(t, journal(t, st, "s"), ev(1, "a"), ev(2, "a"), ev(3, "a"))
+	appendAll(t, journal(t, st, "s"), evs("a", 200)...)
 	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
 		t.Fatal(err)
 	}
 	cp, events, _, err := st.ResumeFrom(ctx(t), "s")
-	if err != nil || cp != nil || !slices.Equal(writers(events), []string{"a.2", "a.3"}) {
+	if err != nil || cp != nil || !slices.Equal(writers(events), []string{"a.199", "a.200"}) {
 		t.Fatalf("resumed from %v with %v, %v", cp, writers(events), err)
 	}
 	if err := st.Checkpoint(ctx(t), "bad id!", nil); !errors.Is(err, store.ErrInvalidSessionID) {

@@ -192,3 +192,6 @@ func CountsLost(s *Store) int64 { return s.countsLost.Load() }
 // Checkpoints returns the store's checkpoints bucket (nil if it keeps
 // none): tests plant broken checkpoints in it.
 func Checkpoints(s *Store) jetstream.KeyValue { return s.checkpoints }
+
+// CheckpointStream returns the stream of the store's checkpoints bucket.
+func CheckpointStream(s *Store) jetstream.Stream { return s.checkpointStream }

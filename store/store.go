@@ -130,10 +130,11 @@ type Store struct {
 	owners   jetstream.KeyValue // who created each session (owners.go)
 	// checkpoints holds each hibernated session's checkpoint
 	// (checkpoint.go); nil on a store that keeps none.
-	checkpoints jetstream.KeyValue
-	replies     replySlots // where journal appends wait for acknowledgements (reply.go)
-	fences      fences     // the sessions' fences on the embedded server (fence.go)
-	idx         index      // the sessions with stored events, by id (index.go)
+	checkpoints      jetstream.KeyValue
+	checkpointStream jetstream.Stream // the bucket's
+	replies          replySlots       // where journal appends wait for acknowledgements (reply.go)
+	fences           fences           // the sessions' fences on the embedded server (fence.go)
+	idx              index            // the sessions with stored events, by id (index.go)
 	// direct: loads use batched direct gets (load.go); loads is where
 	// their batches arrive.
 	direct bool
