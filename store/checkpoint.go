@@ -83,6 +83,18 @@ func (s *Store) openCheckpoints(ctx context.Context) error {
 	return nil
 }
 
+// dropCheckpoints deletes the checkpoints bucket of an embedded store
+// that keeps none now: one opened with MaxEventsPerSession drops old
+// events while the count stays the same, and its checkpoints would be
+// taken for current if the cap were lifted again.
+func (s *Store) dropCheckpoints(ctx context.Context) error {
+	err := s.js.DeleteKeyValue(ctx, checkpointBucket)
+	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("store: delete bucket %s: %w", checkpointBucket, err)
+	}
+	return nil
+}
+
 // Checkpoint writes the checkpoint of a session's stored events — the
 // one it had, brought up to the events stored since — for
 // [Store.ResumeFrom] to read at its next wake. opts are the options the

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -267,14 +268,41 @@ func TestCheckpointThatIsWrong(t *testing.T) {
 
 // TestNoCheckpointsWhereEventsAreCapped: a store that drops a session's
 // old events keeps no checkpoints (its count could not tell a checkpoint
-// outrun), and Checkpoint does nothing there.
+// outrun), and Checkpoint does nothing there; the checkpoints it kept
+// before the cap are dropped, so that lifting the cap again cannot wake
+// a session from one its events outran.
 func TestNoCheckpointsWhereEventsAreCapped(t *testing.T) {
-	st := open(t, t.TempDir(), &store.Options{MaxEventsPerSession: 2})
+	dir := t.TempDir()
+	st := open(t, dir, nil)
 	appendAll(t, journal(t, st, "s"), evs("a", 200)...)
 	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
 		t.Fatal(err)
 	}
-	cp, events, _, err := st.ResumeFrom(ctx(t), "s")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, dir, &store.Options{MaxEventsPerSession: 200})
+	j := journal(t, st, "s")
+	for seq := uint64(201); seq <= 400; seq++ { // the stream keeps 200: as many as the checkpoint covers
+		appendAll(t, j, ev(seq, "b"))
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, dir, nil)
+	if cp, events, _, err := st.ResumeFrom(ctx(t), "s"); err != nil || cp != nil || len(events) != 200 || events[0].Seq != 201 {
+		t.Fatalf("after the cap was lifted: resumed from %v with %d events, %v", cp, len(events), err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st = open(t, dir, &store.Options{MaxEventsPerSession: 2})
+	appendAll(t, journal(t, st, "t"), evs("a", 200)...)
+	if err := st.Checkpoint(ctx(t), "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	cp, events, _, err := st.ResumeFrom(ctx(t), "t")
 	if err != nil || cp != nil || !slices.Equal(writers(events), []string{"a.199", "a.200"}) {
 		t.Fatalf("resumed from %v with %v, %v", cp, writers(events), err)
 	}
@@ -309,4 +337,54 @@ func TestCheckpointWakeAllocatesLittle(t *testing.T) {
 	if n := testing.AllocsPerRun(20, wake); n > 2000 {
 		t.Fatalf("a wake from a checkpoint allocated %.0f times, want at most 2,000 (a wake from every event: about 14,600)", n)
 	}
+}
+
+// TestCheckpointRacesDeletes: checkpoints written all the while a session
+// is deleted and made again, each time with other events and as many,
+// never make a wake show an earlier incarnation's events: what a wake
+// reads (its checkpoint's latest events and those after it) is always
+// what the stream holds now. (The count alone would take a checkpoint of
+// the last incarnation: Delete and Checkpoint hold the session's fence.)
+func TestCheckpointRacesDeletes(t *testing.T) {
+	st := open(t, t.TempDir(), nil)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the hibernations
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := st.Checkpoint(context.Background(), "s", nil); err != nil && !errors.Is(err, store.ErrClosed) {
+				t.Errorf("checkpoint: %v", err)
+				return
+			}
+		}
+	}()
+	for gen := range 30 {
+		if err := st.Delete(ctx(t), "s"); err != nil {
+			t.Fatal(err)
+		}
+		appendAll(t, journal(t, st, "s"), evs(fmt.Sprintf("g%d", gen), 150)...) // as many as the last: only the fence tells them apart
+		if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+			t.Fatal(err)
+		}
+		stored := load(t, st, "s")
+		cp, after, _, err := st.ResumeFrom(ctx(t), "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []session.Event
+		if cp != nil {
+			got = append(got, cp.Latest...)
+		}
+		got = append(got, after...)
+		if len(got) == 0 || len(got) > len(stored) || !slices.Equal(writers(got), writers(stored[len(stored)-len(got):])) {
+			t.Fatalf("generation %d: a wake reads %v…, the stream holds %v…", gen, writers(got)[:min(3, len(got))], writers(stored)[:3])
+		}
+	}
+	close(stop)
+	<-done
 }

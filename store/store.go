@@ -288,6 +288,10 @@ func Open(ctx context.Context, opts *Options) (_ *Store, err error) {
 		if err := s.openCheckpoints(rctx); err != nil {
 			return nil, err
 		}
+	} else if s.ns != nil {
+		if err := s.dropCheckpoints(rctx); err != nil {
+			return nil, err
+		}
 	}
 	if s.ns == nil {
 		go s.monitor() // health.go
