@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -53,10 +54,13 @@ const (
 type storedCheckpoint struct {
 	Version int `json:"v"`
 	session.Checkpoint
-	Stream uint64            `json:"stream"`
-	Bytes  int64             `json:"bytes"`
-	State  []json.RawMessage `json:"state"`
-	Latest []json.RawMessage `json:"latest"`
+	// Created is when the events stream was created: a stream made anew
+	// (its directory deleted) holds other events under the same ids.
+	Created time.Time         `json:"created"`
+	Stream  uint64            `json:"stream"`
+	Bytes   int64             `json:"bytes"`
+	State   []json.RawMessage `json:"state"`
+	Latest  []json.RawMessage `json:"latest"`
 }
 
 // checkpointsWanted reports whether a store keeps checkpoints (see above).
@@ -159,7 +163,7 @@ func (s *Store) Checkpoint(ctx context.Context, sessionID string, opts *session.
 		}
 		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
 	}
-	st := storedCheckpoint{Version: checkpointVersion, Checkpoint: *next, Stream: last, Bytes: added}
+	st := storedCheckpoint{Version: checkpointVersion, Checkpoint: *next, Created: s.Created(), Stream: last, Bytes: added}
 	if prev != nil {
 		st.Bytes += prev.Bytes
 	}
@@ -198,7 +202,7 @@ func (s *Store) checkpointAgain(ctx context.Context, sessionID string, opts *ses
 	if err != nil {
 		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
 	}
-	data, err := encodeCheckpoint(&storedCheckpoint{Version: checkpointVersion, Checkpoint: *cp, Stream: last, Bytes: bytes})
+	data, err := encodeCheckpoint(&storedCheckpoint{Version: checkpointVersion, Checkpoint: *cp, Created: s.Created(), Stream: last, Bytes: bytes})
 	if err != nil || len(data) > s.maxEvent {
 		return err
 	}
@@ -242,6 +246,9 @@ func (s *Store) readCheckpoint(ctx context.Context, sessionID string) *storedChe
 		s.log.Warn("store: a session's checkpoint is unusable; the session is loaded from its events, and checkpointed again when it hibernates",
 			slog.String("session", sessionID), slog.String(logKeyError, err.Error()))
 		return nil
+	}
+	if !st.Created.Equal(s.Created()) {
+		return nil // of the events stream before it was made anew
 	}
 	return st
 }

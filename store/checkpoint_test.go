@@ -173,6 +173,30 @@ func TestCheckpointOfADeletedSession(t *testing.T) {
 	}
 }
 
+// TestCheckpointOfAStreamMadeAnew: a checkpoint kept while the events
+// stream is made anew (its directory deleted) is not taken for the new
+// stream's session of the same id, even of as many events.
+func TestCheckpointOfAStreamMadeAnew(t *testing.T) {
+	dir := t.TempDir()
+	st := open(t, dir, nil)
+	appendAll(t, journal(t, st, "s"), evs("a", 200)...)
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.DeleteEventsStream(ctx(t), st); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st = open(t, dir, nil)
+	appendAll(t, journal(t, st, "s"), evs("b", 200)...)
+	cp, events, _, err := st.ResumeFrom(ctx(t), "s")
+	if err != nil || cp != nil || !slices.Equal(writers(events), writers(evs("b", 200))) {
+		t.Fatalf("resumed from %v with %d events, %v; want the new stream's events", cp, len(events), err)
+	}
+}
+
 // TestNoCheckpointOfAShortSession: a session with fewer events than a
 // checkpoint would hold is not checkpointed (it is read whole as fast).
 func TestNoCheckpointOfAShortSession(t *testing.T) {

@@ -195,3 +195,7 @@ func Checkpoints(s *Store) jetstream.KeyValue { return s.checkpoints }
 
 // CheckpointStream returns the stream of the store's checkpoints bucket.
 func CheckpointStream(s *Store) jetstream.Stream { return s.checkpointStream }
+
+// DeleteEventsStream deletes the events stream, as deleting its directory
+// does: the next Open makes it anew.
+func DeleteEventsStream(ctx context.Context, s *Store) error { return s.js.DeleteStream(ctx, streamName) }
