@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/brainrt/brain/session"
@@ -83,21 +84,48 @@ func (c *checkpoints) run(done chan struct{}) {
 	}
 }
 
-// close drops the queue and waits, until ctx ends, for the checkpoint
-// being written, which it cancels when ctx ends first.
-func (c *checkpoints) close(ctx context.Context) {
+// stopWriters is how many checkpoints a stop writes at once.
+const stopWriters = 2
+
+// drain is the stop's: it checkpoints the sessions leaving memory, ids,
+// after those queued, stopWriters at a time, until ctx ends; then it
+// cancels those being written and waits for them. Nothing is queued
+// after it. It returns how many were written and how many were left.
+func (c *checkpoints) drain(ctx context.Context, ids []string) (written, left int) {
 	c.mu.Lock()
-	c.closed, c.queue = true, nil
+	c.closed = true
+	queue := append(c.queue, ids...)
+	c.queue = nil
 	done := c.done
 	c.mu.Unlock()
-	if done == nil {
-		return
+	defer func() {
+		c.cancel() // the hibernations' writer, if still writing its last
+		if done != nil {
+			<-done
+		}
+	}()
+	var next, ok atomic.Int64
+	var wg sync.WaitGroup
+	for range stopWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(queue) {
+					return
+				}
+				wctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+				err := c.write(wctx, queue[i])
+				cancel()
+				if err == nil {
+					ok.Add(1)
+				} else if ctx.Err() == nil {
+					c.log.Warn("session checkpoint not written: its next wake reads its events", slog.String("session", queue[i]), slog.String("error", err.Error()))
+				}
+			}
+		}()
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		c.cancel()
-		<-done
-	}
-	c.cancel()
+	wg.Wait()
+	return int(ok.Load()), len(queue) - int(ok.Load())
 }

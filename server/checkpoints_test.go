@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brainrt/brain/internal/testutil"
 	"github.com/brainrt/brain/protocol"
@@ -89,8 +90,8 @@ func TestHibernateCheckpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(logs.String(), "session restored") || !strings.Contains(logs.String(), "checkpoint=") {
-			t.Fatalf("the session was not woken from a checkpoint:\n%s", logs.String())
+		if !strings.Contains(logs.String(), "session restored") || !strings.Contains(logs.String(), "checkpoint=") || !strings.Contains(logs.String(), "events_after=0") {
+			t.Fatalf("the session was not woken from a checkpoint of all its events:\n%s", logs.String())
 		}
 		if got, seq, n := replay(s), s.LastSeq(), mgr.JournalBytes(s); got != wantReplay || seq != wantSeq || n != wantBytes {
 			t.Fatalf("woken from its checkpoint: at seq %d (want %d), journal bytes %d (want %d), replaying\n%.3000s\nwant\n%.3000s", seq, wantSeq, n, wantBytes, got, wantReplay)
@@ -108,7 +109,32 @@ func TestHibernateCheckpoints(t *testing.T) {
 	hibernate()
 	_ = st.Close()
 
-	_, mgr = open() // a restart
-	_, release = woken()
+	st, mgr = open() // a restart
+	s, release = woken()
+
+	// A graceful stop checkpoints the sessions in memory, a session with a
+	// connection or a call pending among them (a checkpoint is not an
+	// event: the stop still writes nothing into a session).
+	calls(s, 10)
+	if _, perr := s.Start(protocol.AudienceLLM, "ui.show", json.RawMessage(`{}`)); perr != nil {
+		t.Fatal(perr)
+	}
+	wantReplay, wantSeq, wantBytes = want(s)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mgr.Stop(stopCtx)
+	if err := mgr.Close(stopCtx); err != nil {
+		t.Fatal(err)
+	}
 	release()
+	if !strings.Contains(logs.String(), `"sessions checkpointed for the stop" done=1 left=0`) {
+		t.Fatalf("the stop did not checkpoint the session:\n%s", logs.String())
+	}
+	_ = st.Close()
+	_, mgr = open()
+	s, release = woken()
+	defer release()
+	if snap := s.Snapshot(); len(snap.PendingCalls) != 1 {
+		t.Fatalf("the call pending at the stop: %+v", snap.PendingCalls)
+	}
 }

@@ -119,18 +119,21 @@ func (s *Store) Checkpoint(ctx context.Context, sessionID string, opts *session.
 	f := s.fences.get(subj) // Delete waits: no checkpoint outlives its session
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	n, err := s.storedEvents(ctx, subj)
+	if err != nil {
+		return fmt.Errorf("store: checkpoint session %q: count its events: %w", sessionID, err)
+	}
 	prev := s.readCheckpoint(ctx, sessionID)
 	if prev != nil {
-		n, err := s.storedEvents(ctx, subj)
-		if err != nil {
-			return fmt.Errorf("store: checkpoint session %q: count its events: %w", sessionID, err)
-		}
 		switch covered := prev.Seq - prev.First + 1; {
 		case n == covered:
 			return nil // nothing stored since
 		case n < covered || prev.First > prev.Seq:
 			prev = nil // not borne out by the stream: made again from every event
 		}
+	}
+	if prev == nil && n < minCheckpointEvents {
+		return nil // too few to be worth one
 	}
 	from := uint64(1)
 	if prev != nil {
