@@ -198,4 +198,6 @@ func CheckpointStream(s *Store) jetstream.Stream { return s.checkpointStream }
 
 // DeleteEventsStream deletes the events stream, as deleting its directory
 // does: the next Open makes it anew.
-func DeleteEventsStream(ctx context.Context, s *Store) error { return s.js.DeleteStream(ctx, streamName) }
+func DeleteEventsStream(ctx context.Context, s *Store) error {
+	return s.js.DeleteStream(ctx, streamName)
+}
