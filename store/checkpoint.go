@@ -103,8 +103,9 @@ func (s *Store) dropCheckpoints(ctx context.Context) error {
 // one it had, brought up to the events stored since — for
 // [Store.ResumeFrom] to read at its next wake. opts are the options the
 // session is restored with (session.Compact). It does nothing on a store
-// that keeps no checkpoints (see [Store.ResumeFrom]), for a session with
-// no stored event, or when nothing was stored since the last checkpoint.
+// that keeps no checkpoints (see [Store.ResumeFrom]), for a session of
+// fewer than 128 stored events and no checkpoint yet (read whole about as
+// fast), or when nothing was stored since the last checkpoint.
 // The session's appends wait while it runs. A checkpoint too large for
 // the bucket (a registry of very large definitions) is not written: the
 // session is loaded from its events.
