@@ -181,3 +181,20 @@ func ExampleOptions_go() {
 	// Output:
 	// 42 — goroutines started through Go: 1
 }
+
+// A checkpoint of a session's events restores the session as all of them
+// do.
+func ExampleCompact() {
+	j := &sliceJournal{}
+	s := session.New("demo", &session.Options{Journal: j})
+	for range 50 { // 100 events: a call and its outcome each
+		s.Invoke(context.Background(), protocol.AudienceLLM, "__capabilities.list", []byte(`{}`))
+	}
+	cp, err := session.Compact(nil, j.events, nil)
+	if err != nil {
+		panic(err)
+	}
+	r, err := session.RestoreFrom("demo", cp, nil, &session.Options{History: j}, nil)
+	fmt.Println(len(cp.Latest), "latest events kept,", len(cp.Finished.Calls), "finished calls remembered; restored at seq", r.LastSeq(), err)
+	// Output: 32 latest events kept, 34 finished calls remembered; restored at seq 100 <nil>
+}

@@ -67,3 +67,32 @@ func ExampleStore_Resume() {
 	fmt.Println(len(events), "event restored;", len(again), "stored after the deregister;", err)
 	// Output: 1 event restored; 2 stored after the deregister; <nil>
 }
+
+// A session checkpointed as it hibernates wakes from its checkpoint: a
+// few events instead of every one.
+func ExampleStore_ResumeFrom() {
+	dir, _ := os.MkdirTemp("", "brain-store-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	st, err := store.Open(ctx, &store.Options{DataDir: dir})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	j, _ := st.Journal("demo")
+	s := session.New("demo", &session.Options{Journal: j})
+	for range 100 { // 200 events: a call and its outcome each
+		s.Invoke(ctx, protocol.AudienceLLM, "__capabilities.list", []byte(`{}`))
+	}
+	if err := st.Checkpoint(ctx, "demo", nil); err != nil { // package server's, at hibernation
+		panic(err)
+	}
+
+	cp, after, j, err := st.ResumeFrom(ctx, "demo")
+	if err != nil {
+		panic(err)
+	}
+	r, _ := session.RestoreFrom("demo", cp, after, &session.Options{Journal: j, History: j.(session.EventReader)}, nil)
+	fmt.Println("at seq", r.LastSeq(), "from", len(cp.State)+len(cp.Latest), "events and", len(after), "after them")
+	// Output: at seq 200 from 32 events and 0 after them
+}
