@@ -236,25 +236,32 @@ func (s *Store) dropCheckpoint(ctx context.Context, sessionID string) error {
 // or one that cannot be used (logged: the session is then loaded from its
 // events).
 func (s *Store) readCheckpoint(ctx context.Context, sessionID string) *storedCheckpoint {
+	st, _ := s.readCheckpointFor(ctx, sessionID)
+	return st
+}
+
+// readCheckpointFor is readCheckpoint; ok is false when the bucket holds
+// a checkpoint for the session that cannot be used.
+func (s *Store) readCheckpointFor(ctx context.Context, sessionID string) (_ *storedCheckpoint, ok bool) {
 	e, err := s.checkpoints.Get(ctx, sessionID)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil
+		return nil, true
 	case err != nil:
 		s.log.Warn("store: a session's checkpoint could not be read; the session is loaded from its events",
 			slog.String("session", sessionID), slog.String(logKeyError, err.Error()))
-		return nil
+		return nil, true
 	}
 	st, err := decodeCheckpoint(e.Value())
 	if err != nil {
 		s.log.Warn("store: a session's checkpoint is unusable; the session is loaded from its events, and checkpointed again when it hibernates",
 			slog.String("session", sessionID), slog.String(logKeyError, err.Error()))
-		return nil
+		return nil, false
 	}
 	if !st.Created.Equal(s.Created()) {
-		return nil // of the events stream before it was made anew
+		return nil, false // of the events stream before it was made anew
 	}
-	return st
+	return st, true
 }
 
 // encodeCheckpoint encodes a checkpoint for the bucket; its State and
@@ -337,7 +344,10 @@ func (s *Store) storedEvents(ctx context.Context, subj string) (uint64, error) {
 // after it, with the stream sequence of the last of them; nil when the
 // session has no checkpoint the stream still bears out (see above).
 func (s *Store) resumeCheckpoint(ctx context.Context, sessionID, subj string) (*storedCheckpoint, []session.Event, uint64) {
-	st := s.readCheckpoint(ctx, sessionID)
+	st, ok := s.readCheckpointFor(ctx, sessionID)
+	if !ok {
+		s.dropStaleCheckpoint(ctx, sessionID, subj, "it does not decode, or is of another events stream")
+	}
 	if st == nil {
 		return nil, nil, 0
 	}
@@ -348,8 +358,13 @@ func (s *Store) resumeCheckpoint(ctx context.Context, sessionID, subj string) (*
 		s.log.Warn("store: the events of a session could not be counted; it is loaded from its events",
 			slog.String("session", sessionID), slog.String(logKeyError, err.Error()))
 		return nil, nil, 0
-	case n < covered || st.First > st.Seq:
-		return nil, nil, 0 // deleted and made again, or not this session's
+	case n < covered:
+		// Fewer events than it covers: a tail lost (a damaged block, a
+		// crash before the events' fsync) or an older copy of the events.
+		// Left in place, it would be taken again once new events brought
+		// the count back.
+		s.dropStaleCheckpoint(ctx, sessionID, subj, fmt.Sprintf("the store holds %d of the %d events it covers", n, covered))
+		return nil, nil, 0
 	case n == covered:
 		return st, nil, st.Stream
 	}
@@ -359,8 +374,29 @@ func (s *Store) resumeCheckpoint(ctx context.Context, sessionID, subj string) (*
 		events, last, _, err = s.loadDirectOn(ctx, sl, subj, st.Stream+1)
 		return err
 	})
-	if err != nil || len(events) == 0 || events[0].Seq != st.Seq+1 || uint64(len(events)) != n-covered {
+	if err != nil {
+		return nil, nil, 0
+	}
+	if len(events) == 0 || events[0].Seq != st.Seq+1 || uint64(len(events)) != n-covered {
+		s.dropStaleCheckpoint(ctx, sessionID, subj, "the events stored after it do not continue it")
 		return nil, nil, 0
 	}
 	return st, events, last
+}
+
+// dropStaleCheckpoint drops a session's checkpoint that its events do
+// not bear out, under the session's fence (no append comes between), and
+// says so: the session wakes from its events, and its next hibernation
+// checkpoints it again.
+func (s *Store) dropStaleCheckpoint(ctx context.Context, sessionID, subj, why string) {
+	f := s.fences.get(subj)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := s.dropCheckpoint(ctx, sessionID); err != nil {
+		s.log.Warn("store: a session's checkpoint its events do not bear out could not be dropped",
+			slog.String("session", sessionID), slog.String("why", why), slog.String(logKeyError, err.Error()))
+		return
+	}
+	s.log.Warn("store: a session's checkpoint was dropped: its events do not bear it out; the session wakes from its events",
+		slog.String("session", sessionID), slog.String("why", why))
 }

@@ -412,3 +412,66 @@ func TestCheckpointRacesDeletes(t *testing.T) {
 	close(stop)
 	<-done
 }
+
+// TestCheckpointOfALostTail: a wake that finds fewer events than the
+// session's checkpoint covers — a tail lost to a damaged block, or to a
+// crash before the events' fsync — drops the checkpoint, so that new
+// events bringing the count back never make it current again (it was
+// taken then: the session woke with the lost events and could store
+// nothing more). And a checkpoint that still slips through is dropped by
+// the first append it makes fail, so the next load reads the events.
+func TestCheckpointOfALostTail(t *testing.T) {
+	var logs bytes.Buffer
+	dir := t.TempDir()
+	opts := &store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	st := open(t, dir, opts)
+	appendAll(t, journal(t, st, "s"), evs("a", 200)...)
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(198); seq <= 200; seq++ { // the session is the stream's only one: its seqs are the stream's
+		if err := store.DeleteEvent(ctx(t), st, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp, events, j, err := st.ResumeFrom(ctx(t), "s")
+	if err != nil || cp != nil || len(events) != 197 {
+		t.Fatalf("after the tail was lost: resumed from %v with %d events, %v", cp, len(events), err)
+	}
+	if !strings.Contains(logs.String(), "the store holds 197 of the 200 events it covers") {
+		t.Errorf("the drop was not logged:\n%s", logs.String())
+	}
+	appendAll(t, j, ev(198, "b"), ev(199, "b"), ev(200, "b")) // as many as it covered
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	cp, events, _, err = st.ResumeFrom(ctx(t), "s")
+	if err != nil || cp == nil || len(events) != 0 || !slices.Equal(writers(cp.Latest[len(cp.Latest)-3:]), []string{"b.198", "b.199", "b.200"}) {
+		t.Fatalf("the new events: resumed from %v with %d events after, %v", cp, len(events), err)
+	}
+
+	// The count comes back before any wake sees it fall: the checkpoint
+	// is taken, and the first append, refused, drops it.
+	if err := store.DeleteEvent(ctx(t), st, 203); err != nil { // b.200
+		t.Fatal(err)
+	}
+	data, _ := protocol.EncodeFrame(&protocol.Frame{Seq: 200, Msg: ev(200, "c").Msg})
+	if _, err := store.PublishRaw(ctx(t), st, "s", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil { // a restart: nothing in memory knows the stream's last event
+		t.Fatal(err)
+	}
+	st = open(t, dir, opts)
+	cp, _, j, err = st.ResumeFrom(ctx(t), "s")
+	if err != nil || cp == nil {
+		t.Fatalf("resumed from %v, %v", cp, err)
+	}
+	if err := j.Append(ev(201, "d")); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("an append after a checkpoint the stream outran: %v, want ErrConflict", err)
+	}
+	cp, events, _, err = st.ResumeFrom(ctx(t), "s")
+	if err != nil || cp != nil || len(events) != 200 || writer(events[199]) != "c.200" {
+		t.Fatalf("after the refused append: resumed from %v with %d events, %v", cp, len(events), err)
+	}
+}

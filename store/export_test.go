@@ -201,3 +201,9 @@ func CheckpointStream(s *Store) jetstream.Stream { return s.checkpointStream }
 func DeleteEventsStream(ctx context.Context, s *Store) error {
 	return s.js.DeleteStream(ctx, streamName)
 }
+
+// DeleteEvent deletes the events stream's message at stream sequence
+// seq, as a tail lost to a damaged block does.
+func DeleteEvent(ctx context.Context, s *Store, seq uint64) error {
+	return s.stream.DeleteMsg(ctx, seq)
+}

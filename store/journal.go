@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -50,6 +51,12 @@ type journal struct {
 	backlogLen int // bytes in backlog
 	broken     error
 	anchors    []anchor // where some events are in the stream, by seq (readback.go)
+	// fromCheckpoint: the journal continues a checkpoint (ResumeFrom),
+	// whose last event was taken for the stream's. An append refused as
+	// not following the stream's last event then drops the checkpoint:
+	// the session's next load reads its events, instead of the same
+	// checkpoint again (checkpoint.go).
+	fromCheckpoint bool
 
 	appended atomic.Int64 // bytes of the events this journal stored (Bytes)
 
@@ -157,6 +164,13 @@ func (j *journal) flushLocked() error {
 		if err != nil {
 			if errors.Is(err, ErrConflict) || errors.Is(err, ErrTooLarge) {
 				j.broken = err
+			}
+			if errors.Is(err, ErrConflict) && j.fromCheckpoint {
+				j.fromCheckpoint = false
+				if derr := j.s.dropCheckpoint(context.Background(), j.id); derr == nil {
+					j.s.log.Warn("store: a session's checkpoint was dropped: an append after it was refused; the session's next load reads its events",
+						slog.String("session", j.id), slog.String(logKeyError, err.Error()))
+				}
 			}
 			return err
 		}

@@ -509,7 +509,7 @@ func (s *Store) ResumeFrom(ctx context.Context, sessionID string) (*session.Chec
 		events, j, err := s.resume(ctx, sessionID)
 		return nil, events, j, err
 	}
-	j.lastStream, j.lastSeq = last, st.Seq
+	j.lastStream, j.lastSeq, j.fromCheckpoint = last, st.Seq, true
 	if n := len(events); n > 0 {
 		j.lastSeq = events[n-1].Seq
 	}
