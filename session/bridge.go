@@ -537,6 +537,51 @@ func splitCallID(id string) (prefix string, n uint64, ok bool) {
 	return prefix, n, err == nil
 }
 
+// The tables of a finishedRing, for reuse.
+const (
+	finishedPrefix = iota
+	finishedCode
+	finishedOwner
+)
+
+// reuse returns an entry of a full table (finishedPrefix, finishedCode
+// or finishedOwner), from from on, that no call the ring remembers refers
+// to — the call the next one replaces aside — for a new value to take
+// its place: a session restored more times than the table holds (each
+// process makes its calls under a prefix of its own) would otherwise
+// stop remembering the calls of the latest, while the earliest had long
+// left the ring. It reports false when every entry is in use.
+func (f *finishedRing) reuse(table, from int) (uint16, bool) {
+	n := len(f.prefixes)
+	switch table {
+	case finishedCode:
+		n = len(f.codes)
+	case finishedOwner:
+		n = len(f.owners)
+	}
+	used := make([]bool, n)
+	for i, fc := range f.calls {
+		if len(f.calls) == f.size && i == f.next {
+			continue // replaced by the call being remembered
+		}
+		code := int(fc.code())
+		switch {
+		case table == finishedPrefix:
+			used[fc.prefix()] = true
+		case table == finishedCode && code < n:
+			used[code] = true
+		case table == finishedOwner && code >= codeFireAndForget && code-codeFireAndForget < n:
+			used[code-codeFireAndForget] = true
+		}
+	}
+	for i := from; i < n; i++ {
+		if !used[i] {
+			return uint16(i), true
+		}
+	}
+	return 0, false
+}
+
 // index returns where v is in *table, adding it when there is room.
 func index[T comparable](table *[]T, v T, limit int) (uint16, bool) {
 	if i := slices.Index(*table, v); i >= 0 {
@@ -569,16 +614,31 @@ func (s *Session) rememberFinishedLocked(id string, out protocol.Outcome, fireAn
 	}
 	p, ok := index(&f.prefixes, prefix, maxFinishedPrefixes)
 	if !ok {
-		return
+		if p, ok = f.reuse(finishedPrefix, 1); !ok {
+			return
+		}
+		f.prefixes[p] = prefix
 	}
 	code := uint16(0)
 	switch {
 	case fireAndForget != nil && out.IsOK():
-		if i, ok := index(&f.owners, Peer{Side: fireAndForget.Side, AppID: fireAndForget.AppID}, maxFinishedOwners); ok {
+		owner := Peer{Side: fireAndForget.Side, AppID: fireAndForget.AppID}
+		i, ok := index(&f.owners, owner, maxFinishedOwners)
+		if !ok {
+			if i, ok = f.reuse(finishedOwner, 0); ok {
+				f.owners[i] = owner
+			}
+		}
+		if ok {
 			code = codeFireAndForget + i
 		}
 	case !out.IsOK():
-		if code, ok = index(&f.codes, out.Err.Code, maxFinishedCodes); !ok || out.Err.Code == "" {
+		if code, ok = index(&f.codes, out.Err.Code, maxFinishedCodes); !ok {
+			if code, ok = f.reuse(finishedCode, 1); ok {
+				f.codes[code] = out.Err.Code
+			}
+		}
+		if !ok || out.Err.Code == "" {
 			code = codeOverflow
 		}
 	}
