@@ -113,7 +113,7 @@ func Compact(cp *Checkpoint, events []Event, opts *Options) (*Checkpoint, error)
 	return &Checkpoint{
 		First:    first,
 		Seq:      all[len(all)-1].Seq,
-		State:    shaping(slices.Concat(state, all[:cut])),
+		State:    trimRegistrations(shaping(slices.Concat(state, all[:cut])), &o),
 		Finished: s.finished.export(),
 		Latest:   slices.Clone(all[cut:]),
 	}, nil

@@ -250,3 +250,44 @@ func TestCheckpointThatDoesNotHoldTogether(t *testing.T) {
 		t.Errorf("compact events that do not continue: %v", err)
 	}
 }
+
+// TestCheckpointKeepsTheRegistrationsThatMatter: a session that
+// registers a tool for each turn and drops it after keeps, in its
+// checkpoint, the registrations still in place and those a pending call
+// reads — not one per turn (a probe's checkpoint grew past 1 MiB so,
+// and was never written again).
+func TestCheckpointKeepsTheRegistrationsThatMatter(t *testing.T) {
+	reg := func(name, desc string) *protocol.CapabilityRegister {
+		return &protocol.CapabilityRegister{Capabilities: []protocol.Capability{{Name: name, Description: desc,
+			InputSchema: json.RawMessage(`{"type":"object"}`), Side: protocol.SideClient, Origin: protocol.Origin{Kind: protocol.OriginClient}, RequiresApproval: true}}}
+	}
+	var events []Event
+	add := func(m protocol.Message) { events = append(events, Event{Seq: uint64(len(events) + 1), Msg: m}) }
+	add(reg("ui.show", "shown"))
+	for turn := 1; turn <= 200; turn++ {
+		add(&protocol.TurnStarted{Turn: turn, StartedBy: "client"})
+		add(reg("turn.tool", fmt.Sprintf("for turn %d", turn)))
+		if turn == 100 { // asked in turn 100, still pending: it read that turn's definition
+			add(&protocol.ApprovalRequested{CallID: "cold1-1", Name: "turn.tool", Input: json.RawMessage(`{}`), Invoker: protocol.AudienceLLM})
+		}
+		add(&protocol.CapabilityDeregister{Names: []string{"turn.tool"}})
+		add(&protocol.TurnEnded{Turn: turn, Reason: protocol.TurnCompleted})
+	}
+	cp, err := Compact(nil, events, replayOpts(32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	registrations := 0
+	for _, e := range cp.State {
+		switch e.Msg.(type) {
+		case *protocol.CapabilityRegister, *protocol.CapabilityDeregister:
+			registrations++
+		}
+	}
+	if registrations != 3 { // ui.show; turn 100's tool, and its deregistration
+		t.Fatalf("the checkpoint keeps %d registrations and deregistrations of %d", registrations, 400)
+	}
+	if got, want := replayed(t, cp, nil, 32, []string{"cold1-1"}), replayed(t, nil, events, 32, []string{"cold1-1"}); got != want {
+		t.Fatalf("restored from the checkpoint:\n%s\nwant:\n%s", got, want)
+	}
+}

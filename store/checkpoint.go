@@ -160,23 +160,59 @@ func (s *Store) Checkpoint(ctx context.Context, sessionID string, opts *session.
 		}
 		cp = &prev.Checkpoint
 	}
-	next, err := session.Compact(cp, events, opts)
+	st := storedCheckpoint{Version: checkpointVersion, Created: s.Created(), Stream: last, Bytes: added}
+	if prev != nil {
+		st.Bytes += prev.Bytes
+	}
+	data, err := s.compactToFit(cp, events, opts, &st)
 	if err != nil {
 		if prev != nil {
 			return s.checkpointAgain(ctx, sessionID, opts)
 		}
 		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
 	}
-	st := storedCheckpoint{Version: checkpointVersion, Checkpoint: *next, Created: s.Created(), Stream: last, Bytes: added}
-	if prev != nil {
-		st.Bytes += prev.Bytes
+	return s.putCheckpoint(ctx, sessionID, data)
+}
+
+// compactToFit makes st's checkpoint of cp and events (session.Compact)
+// and encodes it, keeping fewer latest events than opts ask for when the
+// checkpoint would be larger than an event may be (the latest events of
+// a session whose calls return large results): the restored session
+// reads the others back from the store. A checkpoint too large even so —
+// a registry of very large definitions, a very long conversation — is
+// nil, and not an error.
+func (s *Store) compactToFit(cp *session.Checkpoint, events []session.Event, opts *session.Options, st *storedCheckpoint) ([]byte, error) {
+	var o session.Options
+	if opts != nil {
+		o = *opts
 	}
-	data, err := encodeCheckpoint(&st)
-	if err != nil {
-		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
+	for keep := o.LogMemory; ; keep /= 2 {
+		o.LogMemory = keep
+		next, err := session.Compact(cp, events, &o)
+		if err != nil {
+			return nil, err
+		}
+		st.Checkpoint = *next
+		data, err := encodeCheckpoint(st)
+		switch {
+		case err != nil:
+			return nil, err
+		case len(data) <= s.maxEvent:
+			return data, nil
+		case keep == 1:
+			return nil, nil
+		case keep == 0:
+			keep = 32 // Compact's default, halved next
+		}
 	}
-	if len(data) > s.maxEvent {
-		s.log.Debug("store: checkpoint not written: larger than an event may be", slog.String("session", sessionID), slog.Int("bytes", len(data)))
+}
+
+// putCheckpoint writes a session's checkpoint, or, for nil data (too
+// large to be one), drops the one it had and says so.
+func (s *Store) putCheckpoint(ctx context.Context, sessionID string, data []byte) error {
+	if data == nil {
+		s.log.Info("store: no checkpoint for this session: it would be larger than an event may be (very large definitions, or a very long conversation); it wakes from its events",
+			slog.String("session", sessionID), slog.Int("limit", s.maxEvent))
 		return s.dropCheckpoint(ctx, sessionID)
 	}
 	if _, err := s.checkpoints.Put(ctx, sessionID, data); err != nil {
@@ -202,18 +238,11 @@ func (s *Store) checkpointAgain(ctx context.Context, sessionID string, opts *ses
 	if err != nil || len(events) == 0 {
 		return err
 	}
-	cp, err := session.Compact(nil, events, opts)
+	data, err := s.compactToFit(nil, events, opts, &storedCheckpoint{Version: checkpointVersion, Created: s.Created(), Stream: last, Bytes: bytes})
 	if err != nil {
 		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
 	}
-	data, err := encodeCheckpoint(&storedCheckpoint{Version: checkpointVersion, Checkpoint: *cp, Created: s.Created(), Stream: last, Bytes: bytes})
-	if err != nil || len(data) > s.maxEvent {
-		return err
-	}
-	if _, err := s.checkpoints.Put(ctx, sessionID, data); err != nil {
-		return fmt.Errorf("store: checkpoint session %q: write: %w", sessionID, err)
-	}
-	return nil
+	return s.putCheckpoint(ctx, sessionID, data)
 }
 
 // dropCheckpoint removes a session's checkpoint, if it has one. It

@@ -475,3 +475,30 @@ func TestCheckpointOfALostTail(t *testing.T) {
 		t.Fatalf("after the refused append: resumed from %v with %d events, %v", cp, len(events), err)
 	}
 }
+
+// TestCheckpointOfLargeLatestEvents: a session whose latest events are
+// large (results of hundreds of KiB) is checkpointed with fewer of them —
+// the restored session reads the others back — rather than not at all.
+func TestCheckpointOfLargeLatestEvents(t *testing.T) {
+	st := open(t, t.TempDir(), nil)
+	events := evs("a", 200)
+	for seq := uint64(201); seq <= 220; seq++ {
+		events = append(events, session.Event{Seq: seq, Msg: &protocol.CapabilityDeregister{Names: []string{strings.Repeat("x", 200<<10)}}})
+	}
+	appendAll(t, journal(t, st, "s"), events...)
+	full, err := session.Restore("s", load(t, st, "s"), &session.Options{PeerGrace: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := restoredState(t, full)
+	if err := st.Checkpoint(ctx(t), "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	s, cp, after := wake(t, st, "s")
+	if cp == nil || len(after) != 0 || len(cp.Latest) >= 32 || cp.Seq != 220 {
+		t.Fatalf("woke from %v and %d events after it; want a checkpoint of fewer than 32 latest events", cp != nil, len(after))
+	}
+	if got := restoredState(t, s); got != want {
+		t.Fatal("the session woken from its checkpoint is not the one its events restore")
+	}
+}
