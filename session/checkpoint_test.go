@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
@@ -116,6 +114,7 @@ func replayed(t *testing.T, cp *Checkpoint, events []Event, keep int, ids []stri
 	for _, e := range events {
 		r.apply(e, true)
 	}
+	digest := r.digest() // the registry, revisions, pending calls, streams and turns
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b strings.Builder
@@ -126,26 +125,13 @@ func replayed(t *testing.T, cp *Checkpoint, events []Event, keep int, ids []stri
 		e := l.at(seq)
 		fmt.Fprintf(&b, "  %d %s %s owner %s\n", e.seq, e.typ, j(e.msg), j(e.owner))
 	}
-	for _, n := range slices.Sorted(maps.Keys(s.caps)) {
-		c := s.caps[n]
-		fmt.Fprintf(&b, "cap %s rev %s owner %v def %s\n", n, c.rev, c.owner, j(c.def))
-	}
-	for _, n := range slices.Sorted(maps.Keys(r.revs)) {
-		fmt.Fprintf(&b, "rev %s %s\n", n, r.revs[n])
-	}
-	for _, c := range r.calls {
-		fmt.Fprintf(&b, "call %+v decision %s\n", *c, j(c.decision))
-	}
-	for _, st := range r.streams {
-		fmt.Fprintf(&b, "stream %s %s %s\n", st.id, st.name, j(st.owner))
-	}
 	for _, id := range ids {
 		how, ok := s.finishedHow(id)
 		code, _ := s.finishedCode(id)
 		owner, ff := s.fireAndForgetOwner(code)
 		fmt.Fprintf(&b, "finished %s: %v %q ff %v %v\n", id, ok, how, ff, owner)
 	}
-	fmt.Fprintf(&b, "turn %d active %v records %s msgs %s\n", s.turn, s.turns.active, j(s.turns.records), j(s.turns.msgs))
+	b.WriteString(digest)
 	return b.String()
 }
 
