@@ -17,6 +17,9 @@ import (
 type Checkpointer interface {
 	ResumeFrom(ctx context.Context, id string) (*session.Checkpoint, []session.Event, session.Journal, error)
 	Checkpoint(ctx context.Context, id string, opts *session.Options) error
+	// KeepsCheckpoints reports whether Checkpoint writes any (a
+	// clustered store keeps none): without, nothing is queued for it.
+	KeepsCheckpoints() bool
 }
 
 // checkpointQueue bounds the hibernated sessions waiting for their
@@ -40,7 +43,7 @@ type checkpoints struct {
 	queue   []string
 	running bool
 	closed  bool
-	ctx     context.Context // cancelled by close
+	ctx     context.Context // cancelled by drain
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the goroutine ends; nil when none runs
 }

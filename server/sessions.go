@@ -136,7 +136,7 @@ func NewManager(opts ManagerOptions) *Manager {
 	m := &Manager{opts: opts, log: opts.Logger, live: map[string]*managed{}, inbox: newInbox(),
 		limits: l, owners: newOwners(l.SessionsPerToken, opts.Store, opts.Logger), journals: journals{limit: l.JournalBytesPerSession},
 		runners: runners, runOn: runners.Submit}
-	if c, ok := opts.Store.(Checkpointer); ok {
+	if c, ok := opts.Store.(Checkpointer); ok && c.KeepsCheckpoints() {
 		template := opts.Session
 		m.checkpoints = newCheckpoints(func(ctx context.Context, id string) error {
 			return c.Checkpoint(ctx, id, &template)

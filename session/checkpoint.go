@@ -15,10 +15,10 @@ import (
 //
 // It holds the session's latest events (Latest, contiguous, ending at
 // Seq: what the restored session keeps in memory), and of the events
-// before them only those that still shape the session (State):
-// registrations and deregistrations, turns and conversation messages, and
-// the events of calls that had not finished by then (a render stream
-// still open among them). The finished calls the session remembers —
+// before them only those that still shape the session (State): the
+// registrations something still reads (checkpoint_registry.go), turns
+// and conversation messages, and the events of calls that had not
+// finished by then (a render stream still open among them). The finished calls the session remembers —
 // so that a late result is told how its call ended — are in Finished.
 // Everything else before Latest (the events of finished calls, streamed
 // text) is left out: a subscriber that asks for it is read it back from
@@ -113,7 +113,7 @@ func Compact(cp *Checkpoint, events []Event, opts *Options) (*Checkpoint, error)
 	return &Checkpoint{
 		First:    first,
 		Seq:      all[len(all)-1].Seq,
-		State:    trimRegistrations(shaping(slices.Concat(state, all[:cut])), &o),
+		State:    trimRegistrations(shaping(slices.Concat(state, all[:cut])), r.digest(), &o),
 		Finished: s.finished.export(),
 		Latest:   slices.Clone(all[cut:]),
 	}, nil

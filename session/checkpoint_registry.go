@@ -30,8 +30,9 @@ import (
 // are kept as they are.
 
 // trimRegistrations returns events (a checkpoint's State, in seq order)
-// without the registrations nothing reads.
-func trimRegistrations(events []Event, o *Options) []Event {
+// without the registrations nothing reads, if they restore want (the
+// digest of a replay of what events stand for), else events.
+func trimRegistrations(events []Event, want string, o *Options) []Event {
 	// Backward: whether each capability's registration is read before
 	// the name's next registration or deregistration, or lasts to the end.
 	type key struct{ event, cap int }
@@ -105,7 +106,7 @@ func trimRegistrations(events []Event, o *Options) []Event {
 			out = append(out, e)
 		}
 	}
-	if !trimmed || stateOf(events, o) != stateOf(out, o) {
+	if !trimmed || stateOf(out, o) != want {
 		return events
 	}
 	return out

@@ -87,6 +87,11 @@ func (s *Store) openCheckpoints(ctx context.Context) error {
 	return nil
 }
 
+// KeepsCheckpoints reports whether the store keeps checkpoints: the
+// embedded store with one replica and no MaxEventsPerSession. Elsewhere
+// Checkpoint does nothing and ResumeFrom is Resume.
+func (s *Store) KeepsCheckpoints() bool { return s.checkpoints != nil }
+
 // dropCheckpoints deletes the checkpoints bucket of an embedded store
 // that keeps none now: one opened with MaxEventsPerSession drops old
 // events while the count stays the same, and its checkpoints would be
@@ -129,49 +134,52 @@ func (s *Store) Checkpoint(ctx context.Context, sessionID string, opts *session.
 		switch covered := prev.Seq - prev.First + 1; {
 		case n == covered:
 			return nil // nothing stored since
-		case n < covered || prev.First > prev.Seq:
+		case n < covered:
 			prev = nil // not borne out by the stream: made again from every event
 		}
 	}
 	if prev == nil && n < minCheckpointEvents {
 		return nil // too few to be worth one
 	}
-	from := uint64(1)
-	if prev != nil {
-		from = prev.Stream + 1
-	}
-	var events []session.Event
-	var last uint64
-	var added int64
-	err = s.withLoadSlot(func(sl *replySlot) (err error) {
-		events, last, added, err = s.loadDirectOn(ctx, sl, subj, from)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
-	}
-	if len(events) == 0 || prev == nil && len(events) < minCheckpointEvents {
-		return nil // nothing new, or too few to be worth one
-	}
-	var cp *session.Checkpoint
-	if prev != nil {
-		if events[0].Seq != prev.Seq+1 { // not this session's continuation: start again
-			return s.checkpointAgain(ctx, sessionID, opts)
-		}
-		cp = &prev.Checkpoint
-	}
-	st := storedCheckpoint{Version: checkpointVersion, Created: s.Created(), Stream: last, Bytes: added}
-	if prev != nil {
-		st.Bytes += prev.Bytes
-	}
-	data, err := s.compactToFit(cp, events, opts, &st)
-	if err != nil {
+	for {
+		// The events since prev, brought into it; or, without prev, or
+		// when they do not continue it, every event.
+		from := uint64(1)
+		var cp *session.Checkpoint
 		if prev != nil {
-			return s.checkpointAgain(ctx, sessionID, opts)
+			from, cp = prev.Stream+1, &prev.Checkpoint
 		}
-		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
+		var events []session.Event
+		var last uint64
+		var added int64
+		err = s.withLoadSlot(func(sl *replySlot) (err error) {
+			events, last, added, err = s.loadDirectOn(ctx, sl, subj, from)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		if prev != nil && events[0].Seq != prev.Seq+1 {
+			prev = nil
+			continue
+		}
+		st := storedCheckpoint{Version: checkpointVersion, Created: s.Created(), Stream: last, Bytes: added}
+		if prev != nil {
+			st.Bytes += prev.Bytes
+		}
+		data, err := s.compactToFit(cp, events, opts, &st)
+		switch {
+		case err != nil && prev != nil:
+			prev = nil
+			continue
+		case err != nil:
+			return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
+		}
+		return s.putCheckpoint(ctx, sessionID, data)
 	}
-	return s.putCheckpoint(ctx, sessionID, data)
 }
 
 // compactToFit makes st's checkpoint of cp and events (session.Compact)
@@ -219,30 +227,6 @@ func (s *Store) putCheckpoint(ctx context.Context, sessionID string, data []byte
 		return fmt.Errorf("store: checkpoint session %q: write: %w", sessionID, err)
 	}
 	return nil
-}
-
-// checkpointAgain drops a session's checkpoint that its events do not
-// continue, and makes one from all of them. f.mu is held.
-func (s *Store) checkpointAgain(ctx context.Context, sessionID string, opts *session.Options) error {
-	if err := s.dropCheckpoint(ctx, sessionID); err != nil {
-		return err
-	}
-	subj, _ := subjectFor(sessionID)
-	var events []session.Event
-	var last uint64
-	var bytes int64
-	err := s.withLoadSlot(func(sl *replySlot) (err error) {
-		events, last, bytes, err = s.loadDirectOn(ctx, sl, subj, 1)
-		return err
-	})
-	if err != nil || len(events) == 0 {
-		return err
-	}
-	data, err := s.compactToFit(nil, events, opts, &storedCheckpoint{Version: checkpointVersion, Created: s.Created(), Stream: last, Bytes: bytes})
-	if err != nil {
-		return fmt.Errorf("store: checkpoint session %q: %w", sessionID, err)
-	}
-	return s.putCheckpoint(ctx, sessionID, data)
 }
 
 // dropCheckpoint removes a session's checkpoint, if it has one. It
